@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the local control plane's binaries from Go modules (no downloads outside the Go module
+# proxy): kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd from the wrapper
+# module in hack/tools, and kwok with `go install`. Binaries are cached by version under
+# $OLMV1_TOOLS_DIR (default ~/.cache/olmv1/tools/<version>) so only a fresh machine pays the build.
+# Prints the bin directory on stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/versions.env"
+
+tools_root=${OLMV1_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/tools}
+bin="$tools_root/k8s-$KUBE_VERSION-kwok-$KWOK_VERSION/bin"
+mkdir -p "$bin"
+
+log() { echo "build-tools: $*" >&2; }
+
+need=()
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd; do
+  [[ -x "$bin/$b" ]] || need+=("$b")
+done
+
+if ((${#need[@]})); then
+  command -v go >/dev/null || { log "go is not installed; install Go ${GO_MIN} or newer"; exit 1; }
+  minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+  ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  pkgs=()
+  for b in "${need[@]}"; do
+    case $b in
+      etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
+      *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+    esac
+  done
+  log "building ${need[*]} ($KUBE_VERSION); a cold build takes several minutes"
+  start=$SECONDS
+  tmp=$(mktemp -d)
+  (cd "$here/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+  # `go build -o dir/` names the etcd binary after its module path without the major version
+  # suffix ("server" for go.etcd.io/etcd/server/v3).
+  if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
+  mv "$tmp"/* "$bin/"
+  rmdir "$tmp"
+  log "built in $((SECONDS - start))s"
+fi
+
+if [[ ! -x "$bin/kwok" ]]; then
+  log "building kwok $KWOK_VERSION"
+  start=$SECONDS
+  GOBIN="$bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  log "built kwok in $((SECONDS - start))s"
+fi
+
+# kwok's standalone binary has no built-in stages: keep the stage YAMLs from its module beside it.
+stages="$bin/../kwok-stages"
+if [[ ! -f "$stages/pod-ready.yaml" ]]; then
+  mkdir -p "$stages"
+  moddir=$(cd "$here/tools" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp "$moddir/kustomize/stage/node/fast/node-initialize.yaml" "$stages/"
+  for s in pod-ready pod-complete pod-delete; do
+    cp "$moddir/kustomize/stage/pod/fast/$s.yaml" "$stages/"
+  done
+fi
+echo "$bin"

@@ -1,0 +1,102 @@
+//! `olmv1 image`: publishes a directory as an OCI image to a registry, with no Docker.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::image::{Credential, PushOptions, RegistryConfig, push_dir};
+
+/// Subcommands of `olmv1 image`.
+#[derive(clap::Subcommand, Debug)]
+pub enum ImageCommand {
+    /// Pushes DIR as a one-layer OCI image to REF; prints the digest reference.
+    Push(PushArgs),
+}
+
+/// Arguments of `olmv1 image push`.
+#[derive(clap::Args, Debug)]
+pub struct PushArgs {
+    /// Directory whose content becomes the image's file system.
+    pub dir: PathBuf,
+    /// Target reference, e.g. `127.0.0.1:5000/catalogs/community:v4.16`.
+    pub reference: String,
+    /// Config label `KEY=VALUE` (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Path inside the image where DIR's content lands (e.g. `/configs` for catalogs).
+    #[arg(long, default_value = "/")]
+    pub prefix: String,
+    /// Allow plain HTTP to this registry (loopback registries always are).
+    #[arg(long)]
+    pub insecure: bool,
+    /// PEM file or directory of extra trusted CA certificates.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// Docker/Podman auth file (`{"auths":{...}}`).
+    #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// User name for Basic or token auth.
+    #[arg(long, env = "OLMV1_REGISTRY_USERNAME")]
+    pub username: Option<String>,
+    /// Password for Basic or token auth.
+    #[arg(long, env = "OLMV1_REGISTRY_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+}
+
+/// Runs `olmv1 image ...`.
+pub async fn run(cmd: ImageCommand) -> ExitCode {
+    match cmd {
+        ImageCommand::Push(args) => match push(args).await {
+            Ok(digest_ref) => {
+                println!("{digest_ref}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("olmv1 image push: {message}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn push(args: PushArgs) -> Result<String, String> {
+    let labels = parse_labels(&args.labels)?;
+    let mut registry = RegistryConfig::default();
+    let image = super::image::ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
+    if args.insecure {
+        registry.insecure_registries.push(image.registry.clone());
+    }
+    if let Some(path) = &args.ca_file {
+        registry.add_ca_path(path).map_err(|e| format!("reading CA file {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.auth_file {
+        registry.add_auth_file(path)?;
+    }
+    if let (Some(username), Some(password)) = (args.username, args.password) {
+        registry.credentials.insert(image.registry.clone(), Credential { username, password });
+    }
+    let options = PushOptions { registry, labels, prefix: args.prefix };
+    let pushed = push_dir(&args.dir, &args.reference, &options).await.map_err(|e| e.to_string())?;
+    Ok(pushed.digest_ref)
+}
+
+/// Parses `KEY=VALUE` pairs.
+fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
+    raw.iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+            _ => Err(format!("label {pair:?} must be KEY=VALUE")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn labels_parse() {
+        let labels = super::parse_labels(&["a=b=c".into(), "x=".into()]).unwrap();
+        assert_eq!(labels["a"], "b=c");
+        assert_eq!(labels["x"], "");
+        assert!(super::parse_labels(&["novalue".into()]).is_err());
+    }
+}

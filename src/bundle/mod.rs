@@ -1,0 +1,5 @@
+//! Bundles: OCI registry client, safe unpacking, registry+v1 -> plain manifests.
+
+pub mod cli;
+pub mod image;
+pub mod image_cli;

@@ -1,0 +1,4 @@
+//! Reconcilers: ClusterExtension, ClusterCatalog, Upgradeable.
+
+pub mod cli;
+pub mod upgradeable;

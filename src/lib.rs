@@ -1,0 +1,9 @@
+//! olmv1: installs and upgrades cluster extensions from file-based catalogs, as OLM v1 does.
+#![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod bundle;
+pub mod catalog;
+pub mod controller;
+pub mod resolve;
+pub mod version;
