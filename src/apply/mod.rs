@@ -1,3 +1,55 @@
 //! Server-side apply as the ClusterExtension's service account, the revision record, preflights.
-pub mod revision;
+
+pub mod identity;
+pub mod objects;
 pub mod preflight;
+pub mod revision;
+
+/// Errors applying, pruning or checking a revision's objects.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// An object of the bundle is not a valid Kubernetes object.
+    #[error("{0}")]
+    InvalidObject(String),
+    /// The API server does not serve the object's kind.
+    #[error("the API server does not serve {gvk}: {source}")]
+    Discovery {
+        gvk: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Objects exist that belong to something else; nothing was applied.
+    #[error("{} already exist and cannot be managed by olmv1: they are not owned by this ClusterExtension", .0.join(", "))]
+    OwnedByOthers(Vec<String>),
+    /// Reading an object failed.
+    #[error("failed to read {object}: {source}")]
+    Read {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Applying an object failed.
+    #[error("failed to apply {object}: {source}")]
+    Write {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting an object failed.
+    #[error("failed to delete {object}: {source}")]
+    Delete {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// An object is not ready yet.
+    #[error("{0}")]
+    NotReady(String),
+}
+
+impl ApplyError {
+    /// Objects owned by others need the admin to act; everything else may pass on retry.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::OwnedByOthers(_) | Self::InvalidObject(_))
+    }
+}

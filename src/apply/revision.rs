@@ -62,3 +62,121 @@ pub struct ObjectRef {
     /// The name.
     pub name: String,
 }
+
+mod store {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::{
+        ByteString,
+        api::core::v1::Secret,
+        apimachinery::pkg::apis::meta::v1::OwnerReference,
+    };
+    use kube::{
+        Api, Client,
+        api::{DeleteParams, ObjectMeta, Patch, PatchParams},
+    };
+    use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
+
+    use super::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE};
+
+    /// Errors reading or writing revision records.
+    #[derive(Debug, thiserror::Error)]
+    pub enum RecordError {
+        /// The API server refused or failed.
+        #[error("failed to {action} the revision record of ClusterExtension {extension:?}: {source}")]
+        Api {
+            action: &'static str,
+            extension: String,
+            #[source]
+            source: kube::Error,
+        },
+        /// The record exists but cannot be read.
+        #[error("the revision record of ClusterExtension {extension:?} is corrupt: {reason}")]
+        Corrupt { extension: String, reason: String },
+    }
+
+    /// The name of a ClusterExtension's record Secret.
+    pub fn record_name(extension: &str) -> String {
+        // Secret names allow 253 characters; ClusterExtension names too, so trim the stem.
+        let stem: String = extension.chars().take(253 - "-revision".len()).collect();
+        format!("{stem}-revision")
+    }
+
+    /// Reads revision records from the controller's system namespace, with the controller's
+    /// own identity (they are the controller's bookkeeping, not bundle content).
+    #[derive(Clone)]
+    pub struct RevisionStore {
+        secrets: Api<Secret>,
+    }
+
+    impl RevisionStore {
+        /// A store in `system_namespace`.
+        pub fn new(client: Client, system_namespace: &str) -> Self {
+            Self { secrets: Api::namespaced(client, system_namespace) }
+        }
+
+        /// The installed revision of a ClusterExtension, if any.
+        pub async fn load(&self, extension: &str) -> Result<Option<InstalledRevision>, RecordError> {
+            let secret = self.secrets.get_opt(&record_name(extension)).await.map_err(|source| {
+                RecordError::Api { action: "read", extension: extension.into(), source }
+            })?;
+            let Some(secret) = secret else { return Ok(None) };
+            let data = secret.data.unwrap_or_default();
+            let raw = data.get(RECORD_KEY).ok_or_else(|| RecordError::Corrupt {
+                extension: extension.into(),
+                reason: format!("key {RECORD_KEY:?} is missing"),
+            })?;
+            serde_json::from_slice(&raw.0)
+                .map(Some)
+                .map_err(|e| RecordError::Corrupt { extension: extension.into(), reason: e.to_string() })
+        }
+
+        /// Writes the record, owned by the ClusterExtension (so it goes with it).
+        pub async fn store(
+            &self,
+            extension: &str,
+            extension_uid: &str,
+            revision: &InstalledRevision,
+        ) -> Result<(), RecordError> {
+            let json = serde_json::to_vec(revision).expect("a revision record always serializes");
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(record_name(extension)),
+                    labels: Some(BTreeMap::from([
+                        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
+                        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
+                    ])),
+                    owner_references: Some(vec![OwnerReference {
+                        api_version: "olm.operatorframework.io/v1".into(),
+                        kind: "ClusterExtension".into(),
+                        name: extension.into(),
+                        uid: extension_uid.into(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(false),
+                    }]),
+                    ..Default::default()
+                },
+                type_: Some(RECORD_SECRET_TYPE.into()),
+                data: Some(BTreeMap::from([(RECORD_KEY.to_string(), ByteString(json))])),
+                ..Default::default()
+            };
+            let params = PatchParams::apply(crate::apply::objects::FIELD_MANAGER).force();
+            self.secrets
+                .patch(&record_name(extension), &params, &Patch::Apply(&secret))
+                .await
+                .map_err(|source| RecordError::Api { action: "write", extension: extension.into(), source })?;
+            Ok(())
+        }
+
+        /// Removes the record (after an uninstall).
+        pub async fn delete(&self, extension: &str) -> Result<(), RecordError> {
+            match self.secrets.delete(&record_name(extension), &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Err(source) => Err(RecordError::Api { action: "delete", extension: extension.into(), source }),
+            }
+        }
+    }
+}
+
+pub use store::{RecordError, RevisionStore, record_name};

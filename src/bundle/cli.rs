@@ -1,13 +1,187 @@
-//! `olmv1 render`: Prints the manifests a registry+v1 bundle would apply.
+//! `olmv1 render`: prints the manifests a registry+v1 bundle would apply, as upstream OLM v1
+//! renders them, with no cluster.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use serde_json::Value;
+
+use crate::apply::revision::BundleProperty;
+use crate::bundle::image::{PullOptions, pull_to_dir};
+use crate::bundle::registry_v1::RegistryV1Bundle;
+use crate::bundle::render::render;
+
+/// Output formats of `olmv1 render`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// A YAML stream, one document per object.
+    Yaml,
+    /// A `v1` `List` holding the objects.
+    Json,
+}
 
 /// Arguments of `olmv1 render`.
 #[derive(clap::Args, Debug)]
-pub struct RenderArgs {}
+#[command(group(clap::ArgGroup::new("source").required(true).args(["bundle", "catalog"])))]
+pub struct RenderArgs {
+    /// The bundle: an unpacked bundle directory, or an image reference to pull.
+    #[arg(long, value_name = "DIR|IMAGE")]
+    pub bundle: Option<String>,
+    /// A file-based catalog directory holding the bundle (rendered from its `olm.bundle.object`
+    /// properties); needs --bundle-name.
+    #[arg(long, value_name = "DIR", requires = "bundle_name")]
+    pub catalog: Option<PathBuf>,
+    /// The bundle's name in the catalog, e.g. `etcdoperator.v0.9.4`.
+    #[arg(long, value_name = "NAME", requires = "catalog")]
+    pub bundle_name: Option<String>,
+    /// The install namespace (`spec.namespace` of the ClusterExtension).
+    #[arg(long, short = 'n', value_name = "NS")]
+    pub namespace: String,
+    /// The namespace to watch (SingleNamespace, or OwnNamespace when equal to --namespace);
+    /// default: all namespaces.
+    #[arg(long, value_name = "NS")]
+    pub watch_namespace: Option<String>,
+    /// Inline bundle configuration (`spec.config.inline`) as JSON, or `@FILE`.
+    #[arg(long, value_name = "JSON")]
+    pub config: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "yaml")]
+    pub output: OutputFormat,
+    /// Where pulled images are unpacked (default: a directory under the system cache dir).
+    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+    /// A registry (`host[:port]`) that may be reached over plain HTTP; repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
+    /// Extra trusted CA certificates (PEM file or directory) for registries.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// A Docker-style auth file (`{"auths": {...}}`) with registry credentials.
+    #[arg(long, value_name = "PATH")]
+    pub auth_file: Option<PathBuf>,
+}
 
-/// Runs `olmv1 render`.
-pub async fn run(_args: RenderArgs) -> ExitCode {
-    eprintln!("olmv1 render: not implemented yet");
-    ExitCode::from(2)
+/// Runs `olmv1 render`: exit status 0 with the objects on stdout, or 1 with one error on stderr.
+pub async fn run(args: RenderArgs) -> ExitCode {
+    match render_to_string(&args).await {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("olmv1 render: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Loads, renders and formats; the error is one sentence.
+pub async fn render_to_string(args: &RenderArgs) -> Result<String, String> {
+    let bundle = load_bundle(args).await?;
+    let config = inline_config(args)?;
+    let objects = render(&bundle, &args.namespace, config.as_ref()).map_err(|e| e.to_string())?;
+    format_objects(&objects, args.output)
+}
+
+async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
+    if let (Some(catalog), Some(name)) = (&args.catalog, &args.bundle_name) {
+        return load_from_catalog(catalog, name);
+    }
+    let Some(source) = &args.bundle else {
+        return Err("one of --bundle or --catalog is required".to_string());
+    };
+    let path = Path::new(source);
+    if path.is_dir() {
+        return RegistryV1Bundle::from_dir(path).map_err(|e| format!("bundle {source:?}: {e}"));
+    }
+    let mut options = PullOptions::new(cache_dir(args));
+    options.registry.insecure_registries = args.insecure_registry.clone();
+    if let Some(ca) = &args.ca_file {
+        options.registry.add_ca_path(ca).map_err(|e| format!("reading CA certificates {ca:?}: {e}"))?;
+    }
+    if let Some(auth) = &args.auth_file {
+        options.registry.add_auth_file(auth).map_err(|e| format!("reading auth file {auth:?}: {e}"))?;
+    }
+    let pulled = pull_to_dir(source, &options).await.map_err(|e| e.to_string())?;
+    RegistryV1Bundle::from_dir(&pulled.dir).map_err(|e| format!("bundle image {source:?}: {e}"))
+}
+
+fn cache_dir(args: &RenderArgs) -> PathBuf {
+    if let Some(dir) = &args.cache_dir {
+        return dir.clone();
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("olmv1").join("images")
+}
+
+/// Finds bundle `name` in the catalog directory and loads it from its `olm.bundle.object`s.
+fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, String> {
+    let mut found: Option<crate::catalog::Bundle> = None;
+    crate::catalog::for_each_dir_meta(catalog, |meta| {
+        if found.is_none() && &*meta.schema == crate::catalog::SCHEMA_BUNDLE && &*meta.name == name {
+            let bundle: crate::catalog::Bundle = serde_json::from_slice(&meta.blob).map_err(|e| {
+                crate::catalog::CatalogError::Malformed { location: meta.location(), message: e.to_string() }
+            })?;
+            found = Some(bundle);
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    let bundle = found.ok_or_else(|| format!("bundle {name:?} not found in catalog {catalog:?}"))?;
+    let properties: Vec<BundleProperty> = bundle
+        .properties
+        .into_iter()
+        .map(|p| BundleProperty { type_: p.type_, value: p.value })
+        .collect();
+    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties).map_err(|e| e.to_string())
+}
+
+/// `--config` (JSON text or `@file`) with `--watch-namespace` folded in.
+fn inline_config(args: &RenderArgs) -> Result<Option<Value>, String> {
+    let mut config = match &args.config {
+        None => None,
+        Some(text) => {
+            let text = match text.strip_prefix('@') {
+                Some(file) => {
+                    std::fs::read_to_string(file).map_err(|e| format!("reading --config file {file:?}: {e}"))?
+                }
+                None => text.clone(),
+            };
+            Some(serde_json::from_str::<Value>(&text).map_err(|e| format!("--config is not valid JSON: {e}"))?)
+        }
+    };
+    if let Some(ns) = &args.watch_namespace {
+        match config.get_or_insert_with(|| serde_json::json!({})) {
+            Value::Object(map) => {
+                map.insert("watchNamespace".to_string(), Value::String(ns.clone()));
+            }
+            _ => return Err("--watch-namespace needs --config to be a JSON object".to_string()),
+        }
+    }
+    Ok(config)
+}
+
+/// A YAML stream (`---` before each object) or a JSON `List`.
+pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String, String> {
+    match format {
+        OutputFormat::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            serde_json::to_string_pretty(&list).map(|s| s + "\n").map_err(|e| e.to_string())
+        }
+        OutputFormat::Yaml => {
+            let mut out = String::new();
+            for object in objects {
+                out.push_str("---\n");
+                let doc = serde_saphyr::to_string(object).map_err(|e| e.to_string())?;
+                out.push_str(&doc);
+                if !doc.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            Ok(out)
+        }
+    }
 }

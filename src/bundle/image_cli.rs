@@ -67,16 +67,26 @@ async fn push(args: PushArgs) -> Result<String, String> {
         registry.insecure_registries.push(image.registry.clone());
     }
     if let Some(path) = &args.ca_file {
-        registry.add_ca_path(path).map_err(|e| format!("reading CA file {}: {e}", path.display()))?;
+        registry
+            .add_ca_path(path)
+            .map_err(|e| format!("reading CA file {}: {e}", path.display()))?;
     }
     if let Some(path) = &args.auth_file {
         registry.add_auth_file(path)?;
     }
     if let (Some(username), Some(password)) = (args.username, args.password) {
-        registry.credentials.insert(image.registry.clone(), Credential { username, password });
+        registry
+            .credentials
+            .insert(image.registry.clone(), Credential { username, password });
     }
-    let options = PushOptions { registry, labels, prefix: args.prefix };
-    let pushed = push_dir(&args.dir, &args.reference, &options).await.map_err(|e| e.to_string())?;
+    let options = PushOptions {
+        registry,
+        labels,
+        prefix: args.prefix,
+    };
+    let pushed = push_dir(&args.dir, &args.reference, &options)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(pushed.digest_ref)
 }
 

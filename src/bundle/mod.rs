@@ -3,3 +3,6 @@
 pub mod cli;
 pub mod image;
 pub mod image_cli;
+pub mod csv;
+pub mod registry_v1;
+pub mod render;

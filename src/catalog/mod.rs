@@ -1,4 +1,80 @@
 //! File-based catalogs (FBC): the model, streaming parsers, the per-package index, the HTTP
 //! client with its cache, and the catalog HTTP server.
+//!
+//! - [`Meta`]: one FBC object as compact JSON plus its `schema`/`package`/`name` keys; read from a
+//!   directory tree ([`read_dir_metas`], [`for_each_dir_meta`]), from JSONL ([`jsonl_metas`],
+//!   [`JsonlReader`]), written back with [`write_jsonl`].
+//! - [`DeclarativeConfig`]: the full model; [`CatalogIndex`]: the lean per-package index used by
+//!   `resolve`.
+//! - [`client`]: fetches `<base>/api/v1/all` from a catalog server.
 
+pub mod cache;
 pub mod cli;
+pub mod client;
+mod ignore;
+mod index;
+mod meta;
+mod model;
+mod read;
+pub mod server;
+
+use std::{path::Path, sync::Arc};
+
+pub use index::{
+    BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, PackageIndex,
+};
+pub use meta::{Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
+pub use model::{
+    Bundle, Channel, ChannelEntry, DeclarativeConfig, Deprecation, DeprecationEntry, Icon,
+    PROPERTY_BUNDLE_OBJECT, PROPERTY_CONSTRAINT, PROPERTY_CSV_METADATA, PROPERTY_GVK_REQUIRED,
+    PROPERTY_MAX_OPENSHIFT_VERSION, PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED, Package,
+    PackageScopedReference, Property, RelatedImage,
+};
+pub use read::{
+    INDEX_IGNORE_FILE, JsonlReader, for_each_dir_meta, jsonl_metas, list_fbc_files, parse_stream,
+    read_dir_metas, write_jsonl,
+};
+
+/// Why a catalog could not be read, parsed or fetched. Every message names the file, URL or
+/// object, and the cause.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CatalogError {
+    /// A file or stream could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file or stream.
+        path: String,
+        /// The cause.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// An object (or a whole file) is not valid FBC.
+    #[error("{location}: {message}")]
+    Malformed {
+        /// File and object, e.g. `pkg/catalog.yaml: object #3 (olm.bundle "foo.v1")`.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The catalog breaks an `opm validate` rule (duplicate package, bundle, channel or entry);
+    /// the text is operator-registry's.
+    #[error("{0}")]
+    Invalid(String),
+    /// Fetching a catalog over HTTP failed.
+    #[error("fetching catalog from {url}: {message}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// What failed, e.g. `error: received unexpected response status code 404`.
+        message: String,
+    },
+}
+
+impl CatalogError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> CatalogError {
+        CatalogError::Io {
+            path: path.display().to_string(),
+            source: Arc::new(source),
+        }
+    }
+}

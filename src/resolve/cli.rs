@@ -1,13 +1,345 @@
-//! `olmv1 resolve`: Answers what a ClusterExtension would install or upgrade to, from catalog directories, JSONL files or URLs.
+//! `olmv1 resolve`: answers what a ClusterExtension would install or upgrade to, from catalog
+//! directories, JSONL files or URLs.
+//!
+//! Exit status: 0 resolved; 1 resolution failed (upstream's message alone on stderr); 2 bad flags,
+//! unreadable ClusterExtension or catalogs.
 
-use std::process::ExitCode;
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+};
+
+use bytes::Bytes;
+use olmv1_api::v1::{
+    CatalogFilter, ClusterExtension, UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME,
+};
+
+use super::{CatalogInput, InstalledBundle, ResolveRequest, resolve};
+use crate::catalog::{CatalogIndex, client::CatalogClient, parse_stream};
 
 /// Arguments of `olmv1 resolve`.
 #[derive(clap::Args, Debug)]
-pub struct ResolveArgs {}
+pub struct ResolveArgs {
+    /// A catalog: `[NAME=]DIR|FILE|URL` (FBC directory, JSONL file, or catalogd base URL whose
+    /// `/api/v1/all` is fetched). The name defaults to the directory name, the file name without
+    /// its extension, or the last path segment of the URL. Repeatable.
+    #[arg(long = "catalog", value_name = "[NAME=]DIR|FILE|URL", required = true)]
+    pub catalogs: Vec<String>,
+
+    /// A ClusterExtension YAML file supplying package, version, channels, selector, policy and
+    /// (from its status) the installed bundle. Other flags override it.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// The package to resolve (required without -f).
+    #[arg(long)]
+    pub package: Option<String>,
+
+    /// A version range (Masterminds syntax, e.g. ">=1.11, <1.13", "1.11.x", "~1.12").
+    #[arg(long)]
+    pub version: Option<String>,
+
+    /// A channel to resolve from. Repeatable.
+    #[arg(long = "channel", value_name = "CHANNEL")]
+    pub channels: Vec<String>,
+
+    /// The installed bundle, as `BUNDLE_NAME@VERSION`.
+    #[arg(long, value_name = "BUNDLE_NAME@VERSION")]
+    pub installed: Option<String>,
+
+    /// Whether upgrades must follow catalog edges.
+    #[arg(long, value_parser = ["CatalogProvided", "SelfCertified"])]
+    pub upgrade_constraint_policy: Option<String>,
+
+    /// A catalog priority, `NAME=N` (default 0). Repeatable.
+    #[arg(long = "priority", value_name = "NAME=N")]
+    pub priorities: Vec<String>,
+
+    /// Output format.
+    #[arg(short = 'o', long = "output", default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
+}
 
 /// Runs `olmv1 resolve`.
-pub async fn run(_args: ResolveArgs) -> ExitCode {
-    eprintln!("olmv1 resolve: not implemented yet");
+pub async fn run(args: ResolveArgs) -> ExitCode {
+    let request = match build_request(&args) {
+        Ok(r) => r,
+        Err(message) => return usage_error(&message),
+    };
+    let priorities = match parse_priorities(&args.priorities) {
+        Ok(p) => p,
+        Err(message) => return usage_error(&message),
+    };
+    let specs: Vec<CatalogSpec> = match args.catalogs.iter().map(|c| CatalogSpec::parse(c)).collect() {
+        Ok(s) => s,
+        Err(message) => return usage_error(&message),
+    };
+    for name in priorities.keys() {
+        if !specs.iter().any(|s| &s.name == name) {
+            return usage_error(&format!("--priority names unknown catalog {name:?}"));
+        }
+    }
+    let indexes = match load_catalogs(&specs).await {
+        Ok(i) => i,
+        Err(message) => return usage_error(&message),
+    };
+    let inputs: Vec<CatalogInput> = specs
+        .iter()
+        .zip(indexes)
+        .map(|(spec, index)| CatalogInput {
+            name: spec.name.clone(),
+            priority: priorities.get(&spec.name).copied().unwrap_or(0),
+            labels: BTreeMap::from([(LABEL_CATALOG_NAME.to_string(), spec.name.clone())]),
+            available: true,
+            index,
+        })
+        .collect();
+    match resolve(&request, &inputs) {
+        Ok(resolution) => {
+            if args.output == "json" {
+                let out = serde_json::json!({
+                    "bundle": {"name": resolution.bundle.name, "version": resolution.bundle.status_version},
+                    "catalog": resolution.catalog,
+                    "image": resolution.bundle.image,
+                    "deprecated": resolution.bundle_deprecated(),
+                });
+                println!("{out}");
+            } else {
+                println!(
+                    "{} {} {}",
+                    resolution.bundle.name, resolution.bundle.status_version, resolution.catalog
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("olmv1 resolve: {message}");
     ExitCode::from(2)
+}
+
+fn build_request(args: &ResolveArgs) -> Result<ResolveRequest, String> {
+    let (mut filter, mut installed) = match &args.file {
+        Some(path) => read_cluster_extension(path)?,
+        None => (CatalogFilter::default(), None),
+    };
+    if let Some(p) = &args.package {
+        filter.package_name = p.clone();
+    }
+    if filter.package_name.is_empty() {
+        return Err("--package (or -f with spec.source.catalog.packageName) is required".to_string());
+    }
+    if let Some(v) = &args.version {
+        filter.version = Some(v.clone());
+    }
+    if !args.channels.is_empty() {
+        filter.channels = args.channels.clone();
+    }
+    if let Some(p) = &args.upgrade_constraint_policy {
+        filter.upgrade_constraint_policy = if p == "SelfCertified" {
+            UpgradeConstraintPolicy::SelfCertified
+        } else {
+            UpgradeConstraintPolicy::CatalogProvided
+        };
+    }
+    if let Some(spec) = &args.installed {
+        let (name, version) = spec
+            .split_once('@')
+            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+            .ok_or_else(|| format!("--installed must be BUNDLE_NAME@VERSION, got {spec:?}"))?;
+        installed = Some(InstalledBundle {
+            name: name.to_string(),
+            version: version.to_string(),
+            release: None,
+        });
+    }
+    Ok(ResolveRequest {
+        package: filter.package_name,
+        version_range: filter.version,
+        channels: filter.channels,
+        selector: filter.selector,
+        upgrade_constraint_policy: filter.upgrade_constraint_policy,
+        installed,
+    })
+}
+
+/// Reads `spec.source.catalog` and `status.install.bundle` of a ClusterExtension YAML file.
+fn read_cluster_extension(path: &Path) -> Result<(CatalogFilter, Option<InstalledBundle>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let ext: ClusterExtension = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("{}: not a ClusterExtension: {e}", path.display()))?;
+    let filter = ext
+        .spec
+        .source
+        .catalog
+        .clone()
+        .ok_or_else(|| format!("{}: spec.source.catalog is required", path.display()))?;
+    let installed = ext
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| InstalledBundle {
+            name: i.bundle.name.clone(),
+            version: i.bundle.version.clone(),
+            release: i.bundle.release.clone(),
+        });
+    Ok((filter, installed))
+}
+
+fn parse_priorities(flags: &[String]) -> Result<BTreeMap<String, i32>, String> {
+    flags
+        .iter()
+        .map(|f| {
+            let (name, n) = f
+                .split_once('=')
+                .ok_or_else(|| format!("--priority must be NAME=N, got {f:?}"))?;
+            let n: i32 = n
+                .parse()
+                .map_err(|_| format!("--priority {f:?}: {n:?} is not a 32-bit integer"))?;
+            Ok((name.to_string(), n))
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum CatalogLocation {
+    Dir(PathBuf),
+    File(PathBuf),
+    Url(String),
+}
+
+#[derive(Debug, Clone)]
+struct CatalogSpec {
+    name: String,
+    location: CatalogLocation,
+}
+
+impl CatalogSpec {
+    fn parse(flag: &str) -> Result<CatalogSpec, String> {
+        let is_url = |s: &str| s.starts_with("http://") || s.starts_with("https://");
+        // `NAME=` prefix, unless the whole value is a URL or an existing path.
+        let (explicit_name, target) = match flag.split_once('=') {
+            Some((n, rest)) if !is_url(flag) && !Path::new(flag).exists() && !n.contains('/') => {
+                (Some(n), rest)
+            }
+            _ => (None, flag),
+        };
+        let location = if is_url(target) {
+            CatalogLocation::Url(target.to_string())
+        } else {
+            let path = PathBuf::from(target);
+            let meta = std::fs::metadata(&path).map_err(|e| format!("catalog {target:?}: {e}"))?;
+            if meta.is_dir() {
+                CatalogLocation::Dir(path)
+            } else {
+                CatalogLocation::File(path)
+            }
+        };
+        let default_name = match &location {
+            CatalogLocation::Dir(p) => p
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+            CatalogLocation::File(p) => p.file_stem().map(|n| n.to_string_lossy().into_owned()),
+            CatalogLocation::Url(u) => url::Url::parse(u)
+                .ok()
+                .and_then(|u| {
+                    u.path_segments()
+                        .and_then(|mut s| s.rfind(|x| !x.is_empty()).map(str::to_string))
+                })
+                .or_else(|| {
+                    url::Url::parse(u)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_string))
+                }),
+        };
+        let name = match explicit_name {
+            Some(n) if !n.is_empty() => n.to_string(),
+            Some(_) => return Err(format!("catalog {flag:?}: empty name")),
+            None => {
+                default_name.ok_or_else(|| format!("catalog {flag:?}: cannot derive a name; use NAME=..."))?
+            }
+        };
+        Ok(CatalogSpec { name, location })
+    }
+}
+
+async fn load_catalogs(specs: &[CatalogSpec]) -> Result<Vec<Arc<CatalogIndex>>, String> {
+    let mut seen = std::collections::HashSet::new();
+    for s in specs {
+        if !seen.insert(&s.name) {
+            return Err(format!(
+                "two catalogs are named {:?}; name them with NAME=",
+                s.name
+            ));
+        }
+    }
+    let client = if specs
+        .iter()
+        .any(|s| matches!(s.location, CatalogLocation::Url(_)))
+    {
+        Some(CatalogClient::new(&[]).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let mut handles = Vec::new();
+    for spec in specs.iter().cloned() {
+        let client = client.clone();
+        handles.push(tokio::spawn(async move {
+            let index = match &spec.location {
+                CatalogLocation::Url(url) => {
+                    let client = client.ok_or_else(|| "no HTTP client".to_string())?;
+                    let body = client.fetch_all(url).await.map_err(|e| e.to_string())?;
+                    tokio::task::spawn_blocking(move || index_jsonl(body, &spec.name))
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
+                CatalogLocation::Dir(path) => {
+                    let path = path.clone();
+                    tokio::task::spawn_blocking(move || {
+                        CatalogIndex::from_dir(&path).map_err(|e| e.to_string())
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                }
+                CatalogLocation::File(path) => {
+                    let path = path.clone();
+                    tokio::task::spawn_blocking(move || index_file(&path))
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
+            }?;
+            Ok::<_, String>(Arc::new(index))
+        }));
+    }
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.map_err(|e| e.to_string())??);
+    }
+    Ok(out)
+}
+
+fn index_jsonl(body: Bytes, origin: &str) -> Result<CatalogIndex, String> {
+    CatalogIndex::from_jsonl(body, origin).map_err(|e| e.to_string())
+}
+
+/// A file is JSONL unless it is named `.yaml`/`.yml` (then it is an FBC YAML stream).
+fn index_file(path: &Path) -> Result<CatalogIndex, String> {
+    let data = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let origin = path.display().to_string();
+    let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    if yaml {
+        let metas = parse_stream(&data, Arc::from(origin.as_str())).map_err(|e| e.to_string())?;
+        CatalogIndex::from_metas(&metas).map_err(|e| e.to_string())
+    } else {
+        index_jsonl(Bytes::from(data), &origin)
+    }
 }

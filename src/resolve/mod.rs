@@ -1,3 +1,492 @@
 //! Bundle resolution with OLM v1 semantics: catalog filtering, successors, deprecation, priority.
+//!
+//! [`resolve`] is a pure function of the request (package, version range, channels, catalog
+//! selector, upgrade policy, installed bundle) and the catalogs (name, priority, labels,
+//! availability, index). It follows upstream's `CatalogResolver.Resolve` step for step and
+//! returns upstream's error messages verbatim.
 
 pub mod cli;
+pub mod deprecation;
+pub mod selector;
+
+use std::{cmp::Ordering, collections::BTreeMap, fmt, sync::Arc};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use olmv1_api::v1::{ClusterExtension, UpgradeConstraintPolicy};
+
+pub use deprecation::{ConditionData, deprecation_conditions};
+pub use selector::CatalogSelector;
+
+use crate::{
+    catalog::{
+        BundleIndex, CatalogIndex, Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED,
+        PROPERTY_PACKAGE_REQUIRED, PackageIndex, Property,
+    },
+    version::{VersionRange, VersionRelease},
+};
+
+/// The bundle currently installed (from `status.install.bundle` or the revision record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledBundle {
+    /// Bundle name, e.g. `etcdoperator.v0.9.2`.
+    pub name: String,
+    /// Bundle version as reported in status, e.g. `0.9.2` or `1.0.0+2`.
+    pub version: String,
+    /// Explicit release, when recorded separately from the version.
+    pub release: Option<String>,
+}
+
+/// What to resolve: the `spec.source.catalog` of a ClusterExtension plus the installed bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolveRequest {
+    /// `packageName`.
+    pub package: String,
+    /// `version` (Masterminds range); `None` or empty = any version.
+    pub version_range: Option<String>,
+    /// `channels`; empty = all channels.
+    pub channels: Vec<String>,
+    /// `selector` over ClusterCatalog labels; `None` = all catalogs.
+    pub selector: Option<LabelSelector>,
+    /// `upgradeConstraintPolicy`.
+    pub upgrade_constraint_policy: UpgradeConstraintPolicy,
+    /// The installed bundle, if any.
+    pub installed: Option<InstalledBundle>,
+}
+
+impl ResolveRequest {
+    /// The request a ClusterExtension makes. Errors if it has no `spec.source.catalog`.
+    pub fn from_cluster_extension(
+        ext: &ClusterExtension,
+        installed: Option<InstalledBundle>,
+    ) -> Result<ResolveRequest, ResolveError> {
+        let catalog = ext
+            .spec
+            .source
+            .catalog
+            .as_ref()
+            .ok_or(ResolveError::NoCatalogSource)?;
+        Ok(ResolveRequest {
+            package: catalog.package_name.clone(),
+            version_range: catalog.version.clone(),
+            channels: catalog.channels.clone(),
+            selector: catalog.selector.clone(),
+            upgrade_constraint_policy: catalog.upgrade_constraint_policy,
+            installed,
+        })
+    }
+}
+
+/// One ClusterCatalog as input to resolution.
+#[derive(Debug, Clone)]
+pub struct CatalogInput {
+    /// ClusterCatalog name.
+    pub name: String,
+    /// `spec.priority` (higher wins a tie).
+    pub priority: i32,
+    /// Labels of the ClusterCatalog (including `olm.operatorframework.io/metadata.name`).
+    pub labels: BTreeMap<String, String>,
+    /// false when `spec.availabilityMode` is `Unavailable` (the catalog is then ignored).
+    pub available: bool,
+    /// The catalog's index. A catalog whose content cannot be had is the caller's error
+    /// (upstream: `error walking catalogs: error getting package ... from catalog ...`).
+    pub index: Arc<CatalogIndex>,
+}
+
+impl CatalogInput {
+    /// An available catalog with priority 0, labelled with its name as catalogd labels it.
+    pub fn new(name: &str, index: Arc<CatalogIndex>) -> CatalogInput {
+        let labels = BTreeMap::from([(
+            olmv1_api::v1::conditions::LABEL_CATALOG_NAME.to_string(),
+            name.to_string(),
+        )]);
+        CatalogInput {
+            name: name.to_string(),
+            priority: 0,
+            labels,
+            available: true,
+            index,
+        }
+    }
+}
+
+/// The bundle resolution picked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedBundle {
+    /// Bundle name.
+    pub name: String,
+    /// Package name.
+    pub package: String,
+    /// Version and release.
+    pub version: VersionRelease,
+    /// The version as upstream reports it in `status.install.bundle.version` (`MetadataFor`).
+    pub status_version: String,
+    /// Bundle image reference.
+    pub image: String,
+    /// Bundle properties (without manifests and CSV metadata).
+    pub properties: Vec<Property>,
+}
+
+/// A successful resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    /// The bundle.
+    pub bundle: ResolvedBundle,
+    /// The catalog it came from.
+    pub catalog: String,
+    /// The package's deprecation object that applies (upstream: the one of the last catalog
+    /// candidate), for the deprecation conditions. `None` if the package has none.
+    pub deprecation: Option<Deprecation>,
+}
+
+impl Resolution {
+    /// Whether the resolved bundle itself is deprecated.
+    pub fn bundle_deprecated(&self) -> bool {
+        self.deprecation.as_ref().is_some_and(|d| {
+            d.entries.iter().any(|e| {
+                e.reference.schema == crate::catalog::SCHEMA_BUNDLE && e.reference.name == self.bundle.name
+            })
+        })
+    }
+}
+
+/// Why resolution failed. Display gives upstream's message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResolveError {
+    /// The ClusterExtension has no `spec.source.catalog`.
+    #[error("spec.source.catalog is required")]
+    NoCatalogSource,
+    /// The catalog selector is not a valid label selector.
+    #[error("desired catalog selector is invalid: {0}")]
+    InvalidSelector(String),
+    /// The version range does not parse.
+    #[error("desired version range {range:?} is invalid: {message}")]
+    InvalidVersionRange {
+        /// The range as written.
+        range: String,
+        /// Masterminds' error, e.g. `improper constraint: "foobar"`.
+        message: String,
+    },
+    /// A selected catalog's content could not be had.
+    #[error("error walking catalogs: error getting package {package:?} from catalog {catalog:?}: {message}")]
+    CatalogUnavailable {
+        /// The package.
+        package: String,
+        /// The catalog.
+        catalog: String,
+        /// Why.
+        message: String,
+    },
+    /// The installed bundle's version does not parse, so its upgrade edges cannot be found.
+    #[error("error walking catalogs: error finding upgrade edges: {0}")]
+    UpgradeEdges(String),
+    /// No bundle, or one bundle in several catalogs of the same priority.
+    #[error("{0}")]
+    NotFound(ResolutionFailure),
+    /// The winning bundle's version cannot be read.
+    #[error("error getting resolved bundle version for bundle {bundle:?}: {message}")]
+    BundleVersion {
+        /// The bundle.
+        bundle: String,
+        /// Why.
+        message: String,
+    },
+    /// The winning bundle declares a dependency, which OLM v1 does not support.
+    #[error(
+        "validating bundle {bundle:?}: bundle {bundle:?} has a dependency declared via property {property:?} which is currently not supported"
+    )]
+    UnsupportedDependency {
+        /// The bundle.
+        bundle: String,
+        /// The property type.
+        property: String,
+    },
+}
+
+impl ResolveError {
+    /// Whether retrying cannot help until the ClusterExtension changes (invalid selector or
+    /// range). Everything else may resolve once catalogs change.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            ResolveError::InvalidSelector(_)
+                | ResolveError::InvalidVersionRange { .. }
+                | ResolveError::NoCatalogSource
+        )
+    }
+}
+
+/// The `no bundles found ...` / `found bundles ... in multiple catalogs ...` error (upstream
+/// `resolutionError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolutionFailure {
+    /// The package.
+    pub package: String,
+    /// The version range, or empty.
+    pub version_range: String,
+    /// The requested channels.
+    pub channels: Vec<String>,
+    /// The installed version, if something is installed.
+    pub installed_version: Option<String>,
+    /// Catalogs that tied (sorted), when more than one.
+    pub tied_catalogs: Vec<String>,
+}
+
+impl fmt::Display for ResolutionFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        if let Some(v) = &self.installed_version {
+            s.push_str(&format!(
+                "error upgrading from currently installed version {}: ",
+                go_quote(v)
+            ));
+        }
+        if self.tied_catalogs.len() > 1 {
+            s.push_str(&format!("found bundles for package {} ", go_quote(&self.package)));
+        } else {
+            s.push_str(&format!(
+                "no bundles found for package {} ",
+                go_quote(&self.package)
+            ));
+        }
+        if !self.version_range.is_empty() {
+            s.push_str(&format!("matching version {} ", go_quote(&self.version_range)));
+        }
+        if !self.channels.is_empty() {
+            s.push_str(&format!("in channels [{}] ", self.channels.join(" ")));
+        }
+        if self.tied_catalogs.len() > 1 {
+            s.push_str(&format!(
+                "in multiple catalogs with the same priority [{}] ",
+                self.tied_catalogs.join(" ")
+            ));
+        }
+        f.write_str(s.trim())
+    }
+}
+
+/// Go's `%q` for the strings that appear in messages (printable text: same as Rust's `{:?}`).
+fn go_quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+struct Candidate<'a> {
+    bundle: &'a BundleIndex,
+    package: &'a PackageIndex,
+    catalog: &'a CatalogInput,
+}
+
+/// Resolves the bundle to install, as upstream OLM v1 does. Catalogs are consulted in name order
+/// (the order the API server lists them).
+pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Resolution, ResolveError> {
+    let selector = CatalogSelector::new(request.selector.as_ref()).map_err(ResolveError::InvalidSelector)?;
+    let range_text = request.version_range.as_deref().unwrap_or("");
+    let range = if range_text.is_empty() {
+        None
+    } else {
+        Some(
+            VersionRange::parse(range_text).map_err(|e| ResolveError::InvalidVersionRange {
+                range: range_text.to_string(),
+                message: e.to_string(),
+            })?,
+        )
+    };
+    let follow_edges = request.upgrade_constraint_policy != UpgradeConstraintPolicy::SelfCertified;
+    let installed = if follow_edges {
+        request.installed.as_ref()
+    } else {
+        None
+    };
+
+    let mut selected: Vec<&CatalogInput> = catalogs
+        .iter()
+        .filter(|c| c.available && selector.matches(&c.labels))
+        .collect();
+    selected.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let mut found: Vec<Candidate> = Vec::new();
+    for catalog in selected {
+        let Some(package) = catalog.index.package(&request.package) else {
+            continue;
+        };
+        let Some(bundle) = best_bundle(package, request, range.as_ref(), installed)? else {
+            continue;
+        };
+        if let Some(prior) = found.last() {
+            match (bundle.deprecated, prior.bundle.deprecated) {
+                (true, false) => continue,
+                (false, true) => found.clear(),
+                _ => {}
+            }
+        }
+        found.push(Candidate {
+            bundle,
+            package,
+            catalog,
+        });
+    }
+
+    // The deprecation returned is that of the last candidate appended, as upstream.
+    let deprecation = found.last().and_then(|c| c.package.deprecation().cloned());
+    if found.len() > 1 {
+        found.sort_by(|a, b| b.catalog.priority.cmp(&a.catalog.priority));
+        if found[0].catalog.priority != found[1].catalog.priority {
+            found.truncate(1);
+        }
+    }
+    if found.len() != 1 {
+        let mut tied: Vec<String> = found.iter().map(|c| c.catalog.name.clone()).collect();
+        tied.sort();
+        return Err(ResolveError::NotFound(ResolutionFailure {
+            package: request.package.clone(),
+            version_range: range_text.to_string(),
+            channels: request.channels.clone(),
+            installed_version: request.installed.as_ref().map(|i| i.version.clone()),
+            tied_catalogs: tied,
+        }));
+    }
+    let winner = &found[0];
+    let version = winner
+        .bundle
+        .version
+        .clone()
+        .map_err(|message| ResolveError::BundleVersion {
+            bundle: winner.bundle.name.to_string(),
+            message: message.to_string(),
+        })?;
+    if let Some(p) = winner.bundle.properties.iter().find(|p| {
+        matches!(
+            p.type_.as_str(),
+            PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+        )
+    }) {
+        return Err(ResolveError::UnsupportedDependency {
+            bundle: winner.bundle.name.to_string(),
+            property: p.type_.clone(),
+        });
+    }
+    Ok(Resolution {
+        bundle: ResolvedBundle {
+            name: winner.bundle.name.to_string(),
+            package: winner.package.name.to_string(),
+            status_version: version.status_version(),
+            version,
+            image: winner.bundle.image.to_string(),
+            properties: winner.bundle.properties.clone(),
+        },
+        catalog: winner.catalog.name.clone(),
+        deprecation,
+    })
+}
+
+/// The best bundle of one catalog's package: channel, range and successor filters, then
+/// non-deprecated first, then highest version+release (unreadable versions last).
+fn best_bundle<'a>(
+    package: &'a PackageIndex,
+    request: &ResolveRequest,
+    range: Option<&VersionRange>,
+    installed: Option<&InstalledBundle>,
+) -> Result<Option<&'a BundleIndex>, ResolveError> {
+    let n = package.bundles.len();
+    let channel_selected =
+        |name: &str| request.channels.is_empty() || request.channels.iter().any(|c| c == name);
+
+    let mut in_channel = vec![request.channels.is_empty(); n];
+    if !request.channels.is_empty() {
+        for ch in package.channels.iter().filter(|c| channel_selected(&c.name)) {
+            for e in &ch.entries {
+                if let Some(i) = e.bundle {
+                    in_channel[i] = true;
+                }
+            }
+        }
+    }
+
+    let successors = match installed {
+        None => None,
+        Some(installed) => Some(successor_mask(package, installed, &channel_selected)?),
+    };
+
+    let mut best: Option<&BundleIndex> = None;
+    for (i, b) in package.bundles.iter().enumerate() {
+        if !in_channel[i] || successors.as_ref().is_some_and(|s| !s[i]) {
+            continue;
+        }
+        if let Some(range) = range {
+            match &b.version {
+                Ok(vr) if range.matches(&vr.version) => {}
+                _ => continue,
+            }
+        }
+        // Stable sort semantics: on a tie the earlier bundle stays first.
+        if best.is_none_or(|cur| rank(b, cur) == Ordering::Less) {
+            best = Some(b);
+        }
+    }
+    Ok(best)
+}
+
+/// Order of preference: non-deprecated first, then version+release descending, unreadable last.
+fn rank(a: &BundleIndex, b: &BundleIndex) -> Ordering {
+    a.deprecated
+        .cmp(&b.deprecated)
+        .then_with(|| match (&a.version, &b.version) {
+            (Ok(x), Ok(y)) => y.compare(x),
+            (Ok(_), Err(_)) => Ordering::Less,
+            (Err(_), Ok(_)) => Ordering::Greater,
+            (Err(_), Err(_)) => Ordering::Equal,
+        })
+}
+
+/// Bundles that are successors of the installed one (upstream `SuccessorsOf`): a channel entry
+/// whose replaces, skips or skipRange covers the installed bundle (one hop), or the installed
+/// version+release itself.
+fn successor_mask(
+    package: &PackageIndex,
+    installed: &InstalledBundle,
+    channel_selected: &dyn Fn(&str) -> bool,
+) -> Result<Vec<bool>, ResolveError> {
+    let installed_vr = match &installed.release {
+        None => VersionRelease::parse_legacy(&installed.version).map_err(|e| {
+            ResolveError::UpgradeEdges(format!(
+                "failed to get version and release of installed bundle: {e}"
+            ))
+        })?,
+        Some(release) => VersionRelease::parse_explicit(&installed.version, release).map_err(|e| {
+            ResolveError::UpgradeEdges(format!(
+                "failed to parse installed bundle version and release: {e}"
+            ))
+        })?,
+    };
+    // skipRanges see the installed version as written, build metadata included (blang Parse).
+    let installed_version = crate::version::parse_strict(&installed.version).map_err(|e| {
+        ResolveError::UpgradeEdges(format!(
+            "getting successorsPredicate: error parsing installed bundle version: {e}"
+        ))
+    })?;
+    let mut mask: Vec<bool> = package
+        .bundles
+        .iter()
+        .map(|b| {
+            b.version
+                .as_ref()
+                .is_ok_and(|vr| vr.compare(&installed_vr).is_eq())
+        })
+        .collect();
+    for ch in package.channels.iter().filter(|c| channel_selected(&c.name)) {
+        for e in &ch.entries {
+            let Some(i) = e.bundle else { continue };
+            if mask[i] {
+                continue;
+            }
+            let covers = e.replaces.as_deref() == Some(installed.name.as_str())
+                || e.skips.iter().any(|s| **s == *installed.name)
+                || e.skip_range_parsed
+                    .as_ref()
+                    .is_some_and(|r| r.contains(&installed_version));
+            if covers {
+                mask[i] = true;
+            }
+        }
+    }
+    Ok(mask)
+}

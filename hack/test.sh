@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace against one shared local control plane:
+#   installs what is missing (hack/install-deps.sh), builds the tests, starts the environment
+#   (hack/local-up.sh), runs `cargo test --workspace` with OLMV1_TEST_ENV pointing at it, and stops
+#   the environment on exit. Exits non-zero when anything fails.
+# Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
+
+"$here/install-deps.sh"
+[[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+
+# Build first, so the control plane does not idle through a long compile.
+cargo test --workspace --no-run "$@"
+
+export OLMV1_ENV_DIR
+OLMV1_ENV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
+stop_env() {
+  local rc=$?
+  if ((rc == 0)); then
+    "$here/local-down.sh" "$OLMV1_ENV_DIR" || rc=1
+  else
+    # Keep the logs of a failed run for inspection (CI prints their tails below).
+    "$here/local-down.sh" --keep "$OLMV1_ENV_DIR" || true
+    if [[ "${CI:-}" == true ]]; then
+      for f in "$OLMV1_ENV_DIR"/logs/*.log; do
+        [[ -f "$f" ]] || continue
+        echo "----- last lines of $f" >&2
+        tail -n 20 "$f" >&2
+      done
+    fi
+    echo "test.sh: failed; environment logs kept in $OLMV1_ENV_DIR/logs" >&2
+  fi
+  exit "$rc"
+}
+trap stop_env EXIT
+export OLMV1_TEST_ENV
+OLMV1_TEST_ENV=$("$here/local-up.sh")
+
+cargo test --workspace "$@"

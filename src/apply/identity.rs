@@ -1,0 +1,133 @@
+//! The identity bundle content is read and written with: a ClusterExtension's service account.
+//!
+//! Tokens come from the TokenRequest API, are cached per service account and renewed when less
+//! than a tenth of their lifetime is left, as upstream's token getter did. A client built here
+//! carries only the bearer token: none of the controller's own credentials.
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::ServiceAccount,
+};
+use kube::{Api, Client, Config, api::PostParams, config::AuthInfo};
+use tokio::sync::RwLock;
+
+/// How long a requested token lives.
+const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// Errors getting a client that acts as a service account.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The service account does not exist (or its namespace does not).
+    #[error("service account {name:?} not found in namespace {namespace:?}")]
+    ServiceAccountNotFound { namespace: String, name: String },
+    /// The TokenRequest failed for another reason.
+    #[error("failed to get a token for service account {namespace}/{name}: {source}")]
+    TokenRequest {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A client could not be built from the token.
+    #[error("failed to build a client for service account {namespace}/{name}: {source}")]
+    Client {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl IdentityError {
+    /// A missing service account needs the admin to act; the rest may pass on retry. Neither
+    /// stops retrying: the admin may create the account at any time.
+    pub fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+struct CachedToken {
+    client: Client,
+    renew_at: Instant,
+}
+
+/// Hands out clients that act as `system:serviceaccount:<namespace>:<name>`.
+#[derive(Clone)]
+pub struct ServiceAccountClients {
+    /// The controller's own client: used only to request tokens.
+    controller: Client,
+    /// The controller's config: the API server address and CA that SA clients reuse.
+    base: Config,
+    cache: Arc<RwLock<HashMap<(String, String), CachedToken>>>,
+}
+
+impl ServiceAccountClients {
+    /// Builds the factory from the controller's own client and config.
+    pub fn new(controller: Client, base: Config) -> Self {
+        Self { controller, base, cache: Arc::default() }
+    }
+
+    /// A client acting as the service account `namespace/name`.
+    pub async fn client_for(&self, namespace: &str, name: &str) -> Result<Client, IdentityError> {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(cached) = self.cache.read().await.get(&key)
+            && Instant::now() < cached.renew_at
+        {
+            return Ok(cached.client.clone());
+        }
+        let token = self.request_token(namespace, name).await?;
+        let client = self.client_with_token(token, namespace, name)?;
+        // Renew when less than 10% of the lifetime is left.
+        let renew_at = Instant::now() + TOKEN_LIFETIME.mul_f64(0.9);
+        self.cache.write().await.insert(key, CachedToken { client: client.clone(), renew_at });
+        Ok(client)
+    }
+
+    /// Forgets the cached token of a service account (e.g. after an authentication failure or
+    /// when its ClusterExtension is deleted).
+    pub async fn forget(&self, namespace: &str, name: &str) {
+        self.cache.write().await.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    async fn request_token(&self, namespace: &str, name: &str) -> Result<String, IdentityError> {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.controller.clone(), namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![],
+                expiration_seconds: Some(TOKEN_LIFETIME.as_secs() as i64),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match accounts.create_token_request(name, &PostParams::default(), &request).await {
+            Ok(response) => Ok(response.status.map(|s| s.token).unwrap_or_default()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(IdentityError::ServiceAccountNotFound {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            }),
+            Err(source) => Err(IdentityError::TokenRequest {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            }),
+        }
+    }
+
+    fn client_with_token(&self, token: String, namespace: &str, name: &str) -> Result<Client, IdentityError> {
+        let mut config = self.base.clone();
+        // Only the bearer token: no client certificate, exec plugin or impersonation of the
+        // controller's own identity may leak into the service account's client.
+        config.auth_info = AuthInfo { token: Some(token.into()), ..AuthInfo::default() };
+        Client::try_from(config).map_err(|source| IdentityError::Client {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,396 @@
+//! Server-side apply of a revision's objects as the service account, pruning, readiness and
+//! uninstall.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+    discovery::{self, Scope},
+};
+use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
+use serde_json::Value;
+
+use super::{ApplyError, revision::ObjectRef};
+
+/// The field manager of every server-side apply olmv1 makes to bundle content.
+pub const FIELD_MANAGER: &str = "olmv1";
+
+/// The ClusterExtension that owns the objects of a revision.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    /// The ClusterExtension's name.
+    pub name: String,
+    /// The ClusterExtension's uid, for ownerReferences (garbage collection on delete).
+    pub uid: String,
+    /// The install namespace (spec.namespace), for namespaced objects that name none.
+    pub install_namespace: String,
+}
+
+impl Owner {
+    fn owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: "olm.operatorframework.io/v1".into(),
+            kind: "ClusterExtension".into(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    fn owns(&self, object: &DynamicObject) -> bool {
+        let labels = object.metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(&self.name)
+    }
+}
+
+/// One object ready to apply: its API resource, scope and body.
+struct Planned {
+    resource: ApiResource,
+    namespaced: bool,
+    object: DynamicObject,
+}
+
+impl Planned {
+    fn reference(&self) -> ObjectRef {
+        ObjectRef {
+            api_version: self.resource.api_version.clone(),
+            kind: self.resource.kind.clone(),
+            namespace: self.object.metadata.namespace.clone(),
+            name: self.object.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        api_for(client, &self.resource, self.namespaced, self.object.metadata.namespace.as_deref())
+    }
+}
+
+fn api_for(client: &Client, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+    match (namespaced, namespace) {
+        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, resource),
+        _ => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Finds API resources by kind, once per kind.
+#[derive(Default)]
+struct ResourceCache(HashMap<GroupVersionKind, (ApiResource, bool)>);
+
+impl ResourceCache {
+    async fn lookup(&mut self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyError> {
+        if let Some(found) = self.0.get(gvk) {
+            return Ok(found.clone());
+        }
+        let (resource, caps) = discovery::pinned_kind(client, gvk)
+            .await
+            .map_err(|source| ApplyError::Discovery { gvk: format_gvk(gvk), source })?;
+        let found = (resource, caps.scope == Scope::Namespaced);
+        self.0.insert(gvk.clone(), found.clone());
+        Ok(found)
+    }
+}
+
+fn format_gvk(gvk: &GroupVersionKind) -> String {
+    if gvk.group.is_empty() {
+        format!("{}/{}", gvk.version, gvk.kind)
+    } else {
+        format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
+    }
+}
+
+fn gvk_of(object: &Value) -> Result<GroupVersionKind, ApplyError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(ApplyError::InvalidObject(format!(
+            "object {:?} has no apiVersion or kind",
+            object["metadata"]["name"].as_str().unwrap_or_default()
+        )));
+    }
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Ok(GroupVersionKind::gvk(group, version, kind))
+}
+
+fn is_crd(object: &Value) -> bool {
+    object["kind"] == "CustomResourceDefinition" && object["apiVersion"] == "apiextensions.k8s.io/v1"
+}
+
+/// Labels an object as the owner's and points its ownerReferences at the ClusterExtension, so
+/// that the garbage collector removes it with the ClusterExtension even when the service
+/// account is gone.
+fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
+    let labels = object.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(LABEL_OWNER_KIND.into(), "ClusterExtension".into());
+    labels.insert(LABEL_OWNER_NAME.into(), owner.name.clone());
+    let mut references = object.metadata.owner_references.take().unwrap_or_default();
+    references.retain(|r| r.controller != Some(true));
+    references.push(owner.owner_reference());
+    object.metadata.owner_references = Some(references);
+}
+
+/// Applies objects in the given order (CRDs are expected first) as the service account and
+/// returns what was applied. Objects that exist and belong to someone else are refused before
+/// anything is written.
+pub async fn apply(
+    sa_client: &Client,
+    owner: &Owner,
+    objects: &[Value],
+) -> Result<Vec<ObjectRef>, ApplyError> {
+    let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
+    let mut resources = ResourceCache::default();
+
+    // CRDs first: the other objects may be instances of them.
+    let crds = plan(sa_client, owner, &crds, &mut resources).await?;
+    refuse_foreign(sa_client, owner, &crds).await?;
+    let mut applied = Vec::with_capacity(objects.len());
+    for planned in &crds {
+        server_side_apply(sa_client, planned).await?;
+        applied.push(planned.reference());
+    }
+    for planned in &crds {
+        wait_crd_established(sa_client, planned.object.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
+
+    let rest = plan(sa_client, owner, &rest, &mut resources).await?;
+    refuse_foreign(sa_client, owner, &rest).await?;
+    for planned in &rest {
+        server_side_apply(sa_client, planned).await?;
+        applied.push(planned.reference());
+    }
+    Ok(applied)
+}
+
+async fn plan(
+    client: &Client,
+    owner: &Owner,
+    objects: &[&Value],
+    resources: &mut ResourceCache,
+) -> Result<Vec<Planned>, ApplyError> {
+    let mut planned = Vec::with_capacity(objects.len());
+    for value in objects {
+        let gvk = gvk_of(value)?;
+        let (resource, namespaced) = resources.lookup(client, &gvk).await?;
+        let mut object: DynamicObject = serde_json::from_value((*value).clone())
+            .map_err(|e| ApplyError::InvalidObject(format!("{} is not a Kubernetes object: {e}", format_gvk(&gvk))))?;
+        if namespaced && object.metadata.namespace.is_none() {
+            object.metadata.namespace = Some(owner.install_namespace.clone());
+        }
+        if !namespaced {
+            object.metadata.namespace = None;
+        }
+        mark_owned(owner, &mut object);
+        planned.push(Planned { resource, namespaced, object });
+    }
+    Ok(planned)
+}
+
+async fn refuse_foreign(client: &Client, owner: &Owner, planned: &[Planned]) -> Result<(), ApplyError> {
+    let mut foreign = Vec::new();
+    for p in planned {
+        let name = p.object.metadata.name.clone().unwrap_or_default();
+        match p.api(client).get_opt(&name).await {
+            Ok(Some(existing)) if !owner.owns(&existing) => foreign.push(describe(&p.reference())),
+            Ok(_) => {}
+            Err(source) => return Err(ApplyError::Read { object: describe(&p.reference()), source }),
+        }
+    }
+    if foreign.is_empty() {
+        Ok(())
+    } else {
+        Err(ApplyError::OwnedByOthers(foreign))
+    }
+}
+
+/// `Kind 'name' in namespace 'ns'` or `Kind 'name'`, as messages name objects.
+pub fn describe(object: &ObjectRef) -> String {
+    match &object.namespace {
+        Some(ns) => format!("{} '{}' in namespace '{}'", object.kind, object.name, ns),
+        None => format!("{} '{}'", object.kind, object.name),
+    }
+}
+
+async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), ApplyError> {
+    let name = planned.object.metadata.name.clone().unwrap_or_default();
+    let mut body = planned.object.clone();
+    body.types = Some(kube::api::TypeMeta {
+        api_version: planned.resource.api_version.clone(),
+        kind: planned.resource.kind.clone(),
+    });
+    // Force: olmv1 owns the fields it applies, and a drifted field is taken back.
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    planned
+        .api(client)
+        .patch(&name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|source| ApplyError::Write { object: describe(&planned.reference()), source })?;
+    Ok(())
+}
+
+async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let crd = crds
+            .get(name)
+            .await
+            .map_err(|source| ApplyError::Read { object: format!("CustomResourceDefinition '{name}'"), source })?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(ApplyError::NotReady(format!("CustomResourceDefinition '{name}' is not Established yet")));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Deletes, as the service account, the objects of `previous` that `current` no longer has.
+pub async fn prune(sa_client: &Client, previous: &[ObjectRef], current: &[ObjectRef]) -> Result<(), ApplyError> {
+    let keep: BTreeSet<&ObjectRef> = current.iter().collect();
+    let dropped: Vec<ObjectRef> = previous.iter().filter(|o| !keep.contains(o)).cloned().collect();
+    delete_all(sa_client, &dropped).await
+}
+
+/// Deletes objects as the given client; objects already gone are fine. CRDs go last so that
+/// their instances are removed through their own APIs first.
+pub async fn delete_all(client: &Client, objects: &[ObjectRef]) -> Result<(), ApplyError> {
+    let mut ordered: Vec<&ObjectRef> = objects.iter().collect();
+    ordered.sort_by_key(|o| o.kind == "CustomResourceDefinition");
+    let mut resources = ResourceCache::default();
+    for object in ordered {
+        let (group, version) = object.api_version.rsplit_once('/').unwrap_or(("", &object.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &object.kind);
+        let (resource, namespaced) = match resources.lookup(client, &gvk).await {
+            Ok(found) => found,
+            // The kind itself is gone (its CRD was removed): so are its objects.
+            Err(ApplyError::Discovery { .. }) => continue,
+            Err(other) => return Err(other),
+        };
+        let api = api_for(client, &resource, namespaced, object.namespace.as_deref());
+        match api.delete(&object.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => return Err(ApplyError::Delete { object: describe(object), source }),
+        }
+    }
+    Ok(())
+}
+
+/// Whether the applied objects are ready: CRDs Established, Deployments Available with every
+/// replica updated. Returns the first thing still rolling out.
+pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Option<String>, ApplyError> {
+    use k8s_openapi::{
+        api::apps::v1::Deployment,
+        apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    };
+    for object in objects {
+        match (object.api_version.as_str(), object.kind.as_str()) {
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+                let crd = Api::<CustomResourceDefinition>::all(sa_client.clone())
+                    .get(&object.name)
+                    .await
+                    .map_err(|source| ApplyError::Read { object: describe(object), source })?;
+                let established = crd.status.and_then(|s| s.conditions).unwrap_or_default().iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                if !established {
+                    return Ok(Some(format!("{} is not Established", describe(object))));
+                }
+            }
+            ("apps/v1", "Deployment") => {
+                let ns = object.namespace.as_deref().unwrap_or_default();
+                let deployment = Api::<Deployment>::namespaced(sa_client.clone(), ns)
+                    .get(&object.name)
+                    .await
+                    .map_err(|source| ApplyError::Read { object: describe(object), source })?;
+                if let Some(waiting) = deployment_rollout(&deployment) {
+                    return Ok(Some(format!("{}: {waiting}", describe(object))));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+/// Why a Deployment is not rolled out yet, or `None` when it is.
+fn deployment_rollout(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Option<String> {
+    let generation = deployment.metadata.generation.unwrap_or_default();
+    let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(status) = deployment.status.as_ref() else {
+        return Some("waiting for the deployment controller".into());
+    };
+    if status.observed_generation.unwrap_or_default() < generation {
+        return Some("waiting for the deployment controller to observe the new generation".into());
+    }
+    let updated = status.updated_replicas.unwrap_or_default();
+    if updated < desired {
+        return Some(format!("{updated} of {desired} replicas updated"));
+    }
+    if status.replicas.unwrap_or_default() > updated {
+        return Some("old replicas are pending termination".into());
+    }
+    let available = status.conditions.as_deref().unwrap_or_default().iter()
+        .any(|c| c.type_ == "Available" && c.status == "True");
+    if !available {
+        return Some("not Available yet".into());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus};
+
+    fn deployment(replicas: i32, updated: i32, total: i32, available: bool) -> Deployment {
+        Deployment {
+            metadata: kube::api::ObjectMeta { generation: Some(2), ..Default::default() },
+            spec: Some(DeploymentSpec { replicas: Some(replicas), ..Default::default() }),
+            status: Some(DeploymentStatus {
+                observed_generation: Some(2),
+                replicas: Some(total),
+                updated_replicas: Some(updated),
+                conditions: Some(vec![DeploymentCondition {
+                    type_: "Available".into(),
+                    status: if available { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_deployment_is_rolled_out_when_every_replica_is_updated_and_it_is_available() {
+        assert_eq!(deployment_rollout(&deployment(2, 2, 2, true)), None);
+        assert_eq!(deployment_rollout(&deployment(2, 1, 2, true)).unwrap(), "1 of 2 replicas updated");
+        assert!(deployment_rollout(&deployment(2, 2, 3, true)).unwrap().contains("old replicas"));
+        assert!(deployment_rollout(&deployment(2, 2, 2, false)).unwrap().contains("Available"));
+    }
+
+    #[test]
+    fn owned_objects_carry_the_owner_labels_and_one_controller_reference() {
+        let owner = Owner { name: "ext".into(), uid: "u1".into(), install_namespace: "ns".into() };
+        let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}
+        }))
+        .unwrap();
+        mark_owned(&owner, &mut object);
+        mark_owned(&owner, &mut object);
+        assert!(owner.owns(&object));
+        let references = object.metadata.owner_references.unwrap();
+        assert_eq!(references.len(), 1);
+        assert_eq!(references[0].uid, "u1");
+    }
+}

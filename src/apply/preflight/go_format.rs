@@ -1,0 +1,107 @@
+//! Go's `fmt` renderings that upstream's messages contain (`%q`, `%v` of a float64 or a
+//! `[]string`), so that this project's messages read exactly like upstream's.
+
+use std::fmt::Write;
+
+/// A string as Go's `%q` (strconv.Quote) prints it: double-quoted, with `"` and `\` escaped and
+/// control characters written as escapes.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A float64 as Go's `%v` prints it: `%g` with the shortest precision, which uses exponent form
+/// (`1e+06`) when the decimal exponent is below -4 or at least 6.
+pub(crate) fn go_float(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 {
+            "+Inf".to_string()
+        } else {
+            "-Inf".to_string()
+        };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0".to_string()
+        } else {
+            "0".to_string()
+        };
+    }
+    // Rust's `{:e}` is the shortest round-tripping mantissa, e.g. `1.5e6`.
+    let sci = format!("{f:e}");
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        // Rust's `{}` is the shortest round-tripping decimal without exponent.
+        format!("{f}")
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
+}
+
+/// A list as Go's `%v` prints a `[]string`: `[a b c]`.
+pub(crate) fn go_string_list(items: &[String]) -> String {
+    format!("[{}]", items.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_like_strconv_quote() {
+        assert_eq!(go_quote(""), r#""""#);
+        assert_eq!(go_quote("Namespaced"), r#""Namespaced""#);
+        assert_eq!(go_quote(r#""a"\b"#), r#""\"a\"\\b""#);
+        assert_eq!(go_quote("a\nb\u{1}"), r#""a\nb\x01""#);
+        assert_eq!(go_quote("é"), "\"é\"");
+    }
+
+    #[test]
+    fn floats_print_like_go_percent_v() {
+        assert_eq!(go_float(10.0), "10");
+        assert_eq!(go_float(1.5), "1.5");
+        assert_eq!(go_float(-3.25), "-3.25");
+        assert_eq!(go_float(1_000_000.0), "1e+06");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(100_000.0), "100000");
+        assert_eq!(go_float(123_456_789.0), "1.23456789e+08");
+        assert_eq!(go_float(0.0), "0");
+    }
+
+    #[test]
+    fn string_lists_print_like_go() {
+        assert_eq!(
+            go_string_list(&["v1alpha1".into(), "v1beta1".into()]),
+            "[v1alpha1 v1beta1]"
+        );
+        assert_eq!(go_string_list(&[]), "[]");
+    }
+}

@@ -1,0 +1,249 @@
+//! A disk cache of unpacked images keyed by manifest digest, and the pull flow that fills it.
+//!
+//! Layout: `<cache_dir>/<hex digest>/rootfs/` (the unpacked layers) and
+//! `<cache_dir>/<hex digest>/image.json` (digest reference and labels). Entries are built in a
+//! `.tmp-*` directory and renamed into place, so a present entry is always complete.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::ImageError;
+use super::reference::ImageReference;
+use super::registry::{ImageManifest, RegistryClient, RegistryConfig};
+use super::unpack::{UnpackLimits, UnpackTotals, apply_layer};
+
+const ROOTFS_DIR: &str = "rootfs";
+const METADATA_FILE: &str = "image.json";
+
+/// What [`pull_to_dir`] needs.
+#[derive(Clone, Debug)]
+pub struct PullOptions {
+    /// Where unpacked images are kept, one directory per digest.
+    pub cache_dir: PathBuf,
+    /// How to reach registries.
+    pub registry: RegistryConfig,
+    /// Bounds on unpacked content.
+    pub limits: UnpackLimits,
+}
+
+impl PullOptions {
+    /// Options with defaults for everything but the cache directory.
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        PullOptions {
+            cache_dir: cache_dir.into(),
+            registry: RegistryConfig::default(),
+            limits: UnpackLimits::default(),
+        }
+    }
+}
+
+/// An image unpacked on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PulledImage {
+    /// Canonical digest reference `registry/repository@sha256:...` (of the top-level manifest,
+    /// the index when the image has one).
+    pub digest_ref: String,
+    /// The top-level manifest digest, `sha256:...`.
+    pub digest: String,
+    /// The unpacked root file system (read it, do not modify it: it is shared).
+    pub dir: PathBuf,
+    /// The image config's labels.
+    pub labels: BTreeMap<String, String>,
+    /// When this image was unpacked (the cache entry's creation).
+    pub unpacked_at: SystemTime,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedMetadata {
+    #[serde(rename = "ref")]
+    digest_ref: String,
+    digest: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct ImageConfigFile {
+    #[serde(default)]
+    config: Option<ImageConfigSection>,
+}
+
+#[derive(Deserialize)]
+struct ImageConfigSection {
+    #[serde(default, rename = "Labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// Pulls `reference` (tag or digest) into the cache of `options` and returns the unpacked image.
+/// A digest reference already in the cache needs no network; a tag costs one manifest request
+/// when its digest is cached. Errors name the image and the cause.
+pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<PulledImage, ImageError> {
+    let image = ImageReference::parse(reference)?;
+    if let Some(digest) = &image.digest
+        && let Some(hit) = lookup(&options.cache_dir, digest)
+    {
+        return Ok(hit);
+    }
+    let client = RegistryClient::new(options.registry.clone())?;
+    pull_with_client(&client, &image, &options.cache_dir, &options.limits).await
+}
+
+/// Like [`pull_to_dir`] with a long-lived client (keeps tokens and schemes between pulls).
+pub async fn pull_with_client(
+    client: &RegistryClient,
+    image: &ImageReference,
+    cache_dir: &Path,
+    limits: &UnpackLimits,
+) -> Result<PulledImage, ImageError> {
+    if let Some(digest) = &image.digest
+        && let Some(hit) = lookup(cache_dir, digest)
+    {
+        return Ok(hit);
+    }
+    let top = client.fetch_manifest(image, image.manifest_reference()).await?;
+    if let Some(hit) = lookup(cache_dir, &top.digest) {
+        return Ok(hit);
+    }
+    let manifest = client.platform_manifest(image, &top).await?;
+    let config_bytes = client.fetch_blob_bytes(image, &manifest.config).await?;
+    let config: ImageConfigFile =
+        serde_json::from_slice(&config_bytes).map_err(|e| ImageError::InvalidImage {
+            image: image.to_string(),
+            cause: format!("the image config is not valid JSON: {e}"),
+        })?;
+    let labels = config.config.and_then(|c| c.labels).unwrap_or_default();
+
+    let io_err = |action: &'static str, path: &Path| {
+        let image = image.to_string();
+        let path = path.to_path_buf();
+        move |source| ImageError::Io {
+            image,
+            action,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(cache_dir).map_err(io_err("creating cache directory", cache_dir))?;
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".tmp-{}-", hex_part(&top.digest)))
+        .tempdir_in(cache_dir)
+        .map_err(io_err("creating staging directory in", cache_dir))?;
+    let rootfs = staging.path().join(ROOTFS_DIR);
+    std::fs::create_dir(&rootfs).map_err(io_err("creating", &rootfs))?;
+    download_and_apply_layers(client, image, &manifest, staging.path(), &rootfs, limits).await?;
+
+    let metadata = CachedMetadata {
+        digest_ref: image.with_digest(&top.digest),
+        digest: top.digest.clone(),
+        labels,
+    };
+    let metadata_path = staging.path().join(METADATA_FILE);
+    let json = serde_json::to_vec_pretty(&metadata).unwrap_or_default();
+    std::fs::write(&metadata_path, json).map_err(io_err("writing", &metadata_path))?;
+
+    let final_dir = entry_dir(cache_dir, &top.digest);
+    let staged = staging.keep();
+    if let Err(e) = std::fs::rename(&staged, &final_dir) {
+        let _ = std::fs::remove_dir_all(&staged);
+        // Another pull of the same digest finished first: its entry is as good as ours.
+        if let Some(hit) = lookup(cache_dir, &top.digest) {
+            return Ok(hit);
+        }
+        return Err(ImageError::Io {
+            image: image.to_string(),
+            action: "moving the unpacked image to",
+            path: final_dir,
+            source: e,
+        });
+    }
+    lookup(cache_dir, &top.digest).ok_or_else(|| ImageError::Io {
+        image: image.to_string(),
+        action: "reading back",
+        path: entry_dir(cache_dir, &top.digest),
+        source: std::io::Error::other("cache entry vanished"),
+    })
+}
+
+async fn download_and_apply_layers(
+    client: &RegistryClient,
+    image: &ImageReference,
+    manifest: &ImageManifest,
+    staging: &Path,
+    rootfs: &Path,
+    limits: &UnpackLimits,
+) -> Result<(), ImageError> {
+    let mut totals = UnpackTotals::default();
+    for (index, layer) in manifest.layers.iter().enumerate() {
+        let blob_path = staging.join(format!("layer-{index}.blob"));
+        client.fetch_blob_to_file(image, layer, &blob_path).await?;
+        let (root, limits_copy, path_copy) = (rootfs.to_path_buf(), *limits, blob_path.clone());
+        let result = tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::open(&path_copy)?;
+            let applied = apply_layer(&root, file, &limits_copy, &mut totals).map(|()| totals);
+            Ok::<_, std::io::Error>(applied)
+        })
+        .await
+        .map_err(|e| ImageError::Io {
+            image: image.to_string(),
+            action: "unpacking",
+            path: blob_path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map_err(|source| ImageError::Io {
+            image: image.to_string(),
+            action: "opening",
+            path: blob_path.clone(),
+            source,
+        })?;
+        totals = result.map_err(|source| ImageError::Unpack {
+            image: image.to_string(),
+            layer: layer.digest.clone(),
+            source,
+        })?;
+        let _ = std::fs::remove_file(&blob_path);
+    }
+    Ok(())
+}
+
+/// The cache entry for `digest`, if complete.
+pub fn lookup(cache_dir: &Path, digest: &str) -> Option<PulledImage> {
+    let dir = entry_dir(cache_dir, digest);
+    let metadata_path = dir.join(METADATA_FILE);
+    let bytes = std::fs::read(&metadata_path).ok()?;
+    let metadata: CachedMetadata = serde_json::from_slice(&bytes).ok()?;
+    let unpacked_at = std::fs::metadata(&metadata_path)
+        .and_then(|m| m.modified())
+        .ok()?;
+    Some(PulledImage {
+        digest_ref: metadata.digest_ref,
+        digest: metadata.digest,
+        dir: dir.join(ROOTFS_DIR),
+        labels: metadata.labels,
+        unpacked_at,
+    })
+}
+
+/// Deletes the cache entry of `digest` (no error when absent).
+pub fn remove(cache_dir: &Path, digest: &str) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(entry_dir(cache_dir, digest)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn entry_dir(cache_dir: &Path, digest: &str) -> PathBuf {
+    cache_dir.join(hex_part(digest))
+}
+
+fn hex_part(digest: &str) -> String {
+    // Digests were validated as sha256:<64 hex>; keep only safe characters anyway.
+    digest
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect()
+}

@@ -1,0 +1,269 @@
+//! Publishing a directory as a one-layer OCI image (layer, config with labels, manifest),
+//! with no container runtime. Layers are deterministic: same directory, same digest.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::ImageError;
+use super::reference::ImageReference;
+use super::registry::{
+    Descriptor, ImageManifest, OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_TAR, OCI_MANIFEST, RegistryClient,
+    RegistryConfig, sha256_digest,
+};
+
+/// What [`push_dir`] needs besides the directory and the reference.
+#[derive(Clone, Debug, Default)]
+pub struct PushOptions {
+    /// How to reach the registry.
+    pub registry: RegistryConfig,
+    /// Config labels (e.g. `operators.operatorframework.io.index.configs.v1=/configs`).
+    pub labels: BTreeMap<String, String>,
+    /// Where the directory's content lands in the image (`/` by default, e.g. `/configs`).
+    pub prefix: String,
+}
+
+/// The result of a push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushedImage {
+    /// `registry/repository@sha256:...` of the pushed manifest.
+    pub digest_ref: String,
+    /// The manifest digest.
+    pub digest: String,
+}
+
+/// Pushes `dir` to `reference` (a tag, or a digest which must then match) as one gzip layer.
+pub async fn push_dir(dir: &Path, reference: &str, options: &PushOptions) -> Result<PushedImage, ImageError> {
+    let image = ImageReference::parse(reference)?;
+    let (dir_owned, prefix) = (dir.to_path_buf(), options.prefix.clone());
+    let layer = tokio::task::spawn_blocking(move || build_layer(&dir_owned, &prefix))
+        .await
+        .map_err(|e| io_error(&image, dir, io::Error::other(e.to_string())))?
+        .map_err(|e| io_error(&image, dir, e))?;
+    push_built_layers(&image, vec![layer], options).await
+}
+
+/// Pushes an image made of the given layer blobs as they are (gzip or plain tar, any content,
+/// hostile included: for tests of the puller), with `options.labels`.
+pub async fn push_layers(
+    reference: &str,
+    layers: Vec<Vec<u8>>,
+    options: &PushOptions,
+) -> Result<PushedImage, ImageError> {
+    let image = ImageReference::parse(reference)?;
+    let built = layers
+        .into_iter()
+        .map(|blob| {
+            let digest = sha256_digest(&blob);
+            // The diff ID is the digest of the uncompressed tar (no puller here checks it).
+            let diff_id = if blob.starts_with(&[0x1f, 0x8b]) {
+                let mut decoder = flate2::read::MultiGzDecoder::new(blob.as_slice());
+                let mut sink = HashingWriter {
+                    inner: io::sink(),
+                    hasher: Sha256::new(),
+                };
+                let _ = io::copy(&mut decoder, &mut sink);
+                format!("sha256:{}", hex::encode(sink.hasher.finalize()))
+            } else {
+                digest.clone()
+            };
+            BuiltLayer {
+                compressed: blob,
+                digest,
+                diff_id,
+            }
+        })
+        .collect();
+    push_built_layers(&image, built, options).await
+}
+
+async fn push_built_layers(
+    image: &ImageReference,
+    layers: Vec<BuiltLayer>,
+    options: &PushOptions,
+) -> Result<PushedImage, ImageError> {
+    let client = RegistryClient::new(options.registry.clone())?;
+    let diff_ids: Vec<&str> = layers.iter().map(|l| l.diff_id.as_str()).collect();
+    let config = json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": { "Labels": options.labels },
+        "rootfs": { "type": "layers", "diff_ids": diff_ids },
+    });
+    let config_bytes = bytes::Bytes::from(serde_json::to_vec(&config).unwrap_or_default());
+    let config_digest = sha256_digest(&config_bytes);
+    let mut descriptors = Vec::new();
+    for layer in layers {
+        let layer_bytes = bytes::Bytes::from(layer.compressed);
+        let media_type = if layer_bytes.starts_with(&[0x1f, 0x8b]) {
+            OCI_LAYER_GZIP
+        } else {
+            OCI_LAYER_TAR
+        };
+        descriptors.push(Descriptor {
+            media_type: media_type.to_string(),
+            digest: layer.digest.clone(),
+            size: layer_bytes.len() as u64,
+            platform: None,
+            annotations: None,
+        });
+        client.upload_blob(image, &layer.digest, layer_bytes).await?;
+    }
+    let manifest = ImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_MANIFEST.to_string()),
+        config: Descriptor {
+            media_type: OCI_CONFIG.to_string(),
+            digest: config_digest.clone(),
+            size: config_bytes.len() as u64,
+            platform: None,
+            annotations: None,
+        },
+        layers: descriptors,
+        annotations: None,
+    };
+    let manifest_bytes = bytes::Bytes::from(serde_json::to_vec(&manifest).unwrap_or_default());
+    client.upload_blob(image, &config_digest, config_bytes).await?;
+    let digest = sha256_digest(&manifest_bytes);
+    if let Some(wanted) = &image.digest
+        && wanted != &digest
+    {
+        return Err(ImageError::DigestMismatch {
+            image: image.to_string(),
+            what: "pushed manifest".into(),
+            expected: wanted.clone(),
+            actual: digest,
+        });
+    }
+    client
+        .put_manifest(image, image.manifest_reference(), OCI_MANIFEST, manifest_bytes)
+        .await?;
+    Ok(PushedImage {
+        digest_ref: image.with_digest(&digest),
+        digest,
+    })
+}
+
+/// A compressed layer with its digests.
+pub struct BuiltLayer {
+    /// The gzip bytes.
+    pub compressed: Vec<u8>,
+    /// `sha256:` of the compressed bytes.
+    pub digest: String,
+    /// `sha256:` of the uncompressed tar.
+    pub diff_id: String,
+}
+
+/// Builds a deterministic tar+gzip of `dir` (sorted, zero times and owners) under `prefix`.
+pub fn build_layer(dir: &Path, prefix: &str) -> io::Result<BuiltLayer> {
+    if !dir.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "not a directory"));
+    }
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    let hashing = HashingWriter {
+        inner: gz,
+        hasher: Sha256::new(),
+    };
+    let mut builder = tar::Builder::new(hashing);
+    builder.mode(tar::HeaderMode::Deterministic);
+    builder.follow_symlinks(false);
+    let prefix: PathBuf = prefix
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut so_far = PathBuf::new();
+    for component in prefix.iter() {
+        so_far.push(component);
+        append_dir_entry(&mut builder, &so_far)?;
+    }
+    append_tree(&mut builder, dir, &prefix)?;
+    let hashing = builder.into_inner()?;
+    let diff_id = format!("sha256:{}", hex::encode(hashing.hasher.finalize()));
+    let compressed = hashing.inner.finish()?;
+    let digest = sha256_digest(&compressed);
+    Ok(BuiltLayer {
+        compressed,
+        digest,
+        diff_id,
+    })
+}
+
+fn append_tree<W: Write>(builder: &mut tar::Builder<W>, dir: &Path, name: &Path) -> io::Result<()> {
+    let mut children: Vec<_> = std::fs::read_dir(dir)?.collect::<io::Result<_>>()?;
+    children.sort_by_key(|c| c.file_name());
+    for child in children {
+        let path = child.path();
+        let child_name = name.join(child.file_name());
+        let file_type = child.file_type()?;
+        if file_type.is_dir() {
+            append_dir_entry(builder, &child_name)?;
+            append_tree(builder, &path, &child_name)?;
+        } else {
+            builder.append_path_with_name(&path, &child_name)?;
+        }
+    }
+    Ok(())
+}
+
+fn append_dir_entry<W: Write>(builder: &mut tar::Builder<W>, name: &Path) -> io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Directory);
+    header.set_mode(0o755);
+    header.set_size(0);
+    header.set_mtime(0);
+    builder.append_data(&mut header, name, io::empty())
+}
+
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn io_error(image: &ImageReference, dir: &Path, source: io::Error) -> ImageError {
+    ImageError::Io {
+        image: image.to_string(),
+        action: "packing directory",
+        path: dir.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_are_deterministic_and_prefixed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        std::fs::write(
+            dir.path().join("pkg/catalog.yaml"),
+            "schema: olm.package\nname: pkg\n",
+        )
+        .unwrap();
+        let a = build_layer(dir.path(), "/configs").unwrap();
+        let b = build_layer(dir.path(), "/configs").unwrap();
+        assert_eq!(a.digest, b.digest);
+        assert_eq!(a.diff_id, b.diff_id);
+        let out = tempfile::tempdir().unwrap();
+        let limits = super::super::UnpackLimits::default();
+        let mut totals = super::super::unpack::UnpackTotals::default();
+        super::super::unpack::apply_layer(out.path(), a.compressed.as_slice(), &limits, &mut totals).unwrap();
+        assert!(out.path().join("configs/pkg/catalog.yaml").is_file());
+    }
+}

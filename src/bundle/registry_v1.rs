@@ -1,0 +1,367 @@
+//! Loading registry+v1 bundles: from a directory (an unpacked bundle image) or from the
+//! `olm.bundle.object` properties of a catalog bundle, as upstream's `source.FromFS` does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::apply::revision::BundleProperty;
+use crate::bundle::csv::ClusterServiceVersion;
+
+/// The annotation holding a CSV's bundle properties (a JSON array of `{type, value}`).
+pub const PROPERTIES_ANNOTATION: &str = "olm.properties";
+/// The `metadata/annotations.yaml` key naming the bundle's package.
+pub const PACKAGE_ANNOTATION: &str = "operators.operatorframework.io.bundle.package.v1";
+/// The catalog property type carrying one base64-encoded manifest.
+pub const BUNDLE_OBJECT_PROPERTY: &str = "olm.bundle.object";
+
+/// The directory of manifests inside a bundle.
+const MANIFESTS_DIR: &str = "manifests";
+/// Largest manifest file read from a bundle directory.
+const MAX_MANIFEST_FILE_BYTES: u64 = 64 << 20;
+
+/// Catalog property types that `opm render` derives from the bundle itself (or that carry the
+/// manifests); every other catalog property came from the CSV annotation or properties.yaml.
+const DERIVED_CATALOG_PROPERTIES: [&str; 8] = [
+    "olm.package",
+    "olm.gvk",
+    "olm.gvk.required",
+    "olm.package.required",
+    "olm.label.required",
+    "olm.constraint",
+    BUNDLE_OBJECT_PROPERTY,
+    "olm.csv.metadata",
+];
+
+/// Why a bundle could not be loaded. Every variant is terminal: the bundle content is wrong and
+/// retrying the same bundle cannot succeed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LoadError {
+    /// A file of the bundle could not be read.
+    #[error("reading {path:?}: {cause}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error, as text.
+        cause: String,
+    },
+    /// The bundle's layout or content breaks the registry+v1 format (message as upstream).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl LoadError {
+    /// Always true: a malformed bundle stays malformed.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// A registry+v1 bundle: package name, ClusterServiceVersion, CRDs and the other manifests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegistryV1Bundle {
+    /// The package (`operators.operatorframework.io.bundle.package.v1`, or the catalog's).
+    pub package_name: String,
+    /// The ClusterServiceVersion; its `olm.properties` annotation already holds the merged
+    /// properties, as upstream writes it.
+    pub csv: ClusterServiceVersion,
+    /// CustomResourceDefinitions as JSON, normalised through the `apiextensions.k8s.io/v1` type.
+    pub crds: Vec<Value>,
+    /// Every other manifest, unchanged, in file order.
+    pub others: Vec<Value>,
+    /// The bundle properties: the CSV's `olm.properties` annotation merged with
+    /// `metadata/properties.yaml` (or the catalog entry's own properties).
+    pub properties: Vec<BundleProperty>,
+}
+
+impl RegistryV1Bundle {
+    /// Loads a bundle from a directory laid out as a registry+v1 image: `metadata/annotations.yaml`
+    /// (package name), optional `metadata/properties.yaml`, and `manifests/` without
+    /// subdirectories holding exactly one ClusterServiceVersion (the last one read wins, as
+    /// upstream), CRDs and other objects.
+    pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
+        let annotations_path = dir.join("metadata").join("annotations.yaml");
+        let annotations_text = read_text(&annotations_path)?;
+        let package_name = package_from_annotations(&annotations_text)
+            .map_err(|e| LoadError::Invalid(format!("parsing {annotations_path:?}: {e}")))?;
+
+        let manifests_path = dir.join(MANIFESTS_DIR);
+        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&manifests_path)
+            .map_err(|e| read_error(&manifests_path, &e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| read_error(&manifests_path, &e))?;
+        // fs.WalkDir visits entries in lexical order; so do we.
+        entries.sort_by_key(|e| e.file_name());
+
+        let mut objects = Vec::new();
+        for entry in entries {
+            let rel = format!("{MANIFESTS_DIR}/{}", entry.file_name().to_string_lossy());
+            let file_type = entry.file_type().map_err(|e| read_error(&entry.path(), &e))?;
+            if file_type.is_dir() {
+                return Err(LoadError::Invalid(format!(
+                    "subdirectories are not allowed within the {MANIFESTS_DIR:?} directory of the bundle \
+                     image filesystem: found {rel:?}"
+                )));
+            }
+            let path = entry.path();
+            let size = entry.metadata().map_err(|e| read_error(&path, &e))?.len();
+            if size > MAX_MANIFEST_FILE_BYTES {
+                return Err(LoadError::Invalid(format!(
+                    "error parsing objects in {rel:?}: file is {size} bytes, over the {MAX_MANIFEST_FILE_BYTES} byte limit"
+                )));
+            }
+            let text = read_text(&path)?;
+            let docs = parse_manifest_stream(&text)
+                .map_err(|e| LoadError::Invalid(format!("error parsing objects in {rel:?}: {e}")))?;
+            objects.extend(docs.into_iter().map(|doc| (rel.clone(), doc)));
+        }
+
+        let properties_path = dir.join("metadata").join("properties.yaml");
+        let extra_properties = match std::fs::read(&properties_path) {
+            Ok(bytes) if bytes.is_empty() => Vec::new(),
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    LoadError::Invalid("failed to unmarshal metadata/properties.yaml: not UTF-8 text".into())
+                })?;
+                properties_from_yaml(&text).map_err(|e| {
+                    LoadError::Invalid(format!("failed to unmarshal metadata/properties.yaml: {e}"))
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                return Err(LoadError::Invalid(format!("failed to read properties.yaml file: {e}")));
+            }
+        };
+        assemble(package_name, objects, extra_properties)
+    }
+
+    /// Loads a bundle from its catalog entry: `package` is the entry's `package`, `properties` its
+    /// properties. Every `olm.bundle.object` property (`{"data": <base64 JSON manifest>}`) is one
+    /// manifest. Catalog properties that `opm render` does not derive from the manifests (such as
+    /// `olm.maxOpenShiftVersion`) are added to the CSV's `olm.properties` annotation, standing in
+    /// for the image's `metadata/properties.yaml`.
+    pub fn from_catalog_bundle(
+        package: &str,
+        bundle_name: &str,
+        properties: &[BundleProperty],
+    ) -> Result<Self, LoadError> {
+        let mut objects = Vec::new();
+        for (i, property) in properties.iter().filter(|p| p.type_ == BUNDLE_OBJECT_PROPERTY).enumerate() {
+            let place = format!("bundle {bundle_name:?} olm.bundle.object #{i}");
+            let data = property.value.get("data").and_then(Value::as_str).ok_or_else(|| {
+                LoadError::Invalid(format!("{place}: value has no base64 \"data\" string"))
+            })?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .map_err(|e| LoadError::Invalid(format!("{place}: invalid base64: {e}")))?;
+            let object: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| LoadError::Invalid(format!("{place}: invalid JSON manifest: {e}")))?;
+            for doc in flatten_lists(object) {
+                check_object_header(&doc).map_err(|e| LoadError::Invalid(format!("{place}: {e}")))?;
+                objects.push((place.clone(), doc));
+            }
+        }
+        if objects.is_empty() {
+            return Err(LoadError::Invalid(format!(
+                "bundle {bundle_name:?} has no {BUNDLE_OBJECT_PROPERTY} properties to render from"
+            )));
+        }
+        let extra: Vec<BundleProperty> = properties
+            .iter()
+            .filter(|p| !DERIVED_CATALOG_PROPERTIES.contains(&p.type_.as_str()))
+            .cloned()
+            .collect();
+        let mut bundle = assemble(package.to_string(), objects, Vec::new())?;
+        let missing: Vec<BundleProperty> =
+            extra.into_iter().filter(|p| !bundle.properties.contains(p)).collect();
+        if !missing.is_empty() {
+            bundle.properties.extend(missing);
+            set_properties_annotation(&mut bundle.csv, &bundle.properties)?;
+        }
+        Ok(bundle)
+    }
+
+    /// The bundle's name: the CSV's name.
+    pub fn name(&self) -> &str {
+        self.csv.name()
+    }
+}
+
+/// Sorts parsed objects into CSV, CRDs and others, and merges properties into the CSV annotation.
+fn assemble(
+    package_name: String,
+    objects: Vec<(String, Value)>,
+    extra_properties: Vec<BundleProperty>,
+) -> Result<RegistryV1Bundle, LoadError> {
+    let mut csv = None;
+    let mut crds = Vec::new();
+    let mut others = Vec::new();
+    for (place, object) in objects {
+        match object.get("kind").and_then(Value::as_str) {
+            Some("ClusterServiceVersion") => {
+                let parsed: ClusterServiceVersion = serde_json::from_value(object).map_err(|e| {
+                    LoadError::Invalid(format!("error parsing objects in {place:?}: ClusterServiceVersion: {e}"))
+                })?;
+                csv = Some(parsed);
+            }
+            Some("CustomResourceDefinition") => crds.push(normalise_crd(object).map_err(|e| {
+                LoadError::Invalid(format!("error parsing objects in {place:?}: CustomResourceDefinition: {e}"))
+            })?),
+            _ => others.push(object),
+        }
+    }
+    let mut csv =
+        csv.ok_or_else(|| LoadError::Invalid(format!("no ClusterServiceVersion found in {MANIFESTS_DIR:?}")))?;
+
+    let mut properties = csv_properties(&csv)?;
+    if !extra_properties.is_empty() {
+        properties.extend(extra_properties);
+        set_properties_annotation(&mut csv, &properties)?;
+    }
+    Ok(RegistryV1Bundle { package_name, csv, crds, others, properties })
+}
+
+/// The properties in the CSV's `olm.properties` annotation.
+fn csv_properties(csv: &ClusterServiceVersion) -> Result<Vec<BundleProperty>, LoadError> {
+    match csv.metadata.annotations.as_ref().and_then(|a| a.get(PROPERTIES_ANNOTATION)) {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            LoadError::Invalid(format!("failed to unmarshal csv.metadata.annotations['olm.properties']: {e}"))
+        }),
+    }
+}
+
+/// Writes `properties` as the CSV's `olm.properties` annotation (compact JSON, as Go marshals).
+fn set_properties_annotation(
+    csv: &mut ClusterServiceVersion,
+    properties: &[BundleProperty],
+) -> Result<(), LoadError> {
+    let json = serde_json::to_string(properties)
+        .map_err(|e| LoadError::Invalid(format!("failed to marshal registry+v1 properties to json: {e}")))?;
+    csv.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(PROPERTIES_ANNOTATION.to_string(), json);
+    Ok(())
+}
+
+/// Round-trips a `apiextensions.k8s.io/v1` CRD through its typed form, dropping unknown fields as
+/// upstream's typed conversion does; other versions are kept as written.
+fn normalise_crd(object: Value) -> Result<Value, String> {
+    if object.get("apiVersion").and_then(Value::as_str) != Some("apiextensions.k8s.io/v1") {
+        return Ok(object);
+    }
+    let typed: CustomResourceDefinition = serde_json::from_value(object).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// Parses a manifest file: a YAML (or JSON) stream of objects; `List` objects are flattened into
+/// their items and empty documents skipped, as `resource.NewLocalBuilder().Flatten()` does.
+pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for doc in docs {
+        if doc.is_null() {
+            continue;
+        }
+        for object in flatten_lists(doc) {
+            check_object_header(&object)?;
+            out.push(object);
+        }
+    }
+    Ok(out)
+}
+
+/// Expands `kind: ...List` objects with `items` into their items.
+fn flatten_lists(object: Value) -> Vec<Value> {
+    let is_list = object.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+        && object.get("items").is_some_and(Value::is_array);
+    if !is_list {
+        return vec![object];
+    }
+    match object {
+        Value::Object(mut map) => match map.remove("items") {
+            Some(Value::Array(items)) => items.into_iter().flat_map(flatten_lists).collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// Checks that a manifest is an object with a kind and an apiVersion.
+fn check_object_header(object: &Value) -> Result<(), String> {
+    if !object.is_object() {
+        return Err("a manifest is not an object".to_string());
+    }
+    if object.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        return Err("Object 'Kind' is missing".to_string());
+    }
+    if object.get("apiVersion").and_then(Value::as_str).is_none_or(str::is_empty) {
+        return Err("Object 'apiVersion' is missing".to_string());
+    }
+    Ok(())
+}
+
+/// Reads the package name out of `metadata/annotations.yaml`.
+fn package_from_annotations(text: &str) -> Result<String, String> {
+    #[derive(Deserialize, Default)]
+    struct AnnotationsFile {
+        #[serde(default, deserialize_with = "crate::bundle::csv::null_as_default")]
+        annotations: BTreeMap<String, Value>,
+    }
+    let file: AnnotationsFile =
+        if text.trim().is_empty() { AnnotationsFile::default() } else { serde_saphyr::from_str(text).map_err(|e| e.to_string())? };
+    Ok(file.annotations.get(PACKAGE_ANNOTATION).and_then(Value::as_str).unwrap_or_default().to_string())
+}
+
+/// Reads `properties: [{type, value}]` from `metadata/properties.yaml`.
+fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
+    #[derive(Deserialize, Default)]
+    struct PropertiesFile {
+        #[serde(default, deserialize_with = "crate::bundle::csv::null_as_default")]
+        properties: Vec<BundleProperty>,
+    }
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let file: PropertiesFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    Ok(file.properties)
+}
+
+fn read_text(path: &Path) -> Result<String, LoadError> {
+    let bytes = std::fs::read(path).map_err(|e| read_error(path, &e))?;
+    String::from_utf8(bytes)
+        .map_err(|_| LoadError::Read { path: path.to_path_buf(), cause: "not UTF-8 text".to_string() })
+}
+
+fn read_error(path: &Path, e: &std::io::Error) -> LoadError {
+    LoadError::Read { path: path.to_path_buf(), cause: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_flattened_and_empty_documents_skipped() {
+        let text = "---\n---\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b}\n---\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\", \"metadata\": {\"name\": \"c\"}}\n";
+        let objects = parse_manifest_stream(text).expect("parses");
+        let names: Vec<&str> =
+            objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap_or_default()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn objects_without_kind_are_refused() {
+        let err = parse_manifest_stream("apiVersion: v1\nmetadata: {name: a}\n").unwrap_err();
+        assert_eq!(err, "Object 'Kind' is missing");
+    }
+
+    #[test]
+    fn package_name_comes_from_the_package_annotation() {
+        let text = "annotations:\n  operators.operatorframework.io.bundle.package.v1: etcd\n  operators.operatorframework.io.bundle.channels.v1: alpha\n";
+        assert_eq!(package_from_annotations(text).as_deref(), Ok("etcd"));
+        assert_eq!(package_from_annotations("annotations: {}\n").as_deref(), Ok(""));
+    }
+}

@@ -1,0 +1,638 @@
+//! The generators, in upstream's order: ServiceAccounts, Roles/RoleBindings,
+//! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, Deployments, validating and mutating
+//! webhook configurations, webhook Services, cert-manager Issuers and Certificates.
+//!
+//! Where upstream iterates a Go set (service accounts, cert-provider objects) its order is random;
+//! here it is sorted by name, so output is deterministic.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::core::v1::{KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{Map, Value, json};
+
+use crate::bundle::csv::{
+    PermissionRule, StrategyDeployment, StrategyPermissions, WEBHOOK_CONVERSION, WEBHOOK_MUTATING,
+    WEBHOOK_VALIDATING, WebhookDescription,
+};
+use crate::bundle::registry_v1::RegistryV1Bundle;
+use crate::bundle::render::config::DeploymentConfig;
+use crate::bundle::render::names::{MAX_NAME_LENGTH, object_name_for_base_and_suffix, permission_object_name};
+use crate::bundle::render::validators::supported_kind;
+
+/// cert-manager's CA injection annotation.
+pub const INJECT_CA_ANNOTATION: &str = "cert-manager.io/inject-ca-from";
+/// Pod-template annotation listing the watched namespaces (empty for all).
+pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+/// Pod-template annotation naming the install namespace.
+pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+
+const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const ADMISSION_API_VERSION: &str = "admissionregistration.k8s.io/v1";
+const CERT_MANAGER_API_VERSION: &str = "cert-manager.io/v1";
+/// OLM v0 parity: two-year certificates renewed a day before expiry (Go duration strings).
+const CERT_DURATION: &str = "17520h0m0s";
+const CERT_RENEW_BEFORE: &str = "24h0m0s";
+
+/// (volume name, mount path, file for tls.crt, file for tls.key) of the certificate volumes given
+/// to webhook-serving deployments.
+const CERT_VOLUMES: [(&str, &str, &str, &str); 2] = [
+    ("webhook-cert", "/tmp/k8s-webhook-server/serving-certs", "tls.crt", "tls.key"),
+    ("apiservice-cert", "/apiserver.local.config/certificates", "apiserver.crt", "apiserver.key"),
+];
+
+/// Everything the generators read.
+pub struct RenderContext<'a> {
+    /// The bundle.
+    pub bundle: &'a RegistryV1Bundle,
+    /// Namespace the operator is installed into.
+    pub install_namespace: &'a str,
+    /// Watched namespaces; `[""]` means all namespaces.
+    pub target_namespaces: Vec<String>,
+    /// Deployment customisations, if configured.
+    pub deployment_config: Option<&'a DeploymentConfig>,
+}
+
+impl RenderContext<'_> {
+    fn all_namespaces(&self) -> bool {
+        self.target_namespaces.len() == 1 && self.target_namespaces[0].is_empty()
+    }
+
+    fn csv_name(&self) -> &str {
+        self.bundle.csv.name()
+    }
+
+    fn webhooks(&self) -> &[WebhookDescription] {
+        &self.bundle.csv.spec.webhookdefinitions
+    }
+}
+
+/// Names of the webhook Service and certificate of one deployment (`render.CertProvisionerFor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertNames {
+    /// `<deployment with . as ->-service`, cut to upstream's budget.
+    pub service: String,
+    /// `<service>-cert`: the Certificate and its Secret.
+    pub cert: String,
+}
+
+/// The Service and certificate names for `deployment`.
+pub fn cert_names(deployment: &str) -> CertNames {
+    let service = object_name_for_base_and_suffix(&deployment.replace('.', "-"), "service");
+    let cert = object_name_for_base_and_suffix(&service, "cert");
+    CertNames { service, cert }
+}
+
+/// The webhook Service name for `deployment`, refused when longer than a Service name may be
+/// (upstream would render it and fail at apply time).
+fn webhook_service_name(deployment: &str) -> Result<CertNames, String> {
+    let names = cert_names(deployment);
+    if names.service.len() > MAX_NAME_LENGTH {
+        return Err(format!(
+            "webhook service name {:?} for deployment {deployment:?} is longer than {MAX_NAME_LENGTH} characters",
+            names.service
+        ));
+    }
+    Ok(names)
+}
+
+/// Runs every generator in order.
+pub fn generate(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let mut objects = service_accounts(ctx);
+    objects.extend(permissions(ctx));
+    objects.extend(cluster_permissions(ctx));
+    objects.extend(crds(ctx)?);
+    objects.extend(others(ctx));
+    objects.extend(deployments(ctx)?);
+    objects.extend(webhook_configurations(ctx, WEBHOOK_VALIDATING)?);
+    objects.extend(webhook_configurations(ctx, WEBHOOK_MUTATING)?);
+    objects.extend(webhook_services(ctx)?);
+    objects.extend(cert_manager_objects(ctx)?);
+    Ok(objects)
+}
+
+fn sa_name_or_default(name: &str) -> &str {
+    if name.is_empty() { "default" } else { name }
+}
+
+/// One ServiceAccount per distinct account of permissions and clusterPermissions, except `default`.
+pub fn service_accounts(ctx: &RenderContext<'_>) -> Vec<Value> {
+    let spec = &ctx.bundle.csv.spec.install.spec;
+    let names: BTreeSet<&str> = spec
+        .permissions
+        .iter()
+        .chain(&spec.cluster_permissions)
+        .map(|p| sa_name_or_default(&p.service_account_name))
+        .filter(|n| *n != "default")
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            json!({
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": ctx.install_namespace},
+            })
+        })
+        .collect()
+}
+
+/// Roles and RoleBindings in each target namespace; none in AllNamespaces mode (promoted instead).
+pub fn permissions(ctx: &RenderContext<'_>) -> Vec<Value> {
+    if ctx.all_namespaces() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for ns in &ctx.target_namespaces {
+        for permission in &ctx.bundle.csv.spec.install.spec.permissions {
+            let sa = sa_name_or_default(&permission.service_account_name);
+            let name = permission_object_name(&format!("{}-{sa}", ctx.csv_name()), permission);
+            out.push(json!({
+                "apiVersion": RBAC_API_VERSION,
+                "kind": "Role",
+                "metadata": {"name": name, "namespace": ns},
+                "rules": rules_json(permission),
+            }));
+            out.push(json!({
+                "apiVersion": RBAC_API_VERSION,
+                "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": ns},
+                "subjects": [{"kind": "ServiceAccount", "namespace": ctx.install_namespace, "name": sa}],
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
+            }));
+        }
+    }
+    out
+}
+
+/// ClusterRoles and ClusterRoleBindings for clusterPermissions, plus, in AllNamespaces mode, every
+/// permission promoted with an extra rule to get/list/watch namespaces.
+pub fn cluster_permissions(ctx: &RenderContext<'_>) -> Vec<Value> {
+    let spec = &ctx.bundle.csv.spec.install.spec;
+    let mut all: Vec<StrategyPermissions> = spec.cluster_permissions.clone();
+    if ctx.all_namespaces() {
+        for permission in &spec.permissions {
+            let mut promoted = permission.clone();
+            promoted.rules.get_or_insert_with(Vec::new).push(PermissionRule {
+                verbs: Some(vec!["get".into(), "list".into(), "watch".into()]),
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["namespaces".into()]),
+                ..Default::default()
+            });
+            all.push(promoted);
+        }
+    }
+    let mut out = Vec::new();
+    for permission in &all {
+        let sa = sa_name_or_default(&permission.service_account_name);
+        let name = permission_object_name(&format!("{}-{sa}", ctx.csv_name()), permission);
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules_json(permission),
+        }));
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "subjects": [{"kind": "ServiceAccount", "namespace": ctx.install_namespace, "name": sa}],
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+        }));
+    }
+    out
+}
+
+/// Rules as the API expects them: empty lists omitted, absent verbs written as `[]`.
+fn rules_json(permission: &StrategyPermissions) -> Value {
+    let rules: Vec<Value> = permission
+        .rules
+        .iter()
+        .flatten()
+        .map(|rule| {
+            let mut obj = Map::new();
+            obj.insert("verbs".into(), json!(rule.verbs.clone().unwrap_or_default()));
+            let lists = [
+                ("apiGroups", &rule.api_groups),
+                ("resources", &rule.resources),
+                ("resourceNames", &rule.resource_names),
+                ("nonResourceURLs", &rule.non_resource_urls),
+            ];
+            for (key, list) in lists {
+                if let Some(list) = list.as_ref().filter(|l| !l.is_empty()) {
+                    obj.insert(key.into(), json!(list));
+                }
+            }
+            Value::Object(obj)
+        })
+        .collect();
+    Value::Array(rules)
+}
+
+/// The bundle's CRDs; those named by a conversion webhook get `spec.conversion` pointing at the
+/// webhook Service and cert-manager CA injection.
+pub fn crds(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let mut conversion: BTreeMap<&str, &WebhookDescription> = BTreeMap::new();
+    for wh in ctx.webhooks().iter().filter(|w| w.type_ == WEBHOOK_CONVERSION) {
+        for crd in &wh.conversion_crds {
+            if conversion.insert(crd, wh).is_some() {
+                return Err(format!(
+                    "custom resource definition '{crd}' is referenced by multiple conversion webhook definitions"
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for crd in &ctx.bundle.crds {
+        let mut crd = crd.clone();
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        if let Some(wh) = conversion.get(name.as_str()) {
+            if crd.pointer("/spec/preserveUnknownFields").and_then(Value::as_bool) == Some(true) {
+                return Err(format!(
+                    "custom resource definition '{name}' must have .spec.preserveUnknownFields set to false to let API \
+                     Server call webhook to do the conversion"
+                ));
+            }
+            let names = webhook_service_name(&wh.deployment_name)?;
+            let mut webhook = Map::new();
+            webhook.insert(
+                "clientConfig".into(),
+                json!({"service": {
+                    "namespace": ctx.install_namespace,
+                    "name": names.service,
+                    "path": wh.webhook_path.as_deref().unwrap_or("/"),
+                    "port": wh.container_port,
+                }}),
+            );
+            if let Some(versions) = &wh.admission_review_versions {
+                webhook.insert("conversionReviewVersions".into(), json!(versions));
+            }
+            if let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("conversion".into(), json!({"strategy": "Webhook", "webhook": webhook}));
+            }
+            add_annotation(&mut crd, INJECT_CA_ANNOTATION, &format!("{}/{}", ctx.install_namespace, names.cert));
+        }
+        out.push(crd);
+    }
+    Ok(out)
+}
+
+/// The other manifests; namespaced kinds are moved into the install namespace.
+pub fn others(ctx: &RenderContext<'_>) -> Vec<Value> {
+    ctx.bundle
+        .others
+        .iter()
+        .map(|object| {
+            let mut object = object.clone();
+            let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
+            if supported_kind(kind) == Some(true) {
+                metadata_mut(&mut object).insert("namespace".into(), json!(ctx.install_namespace));
+            }
+            object
+        })
+        .collect()
+}
+
+/// The CSV's deployments in the install namespace: CSV annotations merged into the pod template
+/// (template wins), `olm.targetNamespaces` / `olm.operatorNamespace`, `revisionHistoryLimit: 1`,
+/// the deployment configuration, and certificate volumes on webhook-serving deployments.
+pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let webhook_deployments: BTreeSet<&str> =
+        ctx.webhooks().iter().map(|w| w.deployment_name.as_str()).collect();
+    let csv_annotations = ctx.bundle.csv.annotations();
+    let mut out = Vec::new();
+    for StrategyDeployment { name, spec, label } in &ctx.bundle.csv.spec.install.spec.deployments {
+        let mut spec: DeploymentSpec = spec.clone();
+        let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
+        let mut annotations = csv_annotations.clone();
+        annotations.extend(template_meta.annotations.take().unwrap_or_default());
+        annotations.insert(TARGET_NAMESPACES_ANNOTATION.into(), ctx.target_namespaces.join(","));
+        annotations.insert(OPERATOR_NAMESPACE_ANNOTATION.into(), ctx.install_namespace.to_string());
+        template_meta.annotations = Some(annotations);
+        spec.revision_history_limit = Some(1);
+
+        let mut deployment_annotations = BTreeMap::new();
+        if let Some(config) = ctx.deployment_config {
+            apply_deployment_config(&mut spec, &mut deployment_annotations, config);
+        }
+        if webhook_deployments.contains(name.as_str()) {
+            let names = webhook_service_name(name)?;
+            let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+            ensure_cert_volumes(pod, &names.cert);
+        }
+
+        let mut metadata = json!({"name": name, "namespace": ctx.install_namespace});
+        if let Some(labels) = label {
+            metadata["labels"] = json!(labels);
+        }
+        if !deployment_annotations.is_empty() {
+            metadata["annotations"] = json!(deployment_annotations);
+        }
+        let spec = serde_json::to_value(&spec).map_err(|e| format!("deployment {name:?}: {e}"))?;
+        out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}));
+    }
+    Ok(out)
+}
+
+/// Replaces the certificate volumes and mounts (by name or by protected mount path) with the
+/// webhook-cert and apiservice-cert Secret volumes (`ensureCorrectDeploymentCertVolumes`).
+fn ensure_cert_volumes(pod: &mut PodSpec, secret_name: &str) {
+    let mut remove: BTreeSet<String> = CERT_VOLUMES.iter().map(|(n, ..)| (*n).to_string()).collect();
+    let protected: BTreeSet<&str> = CERT_VOLUMES.iter().map(|(_, p, ..)| *p).collect();
+    for container in &pod.containers {
+        for mount in container.volume_mounts.iter().flatten() {
+            if protected.contains(mount.mount_path.as_str()) {
+                remove.insert(mount.name.clone());
+            }
+        }
+    }
+    let mut volumes: Vec<Volume> =
+        pod.volumes.take().unwrap_or_default().into_iter().filter(|v| !remove.contains(&v.name)).collect();
+    for (name, _, crt, key) in CERT_VOLUMES {
+        volumes.push(Volume {
+            name: name.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret_name.into()),
+                items: Some(vec![
+                    KeyToPath { key: "tls.crt".into(), path: crt.into(), mode: None },
+                    KeyToPath { key: "tls.key".into(), path: key.into(), mode: None },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    pod.volumes = Some(volumes);
+    for container in &mut pod.containers {
+        let mut mounts: Vec<VolumeMount> = container
+            .volume_mounts
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| !remove.contains(&m.name))
+            .collect();
+        for (name, path, ..) in CERT_VOLUMES {
+            mounts.push(VolumeMount { name: name.into(), mount_path: path.into(), ..Default::default() });
+        }
+        container.volume_mounts = Some(mounts);
+    }
+}
+
+/// Applies `deploymentConfig` as upstream (OLM v0 `inject` package semantics).
+fn apply_deployment_config(
+    spec: &mut DeploymentSpec,
+    deployment_annotations: &mut BTreeMap<String, String>,
+    config: &DeploymentConfig,
+) {
+    let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+    for container in &mut pod.containers {
+        for var in &config.env {
+            let env = container.env.get_or_insert_with(Vec::new);
+            match env.iter_mut().find(|e| e.name == var.name) {
+                Some(existing) => *existing = var.clone(),
+                None => env.push(var.clone()),
+            }
+        }
+        for source in &config.env_from {
+            let env_from = container.env_from.get_or_insert_with(Vec::new);
+            if !env_from.contains(source) {
+                env_from.push(source.clone());
+            }
+        }
+    }
+    for volume in &config.volumes {
+        let volumes = pod.volumes.get_or_insert_with(Vec::new);
+        match volumes.iter_mut().find(|v| v.name == volume.name) {
+            Some(existing) => *existing = volume.clone(),
+            None => volumes.push(volume.clone()),
+        }
+    }
+    for container in &mut pod.containers {
+        for mount in &config.volume_mounts {
+            let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+            match mounts.iter_mut().find(|m| m.name == mount.name) {
+                Some(existing) => *existing = mount.clone(),
+                None => mounts.push(mount.clone()),
+            }
+        }
+    }
+    for toleration in &config.tolerations {
+        let tolerations = pod.tolerations.get_or_insert_with(Vec::new);
+        if !tolerations.contains(toleration) {
+            tolerations.push(toleration.clone());
+        }
+    }
+    if let Some(resources) = &config.resources {
+        for container in &mut pod.containers {
+            container.resources = Some(resources.clone());
+        }
+    }
+    if let Some(selector) = &config.node_selector {
+        pod.node_selector = Some(selector.clone());
+    }
+    if let Some(affinity) = &config.affinity {
+        apply_affinity(pod, affinity);
+    }
+    if !config.annotations.is_empty() {
+        for (k, v) in &config.annotations {
+            deployment_annotations.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
+        let template_annotations = template_meta.annotations.get_or_insert_with(BTreeMap::new);
+        for (k, v) in &config.annotations {
+            template_annotations.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// OLM v0 affinity merge: `{}` erases; each set part replaces (an empty part erases it).
+fn apply_affinity(pod: &mut PodSpec, config: &k8s_openapi::api::core::v1::Affinity) {
+    use k8s_openapi::api::core::v1::Affinity;
+    if config.node_affinity.is_none() && config.pod_affinity.is_none() && config.pod_anti_affinity.is_none() {
+        pod.affinity = None;
+        return;
+    }
+    let affinity = pod.affinity.get_or_insert_with(Affinity::default);
+    if let Some(node) = &config.node_affinity {
+        let required_empty = node
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_none_or(|r| r.node_selector_terms.is_empty());
+        let preferred_empty =
+            node.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
+        affinity.node_affinity = if required_empty && preferred_empty { None } else { Some(node.clone()) };
+    }
+    if let Some(pa) = &config.pod_affinity {
+        let empty = pa.required_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty)
+            && pa.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
+        affinity.pod_affinity = if empty { None } else { Some(pa.clone()) };
+    }
+    if let Some(paa) = &config.pod_anti_affinity {
+        let empty = paa.required_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty)
+            && paa.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
+        affinity.pod_anti_affinity = if empty { None } else { Some(paa.clone()) };
+    }
+    if affinity.node_affinity.is_none() && affinity.pod_affinity.is_none() && affinity.pod_anti_affinity.is_none() {
+        pod.affinity = None;
+    }
+}
+
+/// Validating or mutating webhook configurations, one per webhook definition of `type_`.
+pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Vec<Value>, String> {
+    let kind = if type_ == WEBHOOK_VALIDATING {
+        "ValidatingWebhookConfiguration"
+    } else {
+        "MutatingWebhookConfiguration"
+    };
+    let mut out = Vec::new();
+    for wh in ctx.webhooks().iter().filter(|w| w.type_ == type_) {
+        let name = wh.generate_name.strip_suffix('-').unwrap_or(&wh.generate_name);
+        let names = webhook_service_name(&wh.deployment_name)?;
+        let mut service = Map::new();
+        service.insert("namespace".into(), json!(ctx.install_namespace));
+        service.insert("name".into(), json!(names.service));
+        if let Some(path) = &wh.webhook_path {
+            service.insert("path".into(), json!(path));
+        }
+        service.insert("port".into(), json!(wh.container_port));
+
+        let mut webhook = Map::new();
+        webhook.insert("name".into(), json!(name));
+        insert_some(&mut webhook, "rules", &wh.rules);
+        insert_some(&mut webhook, "failurePolicy", &wh.failure_policy);
+        insert_some(&mut webhook, "matchPolicy", &wh.match_policy);
+        insert_some(&mut webhook, "objectSelector", &wh.object_selector);
+        insert_some(&mut webhook, "sideEffects", &wh.side_effects);
+        insert_some(&mut webhook, "timeoutSeconds", &wh.timeout_seconds);
+        insert_some(&mut webhook, "admissionReviewVersions", &wh.admission_review_versions);
+        webhook.insert("clientConfig".into(), json!({"service": service}));
+        if type_ == WEBHOOK_MUTATING {
+            insert_some(&mut webhook, "reinvocationPolicy", &wh.reinvocation_policy);
+        }
+        if !ctx.target_namespaces.is_empty() && !ctx.target_namespaces.iter().any(String::is_empty) {
+            webhook.insert(
+                "namespaceSelector".into(),
+                json!({"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": ctx.target_namespaces,
+                }]}),
+            );
+        }
+        out.push(json!({
+            "apiVersion": ADMISSION_API_VERSION,
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "annotations": {INJECT_CA_ANNOTATION: format!("{}/{}", ctx.install_namespace, names.cert)},
+            },
+            "webhooks": [webhook],
+        }));
+    }
+    Ok(out)
+}
+
+/// One Service per webhook-serving deployment (in CSV deployment order), ports deduplicated and
+/// sorted by port then target port, selecting the deployment's `matchLabels`.
+pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let mut ports_by_deployment: BTreeMap<&str, Vec<(i32, IntOrString)>> = BTreeMap::new();
+    for wh in ctx.webhooks() {
+        let port = if wh.container_port > 0 { wh.container_port } else { 443 };
+        let target = wh.target_port.clone().unwrap_or(IntOrString::Int(port));
+        let ports = ports_by_deployment.entry(&wh.deployment_name).or_default();
+        if !ports.contains(&(port, target.clone())) {
+            ports.push((port, target));
+        }
+    }
+    let mut out = Vec::new();
+    for deployment in &ctx.bundle.csv.spec.install.spec.deployments {
+        let Some(ports) = ports_by_deployment.get_mut(deployment.name.as_str()) else {
+            continue;
+        };
+        // intstr.IntValue: a string target counts as its number, or 0.
+        let int_value = |t: &IntOrString| match t {
+            IntOrString::Int(i) => *i,
+            IntOrString::String(s) => s.parse().unwrap_or(0),
+        };
+        ports.sort_by(|a, b| a.0.cmp(&b.0).then(int_value(&a.1).cmp(&int_value(&b.1))));
+        let names = webhook_service_name(&deployment.name)?;
+        let ports: Vec<Value> = ports
+            .iter()
+            .map(|(port, target)| json!({"name": port.to_string(), "port": port, "targetPort": target}))
+            .collect();
+        let mut spec = Map::new();
+        spec.insert("ports".into(), json!(ports));
+        if let Some(labels) = deployment.spec.selector.match_labels.as_ref() {
+            spec.insert("selector".into(), json!(labels));
+        }
+        out.push(json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": names.service, "namespace": ctx.install_namespace},
+            "spec": spec,
+        }));
+    }
+    Ok(out)
+}
+
+/// A self-signed cert-manager Issuer and a Certificate per webhook-serving deployment.
+pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let deployments: BTreeSet<&str> = ctx.webhooks().iter().map(|w| w.deployment_name.as_str()).collect();
+    let mut out = Vec::new();
+    for deployment in deployments {
+        let names = webhook_service_name(deployment)?;
+        let issuer = object_name_for_base_and_suffix(&names.cert, "selfsigned-issuer");
+        let ns = ctx.install_namespace;
+        out.push(json!({
+            "apiVersion": CERT_MANAGER_API_VERSION,
+            "kind": "Issuer",
+            "metadata": {"name": issuer, "namespace": ns},
+            "spec": {"selfSigned": {}},
+        }));
+        let host = format!("{}.{ns}", names.service);
+        out.push(json!({
+            "apiVersion": CERT_MANAGER_API_VERSION,
+            "kind": "Certificate",
+            "metadata": {"name": names.cert, "namespace": ns},
+            "spec": {
+                "secretName": names.cert,
+                "commonName": host,
+                "usages": ["server auth"],
+                "dnsNames": [host.clone(), format!("{host}.svc"), format!("{host}.svc.cluster.local")],
+                "issuerRef": {"name": issuer},
+                "duration": CERT_DURATION,
+                "renewBefore": CERT_RENEW_BEFORE,
+            },
+        }));
+    }
+    Ok(out)
+}
+
+fn insert_some<T: serde::Serialize>(map: &mut Map<String, Value>, key: &str, value: &Option<T>) {
+    if let Some(v) = value {
+        map.insert(key.into(), serde_json::to_value(v).unwrap_or(Value::Null));
+    }
+}
+
+fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    match object.get_mut("metadata") {
+        Some(Value::Object(map)) => map,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+fn add_annotation(object: &mut Value, key: &str, value: &str) {
+    let metadata = metadata_mut(object);
+    if !metadata.get("annotations").is_some_and(Value::is_object) {
+        metadata.insert("annotations".into(), json!({}));
+    }
+    if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+        annotations.insert(key.into(), json!(value));
+    }
+}

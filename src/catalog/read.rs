@@ -1,0 +1,368 @@
+//! Reading FBC metas: from a directory tree (YAML multi-document and JSON streams, `.indexignore`),
+//! from a JSON/YAML stream, and from JSONL as catalogd serves it; and writing JSONL back.
+
+use std::{
+    fs,
+    io::{self, BufRead, Write},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use bytes::Bytes;
+
+use super::{CatalogError, Meta, ignore::IgnoreRules};
+
+/// Name of the per-directory ignore file (gitignore syntax), itself never read as FBC.
+pub const INDEX_IGNORE_FILE: &str = ".indexignore";
+
+/// Lists the FBC files of a directory tree in the order catalogd walks them (lexical, depth
+/// first), leaving out `.indexignore` files and what they ignore.
+pub fn list_fbc_files(root: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+    let meta = fs::metadata(root).map_err(|e| CatalogError::io(root, e))?;
+    if !meta.is_dir() {
+        return Err(CatalogError::Malformed {
+            location: root.display().to_string(),
+            message: "not a directory".to_string(),
+        });
+    }
+    let mut files = Vec::new();
+    let mut rules = Vec::new();
+    walk(root, Path::new(""), &mut rules, &mut files)?;
+    Ok(files)
+}
+
+fn walk(
+    root: &Path,
+    rel_dir: &Path,
+    rules: &mut Vec<IgnoreRules>,
+    files: &mut Vec<PathBuf>,
+) -> Result<(), CatalogError> {
+    let dir = root.join(rel_dir);
+    let ignore_path = dir.join(INDEX_IGNORE_FILE);
+    let pushed = match fs::read_to_string(&ignore_path) {
+        Ok(text) => {
+            rules.push(IgnoreRules::parse(rel_dir, &text));
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return Err(CatalogError::io(&ignore_path, e)),
+    };
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(&dir).map_err(|e| CatalogError::io(&dir, e))? {
+        let entry = entry.map_err(|e| CatalogError::io(&dir, e))?;
+        entries.push(entry.file_name());
+    }
+    entries.sort();
+    for name in entries {
+        if name == INDEX_IGNORE_FILE {
+            continue;
+        }
+        let rel = rel_dir.join(&name);
+        let path = root.join(&rel);
+        // Follow symlinks as fs.WalkDir's Stat-based callers do for files.
+        let file_type = fs::metadata(&path).map_err(|e| CatalogError::io(&path, e))?;
+        let is_dir = file_type.is_dir();
+        if rules
+            .iter()
+            .rev()
+            .find_map(|r| r.matches(&rel, is_dir))
+            .unwrap_or(false)
+        {
+            continue;
+        }
+        if is_dir {
+            walk(root, &rel, rules, files)?;
+        } else {
+            files.push(path);
+        }
+    }
+    if pushed {
+        rules.pop();
+    }
+    Ok(())
+}
+
+/// Reads every meta of an FBC directory tree, file by file, in catalogd's order.
+pub fn read_dir_metas(root: &Path) -> Result<Vec<Meta>, CatalogError> {
+    let mut metas = Vec::new();
+    for_each_dir_meta(root, |m| {
+        metas.push(m);
+        Ok(())
+    })?;
+    Ok(metas)
+}
+
+/// Streams the metas of an FBC directory tree to `f`, one file in memory at a time.
+pub fn for_each_dir_meta(
+    root: &Path,
+    mut f: impl FnMut(Meta) -> Result<(), CatalogError>,
+) -> Result<(), CatalogError> {
+    let files = list_fbc_files(root)?;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    // Files are parsed in parallel a small batch at a time and handed on in walk order, so
+    // memory stays bounded by the batch while every core works.
+    for batch in files.chunks(workers * 2) {
+        let parsed: Vec<Result<Vec<Meta>, CatalogError>> = if workers == 1 || batch.len() == 1 {
+            batch.iter().map(|p| read_file_metas(p)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|w| {
+                        scope.spawn(move || {
+                            batch
+                                .iter()
+                                .enumerate()
+                                .filter(|(i, _)| i % workers == w)
+                                .map(|(i, p)| (i, read_file_metas(p)))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                let mut slots: Vec<Option<Result<Vec<Meta>, CatalogError>>> =
+                    (0..batch.len()).map(|_| None).collect();
+                for h in handles {
+                    // A panicking parser is a bug; report it as an error rather than crash.
+                    for (i, r) in h.join().unwrap_or_default() {
+                        slots[i] = Some(r);
+                    }
+                }
+                slots
+                    .into_iter()
+                    .zip(batch)
+                    .map(|(s, p)| {
+                        s.unwrap_or_else(|| {
+                            Err(CatalogError::Malformed {
+                                location: p.display().to_string(),
+                                message: "parser failed".to_string(),
+                            })
+                        })
+                    })
+                    .collect()
+            })
+        };
+        for metas in parsed {
+            for meta in metas? {
+                f(meta)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_file_metas(path: &Path) -> Result<Vec<Meta>, CatalogError> {
+    let data = fs::read(path).map_err(|e| CatalogError::io(path, e))?;
+    parse_stream(&data, Arc::from(path.display().to_string()))
+}
+
+/// Parses one file's content: a stream of JSON values if it starts (after whitespace) with `{`,
+/// else YAML documents separated by `---`. Empty documents are skipped.
+pub fn parse_stream(data: &[u8], origin: Arc<str>) -> Result<Vec<Meta>, CatalogError> {
+    let first = data.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        parse_json_stream(data, origin)
+    } else {
+        parse_yaml_stream(data, origin)
+    }
+}
+
+fn parse_json_stream(data: &[u8], origin: Arc<str>) -> Result<Vec<Meta>, CatalogError> {
+    let mut metas = Vec::new();
+    let stream = serde_json::Deserializer::from_slice(data).into_iter::<serde_json::Value>();
+    for (i, value) in stream.enumerate() {
+        let position = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let value = value.map_err(|e| CatalogError::Malformed {
+            location: format!("{origin}: object #{position}"),
+            message: format!("invalid JSON: {e}"),
+        })?;
+        metas.push(Meta::from_value(&value, origin.clone(), position)?);
+    }
+    Ok(metas)
+}
+
+fn yaml_options(input_len: usize) -> serde_saphyr::Options {
+    // Limits scale with the input so large catalogs load while hostile input stays bounded.
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_reader_input_bytes: Some(input_len.saturating_add(1)),
+            max_events: input_len.saturating_add(1_000),
+            max_documents: input_len / 4 + 1_000,
+            max_nodes: input_len.saturating_add(1_000),
+            max_total_scalar_bytes: input_len.saturating_add(1_000),
+        },
+    }
+}
+
+fn parse_yaml_stream(data: &[u8], origin: Arc<str>) -> Result<Vec<Meta>, CatalogError> {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_slice_multiple_with_options(data, yaml_options(data.len())).map_err(|e| {
+            CatalogError::Malformed {
+                location: origin.to_string(),
+                message: format!("invalid YAML: {e}"),
+            }
+        })?;
+    let mut metas = Vec::with_capacity(docs.len());
+    let mut position = 0u32;
+    for doc in docs.iter().filter(|d| !d.is_null()) {
+        position += 1;
+        metas.push(Meta::from_value(doc, origin.clone(), position)?);
+    }
+    Ok(metas)
+}
+
+/// Iterates the metas of a JSONL buffer (one JSON object per line, as catalogd serves
+/// `/api/v1/all`). Each blob is a slice of `data`: nothing is copied. Blank lines are skipped.
+pub fn jsonl_metas(data: Bytes, origin: Arc<str>) -> impl Iterator<Item = Result<Meta, CatalogError>> {
+    let mut offset = 0usize;
+    let mut line_number = 0u32;
+    std::iter::from_fn(move || {
+        loop {
+            if offset >= data.len() {
+                return None;
+            }
+            let rest = &data[offset..];
+            let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let line = data.slice(offset..offset + len);
+            offset += len + 1;
+            line_number = line_number.saturating_add(1);
+            let trimmed = trim_ascii_whitespace(&line);
+            if trimmed.is_empty() {
+                continue;
+            }
+            return Some(Meta::from_json_object(trimmed, origin.clone(), line_number));
+        }
+    })
+}
+
+fn trim_ascii_whitespace(b: &Bytes) -> Bytes {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    b.slice(start..end.max(start))
+}
+
+/// Reads JSONL metas from a reader, one line at a time (for streams too large to buffer).
+pub struct JsonlReader<R> {
+    reader: R,
+    origin: Arc<str>,
+    line_number: u32,
+    max_line_bytes: usize,
+}
+
+impl<R: BufRead> JsonlReader<R> {
+    /// A reader whose lines may be at most `max_line_bytes` long (a bound against hostile input).
+    pub fn new(reader: R, origin: Arc<str>, max_line_bytes: usize) -> Self {
+        JsonlReader {
+            reader,
+            origin,
+            line_number: 0,
+            max_line_bytes,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for JsonlReader<R> {
+    type Item = Result<Meta, CatalogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let mut line = Vec::new();
+            let limit = u64::try_from(self.max_line_bytes)
+                .unwrap_or(u64::MAX)
+                .saturating_add(1);
+            match <&mut R as io::Read>::take(&mut self.reader, limit).read_until(b'\n', &mut line) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    return Some(Err(CatalogError::Io {
+                        path: self.origin.to_string(),
+                        source: Arc::new(e),
+                    }));
+                }
+            }
+            self.line_number = self.line_number.saturating_add(1);
+            if line.len() > self.max_line_bytes && line.last() != Some(&b'\n') {
+                return Some(Err(CatalogError::Malformed {
+                    location: format!("{}: object #{}", self.origin, self.line_number),
+                    message: format!("line longer than {} bytes", self.max_line_bytes),
+                }));
+            }
+            let line = trim_ascii_whitespace(&Bytes::from(line));
+            if line.is_empty() {
+                continue;
+            }
+            return Some(Meta::from_json_object(
+                line,
+                self.origin.clone(),
+                self.line_number,
+            ));
+        }
+    }
+}
+
+/// Writes metas as JSONL: each blob on its own line, as catalogd's `catalog.jsonl`.
+pub fn write_jsonl<'a, W: Write>(mut out: W, metas: impl IntoIterator<Item = &'a Meta>) -> io::Result<()> {
+    for meta in metas {
+        out.write_all(&meta.blob)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_and_json_streams_become_the_same_normalised_blobs() {
+        let yaml = b"---\nschema: olm.package\nname: foo\ndefaultChannel: stable\n---\nschema: olm.channel\npackage: foo\nname: stable\nentries:\n- name: foo.v1\n";
+        let json = b" {\"schema\":\"olm.package\",\"name\":\"foo\",\"defaultChannel\":\"stable\"}\n{\"entries\":[{\"name\":\"foo.v1\"}],\n \"name\":\"stable\",\"package\":\"foo\",\"schema\":\"olm.channel\"}";
+        let a = parse_stream(yaml, Arc::from("a.yaml")).unwrap();
+        let b = parse_stream(json, Arc::from("b.json")).unwrap();
+        assert_eq!(a.len(), 2);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.blob, y.blob);
+        }
+        assert_eq!(
+            &a[0].blob[..],
+            br#"{"defaultChannel":"stable","name":"foo","schema":"olm.package"}"#
+        );
+    }
+
+    #[test]
+    fn jsonl_round_trips() {
+        let text = "{\"name\":\"foo\",\"schema\":\"olm.package\"}\n\n{\"name\":\"b\",\"package\":\"foo\",\"schema\":\"olm.bundle\"}\n";
+        let metas: Vec<Meta> = jsonl_metas(Bytes::from(text), Arc::from("all"))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(metas.len(), 2);
+        assert_eq!(metas[1].position, 3);
+        let mut out = Vec::new();
+        write_jsonl(&mut out, &metas).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), text.replace("\n\n", "\n"));
+        let streamed: Vec<Meta> = JsonlReader::new(text.as_bytes(), Arc::from("all"), 1 << 20)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(streamed, metas);
+    }
+
+    #[test]
+    fn malformed_input_names_file_and_object() {
+        let err = parse_stream(
+            b"---\nschema: olm.package\nname: a\n---\n- 1\n",
+            Arc::from("pkg/catalog.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("pkg/catalog.yaml: object #2"), "{err}");
+        let err = jsonl_metas(
+            Bytes::from_static(b"{\"schema\":\"x\"}\n{oops\n"),
+            Arc::from("all"),
+        )
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("all: object #2"), "{err}");
+    }
+}

@@ -1,0 +1,662 @@
+//! The ClusterCatalog reconciler (catalogd's role): pulls `spec.source.image.ref`, takes the
+//! directory named by the image label `operators.operatorframework.io.index.configs.v1`, stores
+//! and serves its FBC, and writes status as upstream does (`resolvedSource`, `urls.base`,
+//! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
+//! 1% jitter; digests never. A failed poll keeps serving the last good content.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use olmv1_api::v1::conditions::{
+    FINALIZER_DELETE_SERVER_CACHE, REASON_AVAILABLE, REASON_BLOCKED, REASON_RETRYING, REASON_SUCCEEDED,
+    REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE, TYPE_PROGRESSING, TYPE_SERVING,
+};
+use olmv1_api::v1::{
+    AvailabilityMode, CatalogSourceType, ClusterCatalog, ClusterCatalogStatus, ClusterCatalogUrls,
+    ResolvedCatalogSource, ResolvedImageSource,
+};
+use serde_json::json;
+
+use crate::bundle::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
+use crate::catalog::server::CatalogStore;
+
+/// The image label naming the FBC directory of a catalog image.
+pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+const MESSAGE_SUCCEEDED: &str = "Successfully unpacked and stored content from resolved source";
+const MESSAGE_SERVING: &str = "Serving desired content from resolved source";
+const MESSAGE_UNAVAILABLE_MODE: &str = "Catalog availability mode is set to Unavailable";
+const POLL_JITTER_FACTOR: f64 = 0.01;
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Pulling or reading the image failed (`Progressing` message: `source catalog content: ...`).
+    #[error("source catalog content: {message}")]
+    Source {
+        /// The cause, naming the image.
+        message: String,
+        /// Whether retrying cannot help (e.g. a digest-pinned image with no configs label).
+        terminal: bool,
+    },
+    /// The FBC could not be parsed or written.
+    #[error("error storing fbc: {0}")]
+    Store(String),
+    /// The API server refused a write.
+    #[error("updating ClusterCatalog {name:?}: {source}")]
+    Kube {
+        /// The catalog.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// Terminal errors set `Progressing=False/Blocked` and are not retried on a timer.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Error::Source { terminal: true, .. })
+    }
+}
+
+/// Settings of the reconciler.
+#[derive(Clone, Debug)]
+pub struct CatalogdSettings {
+    /// Scheme and host of `status.urls.base`, e.g. `https://catalogd-service.olmv1-system.svc`.
+    pub base_url: String,
+    /// Where pulled images are unpacked (entries are removed once stored).
+    pub image_cache_dir: PathBuf,
+    /// Bounds on unpacked content.
+    pub unpack_limits: UnpackLimits,
+    /// The length of one `pollIntervalMinutes` unit: one minute, shorter only in tests.
+    pub poll_unit: Duration,
+    /// Label selector of the ClusterCatalogs to reconcile (all when empty).
+    pub selector: String,
+}
+
+/// What was last stored for a catalog.
+#[derive(Clone, Debug)]
+struct StoredState {
+    digest_ref: String,
+    unpacked_at: SystemTime,
+    last_successful_poll: SystemTime,
+    observed_generation: i64,
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    client: Client,
+    store: Arc<CatalogStore>,
+    registry: Arc<RegistryClient>,
+    settings: CatalogdSettings,
+    stored: Mutex<HashMap<String, StoredState>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// A context serving into `store`, pulling with `registry`.
+    pub fn new(
+        client: Client,
+        store: Arc<CatalogStore>,
+        registry: Arc<RegistryClient>,
+        settings: CatalogdSettings,
+    ) -> Self {
+        Context {
+            client,
+            store,
+            registry,
+            settings,
+            stored: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn stored_state(&self, name: &str) -> Option<StoredState> {
+        self.stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn forget(&self, name: &str) {
+        self.stored.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.store.remove(name);
+    }
+}
+
+/// Runs the reconciler until the watch ends (on shutdown).
+pub async fn run(context: Arc<Context>) {
+    let api: Api<ClusterCatalog> = Api::all(context.client.clone());
+    let mut watch = watcher::Config::default();
+    if !context.settings.selector.is_empty() {
+        watch = watch.labels(&context.settings.selector);
+    }
+    Controller::new(api, watch)
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "ClusterCatalog reconcile ended with an error");
+            }
+        })
+        .await;
+}
+
+fn error_policy(catalog: Arc<ClusterCatalog>, error: &Error, context: Arc<Context>) -> Action {
+    let name = catalog.name_any();
+    tracing::warn!(catalog = %name, error = %error, "ClusterCatalog reconcile failed");
+    if error.is_terminal() {
+        return Action::await_change();
+    }
+    let mut failures = context.failures.lock().unwrap_or_else(|e| e.into_inner());
+    let count = failures.entry(name).or_insert(0);
+    *count = count.saturating_add(1);
+    Action::requeue(error_backoff(*count))
+}
+
+/// 1s, 2s, 4s, ... up to 5 minutes.
+fn error_backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(9)).min(MAX_ERROR_BACKOFF)
+}
+
+/// Reconciles one ClusterCatalog.
+pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> Result<Action, Error> {
+    let name = catalog.name_any();
+    let api: Api<ClusterCatalog> = Api::all(context.client.clone());
+    let generation = catalog.metadata.generation.unwrap_or_default();
+    let has_finalizer = catalog
+        .finalizers()
+        .iter()
+        .any(|f| f == FINALIZER_DELETE_SERVER_CACHE);
+    let old_status = catalog.status.clone().unwrap_or_default();
+
+    if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
+        context.forget(&name);
+        let mut status = old_status.clone();
+        set_not_serving(&mut status, generation);
+        set_condition(
+            &mut status.conditions,
+            TYPE_PROGRESSING,
+            "True",
+            REASON_SUCCEEDED,
+            MESSAGE_UNAVAILABLE_MODE,
+            generation,
+        );
+        set_condition(
+            &mut status.conditions,
+            TYPE_SERVING,
+            "False",
+            REASON_USER_SPECIFIED_UNAVAILABLE,
+            MESSAGE_UNAVAILABLE_MODE,
+            generation,
+        );
+        write_status(&api, &name, &old_status, &status).await?;
+        if has_finalizer {
+            remove_finalizer(&api, &catalog).await?;
+        }
+        return Ok(Action::await_change());
+    }
+
+    if catalog.metadata.deletion_timestamp.is_some() {
+        if has_finalizer {
+            context.forget(&name);
+            remove_finalizer(&api, &catalog).await?;
+        }
+        return Ok(Action::await_change());
+    }
+
+    if !has_finalizer {
+        add_finalizer(&api, &catalog).await?;
+        // The update triggers the next reconcile.
+        return Ok(Action::await_change());
+    }
+
+    let now = SystemTime::now();
+    let poll_interval = poll_interval(&catalog, context.settings.poll_unit);
+    let stored = context
+        .stored_state(&name)
+        .filter(|_| context.store.get(&name).is_some());
+    let base_url = catalog_base_url(&context.settings.base_url, &name);
+    if let Some(state) = &stored {
+        let mut expected = old_status.clone();
+        set_serving(&mut expected, state, &base_url);
+        set_progressing(&mut expected, state.observed_generation, None);
+        let up_to_date = expected == old_status && state.observed_generation == generation;
+        let poll_due = poll_interval.is_some_and(|interval| state.last_successful_poll + interval <= now);
+        if up_to_date && !poll_due {
+            return Ok(next_poll(state.last_successful_poll, poll_interval, now));
+        }
+    }
+
+    let outcome = unpack_and_store(&catalog, &context, stored.as_ref()).await;
+    let mut status = old_status.clone();
+    status
+        .conditions
+        .retain(|c| c.type_ == TYPE_SERVING || c.type_ == TYPE_PROGRESSING);
+    match outcome {
+        Ok(state) => {
+            set_progressing(&mut status, generation, None);
+            set_serving(&mut status, &state, &base_url);
+            let next = next_poll(state.last_successful_poll, poll_interval, now);
+            context
+                .stored
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), state);
+            context
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+            write_status(&api, &name, &old_status, &status).await?;
+            Ok(next)
+        }
+        Err(error) => {
+            // Serving and the resolved source stay as they are: the last good content is still served.
+            set_progressing(&mut status, generation, Some(&error));
+            write_status(&api, &name, &old_status, &status).await?;
+            Err(error)
+        }
+    }
+}
+
+/// Pulls the image (skipped when a tag still resolves to the stored digest), and stores its FBC.
+async fn unpack_and_store(
+    catalog: &ClusterCatalog,
+    context: &Context,
+    stored: Option<&StoredState>,
+) -> Result<StoredState, Error> {
+    let name = catalog.name_any();
+    let generation = catalog.metadata.generation.unwrap_or_default();
+    let source = &catalog.spec.source;
+    let image_source = match (source.source_type, source.image.as_ref()) {
+        (CatalogSourceType::Image, Some(image)) => image,
+        (CatalogSourceType::Image, None) => {
+            return Err(Error::Source {
+                message: format!("error parsing ClusterCatalog {name:?}, image source is nil"),
+                terminal: true,
+            });
+        }
+    };
+    let reference = ImageReference::parse(&image_source.reference).map_err(|e| source_error(&e, true))?;
+    let pinned = reference.digest.is_some();
+    let now = SystemTime::now();
+
+    // A tag that still points at the stored digest needs no unpack: only the poll time moves.
+    if let Some(state) = stored {
+        let digest = match &reference.digest {
+            Some(digest) => digest.clone(),
+            None => {
+                let top = context
+                    .registry
+                    .fetch_manifest(&reference, reference.manifest_reference())
+                    .await
+                    .map_err(|e| source_error(&e, false))?;
+                top.digest
+            }
+        };
+        if reference.with_digest(&digest) == state.digest_ref {
+            return Ok(StoredState {
+                last_successful_poll: now,
+                observed_generation: generation,
+                ..state.clone()
+            });
+        }
+    }
+
+    let cache_dir = &context.settings.image_cache_dir;
+    let pulled = image::pull_with_client(
+        &context.registry,
+        &reference,
+        cache_dir,
+        &context.settings.unpack_limits,
+    )
+    .await
+    .map_err(|e| source_error(&e, pinned))?;
+    let result = store_pulled(&name, &pulled, context, pinned).await;
+    // The content now lives in the catalog store; the unpacked image is not needed any more.
+    let _ = image::cache::remove(cache_dir, &pulled.digest);
+    result?;
+    Ok(StoredState {
+        digest_ref: pulled.digest_ref,
+        unpacked_at: pulled.unpacked_at,
+        last_successful_poll: now,
+        observed_generation: generation,
+    })
+}
+
+async fn store_pulled(
+    name: &str,
+    pulled: &image::PulledImage,
+    context: &Context,
+    pinned: bool,
+) -> Result<(), Error> {
+    let configs = configs_dir(pulled).map_err(|message| Error::Source {
+        message,
+        terminal: pinned,
+    })?;
+    let (store, catalog_name) = (context.store.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || store.store_from_dir(&catalog_name, &configs))
+        .await
+        .map_err(|e| Error::Store(e.to_string()))?
+        .map_err(|e| Error::Store(e.to_string()))?;
+    Ok(())
+}
+
+/// The FBC directory of a pulled catalog image, from its configs label.
+fn configs_dir(pulled: &image::PulledImage) -> Result<PathBuf, String> {
+    let label = pulled
+        .labels
+        .get(CONFIGS_LABEL)
+        .ok_or_else(|| format!("catalog image is missing the required label {CONFIGS_LABEL:?}"))?;
+    let relative = Path::new(label.trim_start_matches('/'));
+    if relative
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "catalog image label {CONFIGS_LABEL:?} has an invalid path {label:?}"
+        ));
+    }
+    let dir = pulled.dir.join(relative);
+    if !dir.is_dir() {
+        return Err(format!(
+            "catalog image {} label {CONFIGS_LABEL:?} names {label:?}, which is not a directory in the image",
+            pulled.digest_ref
+        ));
+    }
+    Ok(dir)
+}
+
+fn source_error(error: &ImageError, pinned: bool) -> Error {
+    // A digest names immutable content: a hostile or malformed image stays so.
+    let content_problem = matches!(error, ImageError::Unpack { .. } | ImageError::InvalidImage { .. });
+    Error::Source {
+        message: error.to_string(),
+        terminal: error.is_terminal() || (pinned && content_problem),
+    }
+}
+
+/// `<base>/catalogs/<name>`.
+pub fn catalog_base_url(base_url: &str, name: &str) -> String {
+    format!("{}/catalogs/{name}", base_url.trim_end_matches('/'))
+}
+
+fn poll_interval(catalog: &ClusterCatalog, unit: Duration) -> Option<Duration> {
+    let image = catalog.spec.source.image.as_ref()?;
+    if image.reference.contains('@') {
+        return None;
+    }
+    let minutes = u32::try_from(image.poll_interval_minutes?)
+        .ok()
+        .filter(|m| *m > 0)?;
+    Some(unit * minutes)
+}
+
+/// Requeue at the next poll (with up to 1% jitter), or wait for a change when not polling.
+fn next_poll(last_successful_poll: SystemTime, interval: Option<Duration>, now: SystemTime) -> Action {
+    match interval {
+        None => Action::await_change(),
+        Some(interval) => {
+            let jittered = interval + interval.mul_f64(rand::random::<f64>() * POLL_JITTER_FACTOR);
+            let due = last_successful_poll + jittered;
+            Action::requeue(due.duration_since(now).unwrap_or(Duration::from_millis(100)))
+        }
+    }
+}
+
+fn set_serving(status: &mut ClusterCatalogStatus, state: &StoredState, base_url: &str) {
+    status.resolved_source = Some(ResolvedCatalogSource {
+        source_type: CatalogSourceType::Image,
+        image: ResolvedImageSource {
+            reference: state.digest_ref.clone(),
+        },
+    });
+    status.urls = Some(ClusterCatalogUrls {
+        base: base_url.to_string(),
+    });
+    status.last_unpacked = Some(time_truncated(state.unpacked_at));
+    set_condition(
+        &mut status.conditions,
+        TYPE_SERVING,
+        "True",
+        REASON_AVAILABLE,
+        MESSAGE_SERVING,
+        state.observed_generation,
+    );
+}
+
+fn set_not_serving(status: &mut ClusterCatalogStatus, generation: i64) {
+    status.resolved_source = None;
+    status.urls = None;
+    status.last_unpacked = None;
+    set_condition(
+        &mut status.conditions,
+        TYPE_SERVING,
+        "False",
+        REASON_UNAVAILABLE,
+        "",
+        generation,
+    );
+}
+
+fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Option<&Error>) {
+    match error {
+        None => set_condition(
+            &mut status.conditions,
+            TYPE_PROGRESSING,
+            "True",
+            REASON_SUCCEEDED,
+            MESSAGE_SUCCEEDED,
+            generation,
+        ),
+        Some(e) if e.is_terminal() => set_condition(
+            &mut status.conditions,
+            TYPE_PROGRESSING,
+            "False",
+            REASON_BLOCKED,
+            &e.to_string(),
+            generation,
+        ),
+        Some(e) => set_condition(
+            &mut status.conditions,
+            TYPE_PROGRESSING,
+            "True",
+            REASON_RETRYING,
+            &e.to_string(),
+            generation,
+        ),
+    }
+}
+
+/// Sets a condition as `meta.SetStatusCondition` does: the transition time changes only with the status.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    observed_generation: i64,
+) {
+    let message = truncate_message(message);
+    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if existing.status != status {
+            existing.status = status.to_string();
+            existing.last_transition_time = Time(jiff::Timestamp::now());
+        }
+        existing.reason = reason.to_string();
+        existing.message = message;
+        existing.observed_generation = Some(observed_generation);
+        return;
+    }
+    conditions.push(Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: Some(observed_generation),
+        last_transition_time: Time(jiff::Timestamp::now()),
+    });
+}
+
+fn truncate_message(message: &str) -> String {
+    use olmv1_api::v1::conditions::{MAX_CONDITION_MESSAGE_LEN, TRUNCATED_MESSAGE_SUFFIX};
+    if message.len() <= MAX_CONDITION_MESSAGE_LEN {
+        return message.to_string();
+    }
+    let mut end = MAX_CONDITION_MESSAGE_LEN - TRUNCATED_MESSAGE_SUFFIX.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{TRUNCATED_MESSAGE_SUFFIX}", &message[..end])
+}
+
+fn time_truncated(t: SystemTime) -> Time {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Time(
+        jiff::Timestamp::from_second(i64::try_from(secs).unwrap_or(0)).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+async fn write_status(
+    api: &Api<ClusterCatalog>,
+    name: &str,
+    old: &ClusterCatalogStatus,
+    new: &ClusterCatalogStatus,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    // Explicit nulls: a merge patch must delete what is no longer set.
+    let patch = json!({
+        "status": {
+            "conditions": new.conditions,
+            "resolvedSource": new.resolved_source,
+            "urls": new.urls,
+            "lastUnpacked": new.last_unpacked,
+        }
+    });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Kube {
+            name: name.to_string(),
+            source,
+        })
+}
+
+async fn add_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
+    let mut finalizers = catalog.finalizers().to_vec();
+    finalizers.push(FINALIZER_DELETE_SERVER_CACHE.to_string());
+    patch_finalizers(api, catalog, finalizers).await
+}
+
+async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
+    let finalizers: Vec<String> = catalog
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER_DELETE_SERVER_CACHE)
+        .cloned()
+        .collect();
+    patch_finalizers(api, catalog, finalizers).await
+}
+
+async fn patch_finalizers(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let name = catalog.name_any();
+    // The resourceVersion makes this fail on a concurrent change instead of dropping a finalizer.
+    let patch = json!({
+        "metadata": { "finalizers": finalizers, "resourceVersion": catalog.resource_version() }
+    });
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube { name, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_keep_transition_time_while_status_holds() {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, TYPE_SERVING, "True", REASON_AVAILABLE, "a", 1);
+        let first = conditions[0].last_transition_time.clone();
+        set_condition(&mut conditions, TYPE_SERVING, "True", REASON_AVAILABLE, "b", 2);
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, first);
+        assert_eq!(conditions[0].message, "b");
+        assert_eq!(conditions[0].observed_generation, Some(2));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert_eq!(error_backoff(1), Duration::from_secs(1));
+        assert_eq!(error_backoff(3), Duration::from_secs(4));
+        assert_eq!(error_backoff(50), MAX_ERROR_BACKOFF);
+    }
+
+    #[test]
+    fn configs_label_is_required_and_confined() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("configs")).unwrap();
+        let mut pulled = image::PulledImage {
+            digest_ref: "quay.io/a/b@sha256:00".into(),
+            digest: "sha256:00".into(),
+            dir: dir.path().to_path_buf(),
+            labels: Default::default(),
+            unpacked_at: SystemTime::now(),
+        };
+        let err = configs_dir(&pulled).unwrap_err();
+        assert_eq!(
+            err,
+            format!("catalog image is missing the required label {CONFIGS_LABEL:?}")
+        );
+        pulled.labels.insert(CONFIGS_LABEL.into(), "/configs".into());
+        assert_eq!(configs_dir(&pulled).unwrap(), dir.path().join("configs"));
+        pulled.labels.insert(CONFIGS_LABEL.into(), "/../etc".into());
+        assert!(configs_dir(&pulled).is_err());
+        pulled.labels.insert(CONFIGS_LABEL.into(), "/missing".into());
+        assert!(configs_dir(&pulled).unwrap_err().contains("not a directory"));
+    }
+
+    #[test]
+    fn base_urls_and_poll_intervals() {
+        assert_eq!(catalog_base_url("https://h/", "c"), "https://h/catalogs/c");
+        let catalog: ClusterCatalog = serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+            "metadata": {"name": "c"},
+            "spec": {"source": {"type": "Image", "image": {"ref": "quay.io/a/b:t", "pollIntervalMinutes": 2}}}
+        }))
+        .unwrap();
+        assert_eq!(
+            poll_interval(&catalog, Duration::from_secs(60)),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            poll_interval(&catalog, Duration::from_secs(1)),
+            Some(Duration::from_secs(2))
+        );
+    }
+}

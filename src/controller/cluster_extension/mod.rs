@@ -1,0 +1,253 @@
+//! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> unpack ->
+//! preflights -> apply -> wait for readiness -> status. Each step is a function in [`steps`];
+//! this module wires them to kube-runtime and writes status once per reconcile.
+
+mod error;
+mod status;
+mod steps;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::{
+    api::apps::v1::Deployment,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        Controller,
+        controller::Action,
+        events::{Event, EventType, Recorder, Reporter},
+        finalizer::{Event as Finalizer, finalizer},
+        reflector::ObjectRef,
+        watcher,
+    },
+};
+use olmv1_api::v1::{
+    ClusterCatalog, ClusterExtension,
+    conditions::{FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+};
+use tracing::{info, warn};
+
+pub use error::{Error, StepError};
+
+use crate::{
+    apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    bundle::image::cache::PullOptions,
+    catalog::cache::CachedCatalogClient,
+    controller::metrics::Metrics,
+};
+
+/// The field manager of the controller's status writes.
+const STATUS_FIELD_MANAGER: &str = "olmv1-status";
+/// How often an installed extension is looked at again with nothing changed: the fallback that
+/// repairs drift on kinds the controller does not watch.
+const RESYNC: Duration = Duration::from_secs(300);
+/// How soon a rollout in progress is looked at again.
+const ROLLOUT_POLL: Duration = Duration::from_secs(5);
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The controller's own client: ClusterExtensions, ClusterCatalogs, revision records,
+    /// TokenRequests and SubjectAccessReviews. Never bundle content.
+    pub client: Client,
+    /// Clients acting as each ClusterExtension's service account: all bundle content.
+    pub identities: ServiceAccountClients,
+    /// Where installed revisions are recorded.
+    pub revisions: RevisionStore,
+    /// Catalog content, cached by resolved image digest.
+    pub catalogs: Arc<CachedCatalogClient>,
+    /// How bundle images are pulled and where they are cached.
+    pub pull: PullOptions,
+    /// Kubernetes Events.
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Context {
+    /// Builds the context; `reporter` names the controller in Events.
+    pub fn new(
+        client: Client,
+        identities: ServiceAccountClients,
+        revisions: RevisionStore,
+        catalogs: Arc<CachedCatalogClient>,
+        pull: PullOptions,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let reporter = Reporter { controller: "olmv1-controller".into(), instance: std::env::var("POD_NAME").ok() };
+        let recorder = Recorder::new(client.clone(), reporter);
+        Self { client, identities, revisions, catalogs, pull, recorder, metrics }
+    }
+}
+
+/// Runs the ClusterExtension controller until shutdown.
+pub async fn run(ctx: Arc<Context>, concurrency: u16) {
+    let client = ctx.client.clone();
+    let extensions: Api<ClusterExtension> = Api::all(client.clone());
+    let owned = watcher::Config::default().labels(&format!("{LABEL_OWNER_KIND}=ClusterExtension"));
+    let controller = Controller::new(extensions, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    let catalog_store = store.clone();
+    controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        // Catalog content changed (or a catalog came or went): every extension may resolve
+        // differently. Upstream re-enqueues all of them too.
+        .watches(Api::<ClusterCatalog>::all(client.clone()), watcher::Config::default(), move |_| {
+            catalog_store.state().iter().map(|ext| ObjectRef::from_obj(&**ext)).collect::<Vec<_>>()
+        })
+        // The objects the controller applied: rollouts progress, drift is repaired.
+        .watches(Api::<Deployment>::all(client.clone()), owned.clone(), owner_of)
+        .watches(Api::<CustomResourceDefinition>::all(client.clone()), owned, owner_of)
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(error = %e, "reconcile stream error");
+            }
+        })
+        .await;
+}
+
+fn owner_of<K: Resource>(object: K) -> Option<ObjectRef<ClusterExtension>> {
+    let labels = object.meta().labels.as_ref()?;
+    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
+        return None;
+    }
+    Some(ObjectRef::new(labels.get(LABEL_OWNER_NAME)?))
+}
+
+async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile_timer();
+    let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
+    finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
+        match event {
+            Finalizer::Apply(ext) => install(&ext, &ctx).await,
+            Finalizer::Cleanup(ext) => uninstall(&ext, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(name = %ext.name_any(), %error, "reconcile failed");
+    ctx.metrics.reconcile_failed(error.category());
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// Brings the cluster to the ClusterExtension's desired state and reports it in status.
+async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
+    let name = ext.name_any();
+    let outcome = steps::run_pipeline(ext, ctx).await;
+    let new_status = status::compute(ext, &outcome);
+    let changed = ext.status.as_ref() != Some(&new_status);
+    if changed {
+        write_status(ctx, &name, &new_status).await?;
+        publish_events(ext, &outcome, ctx).await;
+    }
+    ctx.metrics.set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
+    Ok(match &outcome.result {
+        Ok(steps::Progress::Done) => {
+            info!(%name, bundle = ?outcome.installed_bundle().map(|b| &b.bundle_name), "reconciled");
+            Action::requeue(RESYNC)
+        }
+        Ok(steps::Progress::RollingOut(_)) => Action::requeue(ROLLOUT_POLL),
+        Err(error) => {
+            warn!(%name, %error, terminal = error.is_terminal(), "reconcile step failed");
+            ctx.metrics.reconcile_failed(error.category());
+            if error.is_terminal() {
+                // Nothing changes until the spec, a catalog or an owned object does: the
+                // watches bring the extension back; the resync is a safety net.
+                Action::requeue(RESYNC)
+            } else {
+                Action::requeue(error.retry_after())
+            }
+        }
+    })
+}
+
+async fn write_status(
+    ctx: &Context,
+    name: &str,
+    status: &olmv1_api::v1::ClusterExtensionStatus,
+) -> Result<(), Error> {
+    let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
+    let patch = serde_json::json!({
+        "apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterExtension",
+        "status": status,
+    });
+    api.patch_status(name, &PatchParams::apply(STATUS_FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map_err(Error::StatusWrite)?;
+    Ok(())
+}
+
+async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &Context) {
+    let previous = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.name.clone());
+    let event = match (&outcome.result, outcome.installed_bundle()) {
+        (Ok(steps::Progress::Done), Some(now)) if previous.as_deref() != Some(&now.bundle_name) => {
+            let (reason, action) = if previous.is_some() { ("Upgraded", "Upgrade") } else { ("Installed", "Install") };
+            Event {
+                type_: EventType::Normal,
+                reason: reason.into(),
+                note: Some(format!("{reason} bundle {} version {}", now.bundle_name, now.bundle_version)),
+                action: action.into(),
+                secondary: None,
+            }
+        }
+        (Err(error), _) => Event {
+            type_: EventType::Warning,
+            reason: error.category().into(),
+            note: Some(crate::controller::status::truncate_message(&error.to_string()).chars().take(1024).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        },
+        _ => return,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &ext.object_ref(&())).await {
+        warn!(error = %e, "failed to publish event");
+    }
+}
+
+/// Removes what the ClusterExtension installed. Objects carry an ownerReference to the
+/// ClusterExtension, so when the service account cannot act (it or its namespace is gone) the
+/// garbage collector still removes them: the finalizer never hangs on a missing account.
+async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
+    let name = ext.name_any();
+    let record = ctx.revisions.load(&name).await.map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
+    if let Some(record) = record {
+        let (namespace, account) = (&ext.spec.namespace, &ext.spec.service_account.name);
+        match ctx.identities.client_for(namespace, account).await {
+            Ok(sa_client) => {
+                if let Err(e) = crate::apply::objects::delete_all(&sa_client, &record.objects).await {
+                    warn!(%name, error = %e, "uninstall as the service account failed; leaving the rest to garbage collection");
+                }
+            }
+            Err(e) => warn!(%name, error = %e, "service account unavailable; garbage collection removes the objects"),
+        }
+        ctx.identities.forget(namespace, account).await;
+        ctx.revisions.delete(&name).await.map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Uninstalled".into(),
+            note: Some(format!("Uninstalled bundle {}", record.bundle_name)),
+            action: "Uninstall".into(),
+            secondary: None,
+        };
+        let _ = ctx.recorder.publish(&event, &ext.object_ref(&())).await;
+    }
+    ctx.metrics.set_installed(&name, None);
+    Ok(Action::await_change())
+}
+
+/// Labels for listing what the controller applied for one extension.
+pub fn owner_labels(extension: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
+        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
+    ])
+}

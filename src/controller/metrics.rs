@@ -1,0 +1,147 @@
+//! Prometheus metrics of the ClusterExtension controller, and the `/metrics` `/healthz`
+//! `/readyz` server every long-running olmv1 command exposes.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Instant,
+};
+
+use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    error: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstalledLabels {
+    extension: String,
+    bundle: String,
+}
+
+/// Reconcile counts, durations, failures by category, and the installed bundles.
+pub struct Metrics {
+    runs: Counter,
+    failures: Family<ErrorLabels, Counter>,
+    duration: Histogram,
+    installed: Family<InstalledLabels, Gauge>,
+    installed_now: Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Metrics {
+    /// Registers the controller's metrics under `olmv1_clusterextension_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            runs: Counter::default(),
+            failures: Family::default(),
+            duration: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            installed: Family::default(),
+            installed_now: Mutex::default(),
+        };
+        let sub = registry.sub_registry_with_prefix("olmv1_clusterextension");
+        sub.register("reconcile", "Reconciles of ClusterExtensions", metrics.runs.clone());
+        sub.register("reconcile_failures", "Failed reconciles by error category", metrics.failures.clone());
+        sub.register("reconcile_duration_seconds", "Reconcile duration", metrics.duration.clone());
+        sub.register("installed_bundle", "1 for each ClusterExtension's installed bundle", metrics.installed.clone());
+        metrics
+    }
+
+    /// Counts a reconcile and records its duration when the guard drops.
+    pub fn reconcile_timer(&self) -> ReconcileTimer<'_> {
+        self.runs.inc();
+        ReconcileTimer { metrics: self, start: Instant::now() }
+    }
+
+    /// Counts a failure by category.
+    pub fn reconcile_failed(&self, category: &str) {
+        self.failures.get_or_create(&ErrorLabels { error: category.to_string() }).inc();
+    }
+
+    /// Records which bundle an extension has installed (`None`: nothing).
+    pub fn set_installed(&self, extension: &str, bundle: Option<&str>) {
+        let mut now = self.installed_now.lock().expect("metrics lock poisoned");
+        if let Some(old) = now.remove(extension) {
+            self.installed.remove(&InstalledLabels { extension: extension.into(), bundle: old });
+        }
+        if let Some(bundle) = bundle {
+            self.installed.get_or_create(&InstalledLabels { extension: extension.into(), bundle: bundle.into() }).set(1);
+            now.insert(extension.into(), bundle.into());
+        }
+    }
+}
+
+/// Observes a reconcile's duration on drop.
+pub struct ReconcileTimer<'a> {
+    metrics: &'a Metrics,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics.duration.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// Readiness shared between the controllers and the operations server.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Marks the process ready (after it leads and its watches run).
+    pub fn set_ready(&self, ready: bool) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+
+    fn is_ready(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+struct ServerState {
+    registry: Arc<Registry>,
+    readiness: Readiness,
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
+pub async fn serve_operations(addr: SocketAddr, registry: Registry, readiness: Readiness) -> std::io::Result<()> {
+    let state = ServerState { registry: Arc::new(registry), readiness };
+    let app = Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz_handler))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    axum::serve(listener, app).await
+}
+
+async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
+    let mut body = String::new();
+    match encode(&mut body, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            body,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz_handler(State(state): State<ServerState>) -> impl IntoResponse {
+    if state.readiness.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}

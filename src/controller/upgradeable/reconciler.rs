@@ -1,0 +1,677 @@
+//! The Upgradeable reconciler: watches ClusterExtensions, their revision record Secrets, the
+//! ClusterVersion and the ClusterOperator, and keeps the ClusterOperator's `Upgradeable`
+//! condition equal to [`compat::assess`]'s verdict. Only that condition is ever written.
+
+use std::{pin::Pin, sync::Arc, time::Duration};
+
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
+    core::PartialObjectMeta,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, Store},
+        watcher,
+    },
+};
+use olmv1_api::v1::{
+    ClusterExtension,
+    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::{
+    UpgradeableConfig,
+    compat::{self, Assessment, InstalledExtension, MajorMinor, UpgradeableCondition},
+    metrics::UpgradeableMetrics,
+};
+use crate::apply::revision::{RECORD_KEY, RECORD_SECRET_TYPE};
+
+/// The API group and version of ClusterOperator and ClusterVersion.
+pub const OPENSHIFT_CONFIG_API_VERSION: &str = "config.openshift.io/v1";
+/// The ClusterVersion object every OpenShift cluster has.
+pub const CLUSTER_VERSION_NAME: &str = "version";
+/// The field manager of this reconciler's status writes.
+pub const FIELD_MANAGER: &str = "olmv1-upgradeable";
+
+/// Why one pass could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The cluster version is unknown: nothing can be judged until ClusterVersion changes.
+    #[error("cannot read the cluster version from ClusterVersion \"version\": {0}")]
+    ClusterVersion(String),
+    /// Reading, creating or patching the ClusterOperator failed.
+    #[error("cannot update ClusterOperator {name:?}: {source}")]
+    ClusterOperator {
+        /// The ClusterOperator's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Someone else kept changing the ClusterOperator between our read and our write.
+    #[error("ClusterOperator {0:?} kept changing while its Upgradeable condition was written")]
+    Conflict(String),
+}
+
+impl Error {
+    /// Terminal errors wait for a watched object to change instead of being retried on a timer.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::ClusterVersion(_))
+    }
+}
+
+fn gvk(kind: &str) -> GroupVersionKind {
+    GroupVersionKind::gvk("config.openshift.io", "v1", kind)
+}
+
+/// The `config.openshift.io/v1` ClusterOperator resource.
+pub fn cluster_operator_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&gvk("ClusterOperator"), "clusteroperators")
+}
+
+/// The `config.openshift.io/v1` ClusterVersion resource.
+pub fn cluster_version_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&gvk("ClusterVersion"), "clusterversions")
+}
+
+/// The view of a revision record this feature needs. Property values stay raw JSON text so a
+/// number written `4.10` is not read as `4.1`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecordView {
+    bundle_name: String,
+    #[serde(default)]
+    properties: Vec<RawProperty>,
+}
+
+#[derive(Deserialize)]
+struct RawProperty {
+    #[serde(rename = "type")]
+    type_: String,
+    value: Box<RawValue>,
+}
+
+/// The bundle name and the properties recorded in a revision record Secret.
+fn decode_record(secret: &Secret) -> Result<(String, Vec<(String, String)>), String> {
+    let name = secret.metadata.name.as_deref().unwrap_or_default();
+    let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(RECORD_KEY))
+        .ok_or_else(|| format!("revision record {namespace}/{name} has no {RECORD_KEY:?} key"))?;
+    let record: RecordView = serde_json::from_slice(&bytes.0)
+        .map_err(|e| format!("could not read revision record {namespace}/{name}: {e}"))?;
+    let properties = record
+        .properties
+        .into_iter()
+        .map(|p| (p.type_, p.value.get().to_owned()))
+        .collect();
+    Ok((record.bundle_name, properties))
+}
+
+/// What each ClusterExtension has installed, from its revision record `<name>-revision`.
+/// Extensions without a record are not installed yet and are left out; records without an
+/// extension are leftovers and are ignored.
+pub fn installed_extensions(extension_names: &[String], records: &[Arc<Secret>]) -> Vec<InstalledExtension> {
+    let record_of = |extension: &str| {
+        let expected_name = format!("{extension}-revision");
+        records.iter().find(|s| {
+            let labels = s.metadata.labels.as_ref();
+            s.metadata.name.as_deref() == Some(expected_name.as_str())
+                && s.type_.as_deref() == Some(RECORD_SECRET_TYPE)
+                && labels.and_then(|l| l.get(LABEL_OWNER_KIND)).map(String::as_str)
+                    == Some("ClusterExtension")
+                && labels.and_then(|l| l.get(LABEL_OWNER_NAME)).map(String::as_str) == Some(extension)
+        })
+    };
+    extension_names
+        .iter()
+        .filter_map(|extension| {
+            let secret = record_of(extension)?;
+            let installed = match decode_record(secret) {
+                Ok((bundle, properties)) => InstalledExtension {
+                    extension: extension.clone(),
+                    bundle,
+                    properties: Ok(properties),
+                },
+                Err(cause) => InstalledExtension {
+                    extension: extension.clone(),
+                    bundle: "(unknown)".to_owned(),
+                    properties: Err(cause),
+                },
+            };
+            Some(installed)
+        })
+        .collect()
+}
+
+/// The current `<major>.<minor>` from a ClusterVersion's `status.desired.version`.
+pub fn cluster_version_of(cluster_version: Option<&DynamicObject>) -> Result<MajorMinor, Error> {
+    let cv = cluster_version.ok_or_else(|| Error::ClusterVersion("it does not exist".to_owned()))?;
+    let desired = cv
+        .data
+        .pointer("/status/desired/version")
+        .and_then(|v| v.as_str());
+    let desired =
+        desired.ok_or_else(|| Error::ClusterVersion("status.desired.version is not set".to_owned()))?;
+    compat::parse_cluster_version(desired).map_err(|e| Error::ClusterVersion(e.to_string()))
+}
+
+/// Which parts of `config.openshift.io/v1` the server has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OpenShiftApi {
+    cluster_operators: bool,
+    cluster_versions: bool,
+}
+
+async fn discover_openshift_api(client: &Client) -> Result<OpenShiftApi, kube::Error> {
+    match client
+        .list_api_group_resources(OPENSHIFT_CONFIG_API_VERSION)
+        .await
+    {
+        Ok(list) => {
+            let has = |plural: &str| list.resources.iter().any(|r| r.name == plural);
+            Ok(OpenShiftApi {
+                cluster_operators: has("clusteroperators"),
+                cluster_versions: has("clusterversions"),
+            })
+        }
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(OpenShiftApi {
+            cluster_operators: false,
+            cluster_versions: false,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+impl OpenShiftApi {
+    /// Whether the feature can work: a ClusterOperator to write, and a cluster version (from
+    /// ClusterVersion unless one was given on the command line).
+    fn usable(self, cluster_version_given: bool) -> bool {
+        self.cluster_operators && (self.cluster_versions || cluster_version_given)
+    }
+}
+
+/// Waits until the server has what the configuration needs; logs its absence once.
+async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
+    let mut logged = false;
+    loop {
+        match discover_openshift_api(client).await {
+            Ok(api) if api.usable(config.cluster_version.is_some()) => {
+                if logged {
+                    info!("the config.openshift.io API is now served: Upgradeable reporting starts");
+                }
+                return;
+            }
+            Ok(api) => {
+                if !logged {
+                    info!(
+                        cluster_operators = api.cluster_operators,
+                        cluster_versions = api.cluster_versions,
+                        "the config.openshift.io/v1 API is not served (not an OpenShift cluster): \
+                         Upgradeable reporting is idle"
+                    );
+                    logged = true;
+                }
+            }
+            Err(e) => warn!(error = %e, "cannot discover the config.openshift.io API; will look again"),
+        }
+        tokio::time::sleep(config.api_recheck_interval).await;
+    }
+}
+
+/// Watches what the verdict depends on and keeps the ClusterOperator's `Upgradeable` condition
+/// up to date. Never returns while the client works; when the `config.openshift.io` API is absent
+/// it idles (logged once) and looks again every `api_recheck_interval`. Spawn it beside the
+/// ClusterExtension controller (only while holding leadership) and abort it on shutdown.
+pub async fn run(client: Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) {
+    wait_for_openshift_api(&client, &config).await;
+    info!(
+        cluster_operator = %config.cluster_operator_name,
+        cluster_version = ?config.cluster_version.map(|v| v.to_string()),
+        "Upgradeable reconciler started"
+    );
+    watch_and_reconcile(client, config, metrics).await;
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<(), watcher::Error>> + Send>>;
+
+struct Context {
+    client: Client,
+    config: UpgradeableConfig,
+    metrics: UpgradeableMetrics,
+    extensions: Store<PartialObjectMeta<ClusterExtension>>,
+    records: Store<Secret>,
+    cluster_version: Option<Store<DynamicObject>>,
+}
+
+impl Context {
+    fn ready(&self) -> bool {
+        let ready = |f: Option<bool>| f.unwrap_or(false);
+        ready(
+            self.extensions
+                .wait_until_ready()
+                .now_or_never()
+                .map(|r| r.is_ok()),
+        ) && ready(self.records.wait_until_ready().now_or_never().map(|r| r.is_ok()))
+            && self
+                .cluster_version
+                .as_ref()
+                .is_none_or(|s| ready(s.wait_until_ready().now_or_never().map(|r| r.is_ok())))
+    }
+}
+
+async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) {
+    let (extensions, extensions_writer) = reflector::store::<PartialObjectMeta<ClusterExtension>>();
+    let (records, records_writer) = reflector::store::<Secret>();
+    let owner_kind = format!("{LABEL_OWNER_KIND}=ClusterExtension");
+    let mut streams: Vec<EventStream> = vec![
+        watcher(
+            Api::<PartialObjectMeta<ClusterExtension>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(extensions_writer)
+        .map_ok(|_| ())
+        .boxed(),
+        watcher(
+            Api::<Secret>::namespaced(client.clone(), &config.system_namespace),
+            watcher::Config::default().labels(&owner_kind),
+        )
+        .default_backoff()
+        .reflect(records_writer)
+        .map_ok(|_| ())
+        .boxed(),
+        watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &cluster_operator_resource()),
+            watcher::Config::default().fields(&format!("metadata.name={}", config.cluster_operator_name)),
+        )
+        .default_backoff()
+        .map_ok(|_| ())
+        .boxed(),
+    ];
+    let cluster_version = if config.cluster_version.is_none() {
+        let writer = reflector::store::Writer::<DynamicObject>::new(cluster_version_resource());
+        let store = writer.as_reader();
+        streams.push(
+            watcher(
+                Api::<DynamicObject>::all_with(client.clone(), &cluster_version_resource()),
+                watcher::Config::default().fields(&format!("metadata.name={CLUSTER_VERSION_NAME}")),
+            )
+            .default_backoff()
+            .reflect(writer)
+            .map_ok(|_| ())
+            .boxed(),
+        );
+        Some(store)
+    } else {
+        None
+    };
+    let ctx = Context {
+        client,
+        config,
+        metrics,
+        extensions,
+        records,
+        cluster_version,
+    };
+    let mut events = futures::stream::select_all(streams);
+    let mut dirty = true;
+    let mut failures: u32 = 0;
+    let mut last_terminal: Option<String> = None;
+    let mut wake_at = Instant::now() + ctx.config.resync_interval;
+    loop {
+        tokio::select! {
+            item = events.next() => match item {
+                Some(Ok(())) => dirty = true,
+                Some(Err(e)) => warn!(error = %e, "Upgradeable watch failed; retrying"),
+                None => return,
+            },
+            () = tokio::time::sleep_until(wake_at) => {
+                dirty = true;
+                wake_at = Instant::now() + ctx.config.resync_interval;
+            }
+        }
+        // One recomputation for a burst of events.
+        while let Some(Some(item)) = events.next().now_or_never() {
+            dirty |= item.is_ok();
+        }
+        if !dirty || !ctx.ready() {
+            continue;
+        }
+        match reconcile_once(&ctx).await {
+            Ok(()) => {
+                dirty = false;
+                failures = 0;
+                last_terminal = None;
+            }
+            Err(e) if e.is_terminal() => {
+                // Wait for ClusterVersion to change; say so once per distinct cause.
+                dirty = false;
+                let message = e.to_string();
+                if last_terminal.as_deref() != Some(message.as_str()) {
+                    warn!(error = %message, "Upgradeable condition not updated");
+                    last_terminal = Some(message);
+                }
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let delay = retry_delay(failures);
+                warn!(error = %e, retry_in = ?delay, "Upgradeable condition not updated");
+                wake_at = Instant::now() + delay;
+            }
+        }
+    }
+}
+
+/// 1 s, 2 s, 4 s, ... capped at one minute.
+fn retry_delay(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+/// One pass: read the stores, judge, publish metrics, write the condition if it changed.
+async fn reconcile_once(ctx: &Context) -> Result<(), Error> {
+    let current = match (ctx.config.cluster_version, &ctx.cluster_version) {
+        (Some(version), _) => version,
+        (None, Some(store)) => cluster_version_of(store.state().first().map(|cv| cv.as_ref()))?,
+        (None, None) => return Err(Error::ClusterVersion("no ClusterVersion watch".to_owned())),
+    };
+    let mut names: Vec<String> = ctx
+        .extensions
+        .state()
+        .iter()
+        .filter_map(|ce| ce.metadata.name.clone())
+        .collect();
+    names.sort();
+    let installed = installed_extensions(&names, &ctx.records.state());
+    let assessment = compat::assess(current, &installed);
+    let condition = assessment.condition();
+    ctx.metrics.observe(&assessment, condition.status);
+    debug!(
+        current = %current,
+        extensions = names.len(),
+        installed = installed.len(),
+        blocking = assessment.blocking.len(),
+        errors = assessment.errors.len(),
+        "Upgradeable assessed"
+    );
+    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &cluster_operator_resource());
+    if write_condition(&api, &ctx.config.cluster_operator_name, &condition).await? {
+        log_change(&ctx.config.cluster_operator_name, &assessment, &condition);
+    }
+    Ok(())
+}
+
+fn log_change(cluster_operator: &str, assessment: &Assessment, condition: &UpgradeableCondition) {
+    let blocking: Vec<String> = assessment
+        .blocking
+        .iter()
+        .map(|b| format!("{} ({} max {})", b.extension, b.bundle, b.max_openshift_version))
+        .collect();
+    info!(
+        cluster_operator,
+        status = condition.status.as_str(),
+        reason = condition.reason,
+        next_version = %assessment.next,
+        blocking = ?blocking,
+        errors = ?assessment.errors,
+        "Upgradeable condition updated"
+    );
+}
+
+/// Sets `condition` on the ClusterOperator, creating it when missing. Every other condition and
+/// status field is kept: the whole conditions list is written back under the resourceVersion it
+/// was read at (ClusterOperator's list is atomic, so server-side apply would replace it).
+/// Returns whether anything was written.
+pub async fn write_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    condition: &UpgradeableCondition,
+) -> Result<bool, Error> {
+    let api_error = |source| Error::ClusterOperator {
+        name: name.to_owned(),
+        source,
+    };
+    for _attempt in 0..5 {
+        let cluster_operator = match api.get_opt(name).await.map_err(api_error)? {
+            Some(co) => co,
+            None => match create_cluster_operator(api, name).await {
+                Ok(co) => co,
+                Err(kube::Error::Api(status)) if status.is_already_exists() => continue,
+                Err(e) => return Err(api_error(e)),
+            },
+        };
+        let existing: Vec<serde_json::Value> = cluster_operator
+            .data
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let Some(conditions) = compat::merge_upgradeable_condition(&existing, condition, &now) else {
+            return Ok(false);
+        };
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": cluster_operator.metadata.resource_version },
+            "status": { "conditions": conditions },
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.is_conflict() => continue,
+            Err(e) => return Err(api_error(e)),
+        }
+    }
+    Err(Error::Conflict(name.to_owned()))
+}
+
+async fn create_cluster_operator(api: &Api<DynamicObject>, name: &str) -> Result<DynamicObject, kube::Error> {
+    let mut object = DynamicObject::new(name, &cluster_operator_resource());
+    object.data = serde_json::json!({ "spec": {} });
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let created = api.create(&params, &object).await?;
+    info!(cluster_operator = name, "created ClusterOperator");
+    Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+    use crate::apply::revision::{BundleProperty, InstalledRevision};
+
+    fn record_secret(extension: &str, data: &[u8]) -> Arc<Secret> {
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(format!("{extension}-revision"));
+        secret.metadata.namespace = Some("olmv1-system".to_owned());
+        secret.metadata.labels = Some(BTreeMap::from([
+            (LABEL_OWNER_KIND.to_owned(), "ClusterExtension".to_owned()),
+            (LABEL_OWNER_NAME.to_owned(), extension.to_owned()),
+        ]));
+        secret.type_ = Some(RECORD_SECRET_TYPE.to_owned());
+        secret.data = Some(BTreeMap::from([(
+            RECORD_KEY.to_owned(),
+            ByteString(data.to_vec()),
+        )]));
+        Arc::new(secret)
+    }
+
+    fn revision(bundle: &str, max: Option<serde_json::Value>) -> Vec<u8> {
+        let record = InstalledRevision {
+            revision: 1,
+            package: "pkg".to_owned(),
+            bundle_name: bundle.to_owned(),
+            bundle_version: "1.0.0".to_owned(),
+            image: "registry/bundle@sha256:00".to_owned(),
+            properties: max
+                .into_iter()
+                .map(|value| BundleProperty {
+                    type_: "olm.maxOpenShiftVersion".to_owned(),
+                    value,
+                })
+                .collect(),
+            ..InstalledRevision::default()
+        };
+        serde_json::to_vec(&record).expect("serializes")
+    }
+
+    #[test]
+    fn reads_the_records_the_controller_writes() {
+        let records = vec![
+            record_secret("a", &revision("a.v1", Some(serde_json::json!("4.18")))),
+            record_secret("b", &revision("b.v1", None)),
+            record_secret("orphan", &revision("orphan.v1", Some(serde_json::json!("4.1")))),
+        ];
+        let names = vec!["a".to_owned(), "b".to_owned(), "not-installed".to_owned()];
+        let installed = installed_extensions(&names, &records);
+        assert_eq!(
+            installed,
+            vec![
+                InstalledExtension {
+                    extension: "a".to_owned(),
+                    bundle: "a.v1".to_owned(),
+                    properties: Ok(vec![(
+                        "olm.maxOpenShiftVersion".to_owned(),
+                        "\"4.18\"".to_owned()
+                    )]),
+                },
+                InstalledExtension {
+                    extension: "b".to_owned(),
+                    bundle: "b.v1".to_owned(),
+                    properties: Ok(vec![])
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn keeps_the_raw_text_of_a_number() {
+        let json = br#"{"revision":1,"bundleName":"x.v1","properties":[{"type":"olm.maxOpenShiftVersion","value":4.10}]}"#;
+        let installed = installed_extensions(&["x".to_owned()], &[record_secret("x", json)]);
+        assert_eq!(
+            installed[0].properties,
+            Ok(vec![("olm.maxOpenShiftVersion".to_owned(), "4.10".to_owned())])
+        );
+    }
+
+    #[test]
+    fn a_broken_record_is_an_error_for_its_extension() {
+        let installed = installed_extensions(&["x".to_owned()], &[record_secret("x", b"not json")]);
+        let error = installed[0].properties.as_ref().expect_err("broken");
+        assert!(
+            error.starts_with("could not read revision record olmv1-system/x-revision: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn ignores_secrets_that_are_not_records_of_that_extension() {
+        let mut wrong_type = (*record_secret("x", &revision("x.v1", None))).clone();
+        wrong_type.type_ = Some("Opaque".to_owned());
+        let mut wrong_owner = (*record_secret("y", &revision("y.v1", None))).clone();
+        wrong_owner.metadata.name = Some("x-revision".to_owned());
+        let installed =
+            installed_extensions(&["x".to_owned()], &[Arc::new(wrong_type), Arc::new(wrong_owner)]);
+        assert!(installed.is_empty(), "{installed:?}");
+    }
+
+    #[test]
+    fn reads_the_desired_cluster_version() {
+        let mut cv = DynamicObject::new(CLUSTER_VERSION_NAME, &cluster_version_resource());
+        cv.data = serde_json::json!({"status": {"desired": {"version": "4.18.0-rc1"}}});
+        assert_eq!(
+            cluster_version_of(Some(&cv)).expect("valid"),
+            MajorMinor::new(4, 18)
+        );
+        cv.data = serde_json::json!({"status": {}});
+        assert!(cluster_version_of(Some(&cv)).expect_err("unset").is_terminal());
+        assert!(
+            cluster_version_of(None)
+                .expect_err("missing")
+                .to_string()
+                .contains("does not exist")
+        );
+    }
+
+    #[test]
+    fn the_feature_needs_cluster_operators_and_a_cluster_version() {
+        let api = |cluster_operators, cluster_versions| OpenShiftApi {
+            cluster_operators,
+            cluster_versions,
+        };
+        assert!(api(true, true).usable(false));
+        assert!(
+            api(true, false).usable(true),
+            "--cluster-version replaces ClusterVersion"
+        );
+        assert!(!api(true, false).usable(false));
+        assert!(!api(false, true).usable(true), "nowhere to write");
+    }
+
+    /// A real HTTP server standing in for a Kubernetes API server without config.openshift.io.
+    #[tokio::test]
+    async fn idles_without_the_openshift_api_and_never_writes() {
+        use std::sync::Mutex;
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = requests.clone();
+        let app = axum::Router::new().fallback(move |uri: http::Uri| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().expect("lock").push(uri.path().to_owned());
+                let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404});
+                (http::StatusCode::NOT_FOUND, axum::Json(body))
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
+        let mut config = UpgradeableConfig::new("olmv1-system");
+        config.api_recheck_interval = Duration::from_millis(20);
+        let task = tokio::spawn(run(client, config, UpgradeableMetrics::default()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while requests.lock().expect("lock").len() < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "run() never looked for the API: {:?}",
+                requests.lock()
+            );
+            assert!(!task.is_finished(), "run() must keep idling, not return");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!task.is_finished(), "run() must keep idling, not return");
+        let paths = requests.lock().expect("lock").clone();
+        assert!(
+            paths.iter().all(|p| p == "/apis/config.openshift.io/v1"),
+            "only discovery: {paths:?}"
+        );
+        task.abort();
+        server.abort();
+    }
+
+    #[test]
+    fn retries_back_off_to_a_minute() {
+        assert_eq!(retry_delay(1), Duration::from_secs(1));
+        assert_eq!(retry_delay(3), Duration::from_secs(4));
+        assert_eq!(retry_delay(40), Duration::from_secs(60));
+    }
+}

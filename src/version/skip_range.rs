@@ -1,0 +1,274 @@
+//! skipRange: blang/semver v4 `ParseRange` semantics, kept by OLM v1 for OLM v0 compatibility.
+//!
+//! Space = AND, `||` = OR (AND binds tighter), operators `< <= > >= = == ! !=` (none = equal),
+//! lowercase `x` wildcards, strict `X.Y.Z` versions, no `~`/`^`/hyphen ranges, no special treatment
+//! of prereleases; build metadata never takes part in a comparison.
+
+use std::{cmp::Ordering, fmt};
+
+use super::{VersionError, release::cmp_precedence};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Comparator {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl Comparator {
+    fn parse(op: &str) -> Option<Comparator> {
+        Some(match op {
+            "" | "=" | "==" => Comparator::Eq,
+            "!" | "!=" => Comparator::Ne,
+            ">" => Comparator::Gt,
+            ">=" => Comparator::Ge,
+            "<" => Comparator::Lt,
+            "<=" => Comparator::Le,
+            _ => return None,
+        })
+    }
+
+    fn holds(self, ord: Ordering) -> bool {
+        match self {
+            Comparator::Eq => ord.is_eq(),
+            Comparator::Ne => ord.is_ne(),
+            Comparator::Gt => ord.is_gt(),
+            Comparator::Ge => ord.is_ge(),
+            Comparator::Lt => ord.is_lt(),
+            Comparator::Le => ord.is_le(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Term {
+    comparator: Comparator,
+    version: semver::Version,
+}
+
+/// A parsed skipRange. [`SkipRange::contains`] answers whether an installed version is covered.
+#[derive(Debug, Clone)]
+pub struct SkipRange {
+    text: String,
+    /// OR of AND groups.
+    groups: Vec<Vec<Term>>,
+}
+
+impl SkipRange {
+    /// Parses like blang `ParseRange`; errors carry blang's wording.
+    pub fn parse(text: &str) -> Result<SkipRange, VersionError> {
+        let parts = split_and_trim(text);
+        let or_parts = split_or_parts(&parts)?;
+        let mut groups = Vec::with_capacity(or_parts.len());
+        for and_parts in or_parts {
+            let mut terms = Vec::new();
+            for part in expand_wildcards(and_parts)? {
+                let (op, version_text) = split_comparator_version(&part)?;
+                let comparator = Comparator::parse(op).ok_or_else(|| {
+                    VersionError::InvalidSkipRange(format!(
+                        "Could not parse Range {part:?}: Could not parse comparator {op:?} in {part:?}"
+                    ))
+                })?;
+                let version = super::parse_strict(version_text).map_err(|e| {
+                    VersionError::InvalidSkipRange(format!(
+                        "Could not parse Range {part:?}: Could not parse version {version_text:?} in {part:?}: {e}"
+                    ))
+                })?;
+                terms.push(Term { comparator, version });
+            }
+            groups.push(terms);
+        }
+        if groups.iter().all(|g| g.is_empty()) {
+            return Err(VersionError::InvalidSkipRange(format!(
+                "Could not parse Range {text:?}: empty range"
+            )));
+        }
+        Ok(SkipRange {
+            text: text.to_string(),
+            groups,
+        })
+    }
+
+    /// Whether `version` is in the range (build metadata ignored, prereleases compared normally).
+    pub fn contains(&self, version: &semver::Version) -> bool {
+        self.groups.iter().any(|terms| {
+            terms
+                .iter()
+                .all(|t| t.comparator.holds(cmp_precedence(version, &t.version)))
+        })
+    }
+
+    /// The range as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for SkipRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// blang `splitAndTrim`: split on spaces, except a space right after `>`, `<` or `=`; then drop the
+/// spaces inside each part.
+fn split_and_trim(s: &str) -> Vec<String> {
+    let bytes = s.as_bytes();
+    let mut result = Vec::new();
+    let mut last = 0usize;
+    let mut last_char = 0u8;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b' ' && !matches!(last_char, b'>' | b'<' | b'=') {
+            // blang keeps only segments of two or more characters.
+            if last + 1 < i {
+                result.push(s[last..i].to_string());
+            }
+            last = i + 1;
+        } else if b != b' ' {
+            last_char = b;
+        }
+    }
+    if last + 1 < s.len() {
+        result.push(s[last..].to_string());
+    }
+    result.into_iter().map(|p| p.replace(' ', "")).collect()
+}
+
+fn split_or_parts(parts: &[String]) -> Result<Vec<Vec<String>>, VersionError> {
+    let mut or_parts = Vec::new();
+    let mut last = 0usize;
+    for (i, p) in parts.iter().enumerate() {
+        if p == "||" {
+            if i == 0 {
+                return Err(VersionError::InvalidSkipRange(
+                    "First element in range is '||'".to_string(),
+                ));
+            }
+            or_parts.push(parts[last..i].to_vec());
+            last = i + 1;
+        }
+    }
+    if last == parts.len() {
+        return Err(VersionError::InvalidSkipRange(
+            "Last element in range is '||'".to_string(),
+        ));
+    }
+    or_parts.push(parts[last..].to_vec());
+    Ok(or_parts)
+}
+
+fn split_comparator_version(s: &str) -> Result<(&str, &str), VersionError> {
+    let i = s
+        .find(|c: char| c.is_ascii_digit())
+        .ok_or_else(|| VersionError::InvalidSkipRange(format!("Could not get version from string: {s:?}")))?;
+    Ok((s[..i].trim(), &s[i..]))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wildcard {
+    None,
+    Major,
+    Minor,
+    Patch,
+}
+
+fn wildcard_type(version: &str) -> Wildcard {
+    let parts: Vec<&str> = version.split('.').collect();
+    if parts.last() != Some(&"x") {
+        return Wildcard::None;
+    }
+    match parts.len() {
+        1 => Wildcard::Major,
+        2 => Wildcard::Minor,
+        3 => Wildcard::Patch,
+        _ => Wildcard::None,
+    }
+}
+
+fn flatten_wildcard(version: &str) -> String {
+    let v = version.replacen(".x.x", ".x", 1).replacen(".x", ".0", 1);
+    if v.split('.').count() == 2 {
+        format!("{v}.0")
+    } else {
+        v
+    }
+}
+
+fn increment(version: &str, index: usize) -> String {
+    let mut parts: Vec<String> = version.split('.').map(str::to_string).collect();
+    if let Some(n) = parts.get(index).and_then(|p| p.parse::<u64>().ok()) {
+        parts[index] = (n + 1).to_string();
+    }
+    parts.join(".")
+}
+
+/// blang `expandWildcardVersion`: `1.2.x` terms become plain comparisons.
+fn expand_wildcards(parts: Vec<String>) -> Result<Vec<String>, VersionError> {
+    let mut out = Vec::with_capacity(parts.len());
+    for part in parts {
+        if !part.contains('x') {
+            out.push(part);
+            continue;
+        }
+        let (op, version) = split_comparator_version(&part)?;
+        let kind = wildcard_type(version);
+        let flat = flatten_wildcard(version);
+        let (result_op, bump) = match op {
+            ">" => (">=", true),
+            ">=" => (">=", false),
+            "<" => ("<", false),
+            "<=" => ("<", true),
+            "" | "=" | "==" => {
+                out.push(format!(">={flat}"));
+                ("<", true)
+            }
+            "!=" | "!" => {
+                out.push(format!("<{flat}"));
+                (">=", true)
+            }
+            _ => ("", false),
+        };
+        let result_version = if bump {
+            match kind {
+                Wildcard::Patch => increment(&flat, 1),
+                Wildcard::Minor => increment(&flat, 0),
+                _ => String::new(),
+            }
+        } else {
+            flat
+        };
+        out.push(format!("{result_op}{result_version}"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_and_trim_keeps_operator_with_version() {
+        assert_eq!(
+            split_and_trim("  >=   1.2.3   <=  1.2.3   "),
+            vec![">=1.2.3", "<=1.2.3"]
+        );
+    }
+
+    #[test]
+    fn unparsable_ranges_are_errors() {
+        for bad in [
+            ">>1.2.3",
+            "1.0",
+            "string",
+            "",
+            "fo.ob.ar.x",
+            "|| >1.0.0",
+            ">1.0.0 ||",
+        ] {
+            assert!(SkipRange::parse(bad).is_err(), "{bad:?} should not parse");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Every bundle of `../shared/catalogs/*-v4.16` that carries `olm.bundle.object`, rendered for
+//! AllNamespaces (and OwnNamespace where its CSV allows): each renders to objects valid for their
+//! kind or is refused with an upstream message. Snapshots pin a sample; counts are pinned too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use olmv1::apply::revision::BundleProperty;
+use olmv1::bundle::cli::{OutputFormat, format_objects};
+use olmv1::bundle::csv::INSTALL_MODE_OWN_NAMESPACE;
+use olmv1::bundle::registry_v1::RegistryV1Bundle;
+use olmv1::bundle::render::{render, render_for_watch_namespace};
+use serde_json::Value;
+
+use crate::common::str_at;
+
+/// Install namespace used for every real bundle.
+pub const INSTALL_NS: &str = "operators";
+
+/// A catalog bundle that carries its manifests.
+pub struct CatalogBundle {
+    /// Catalog folder name, e.g. `community-operators-v4.16`.
+    pub catalog: String,
+    /// The bundle's package.
+    pub package: String,
+    /// The bundle's name.
+    pub name: String,
+    /// Its properties.
+    pub properties: Vec<BundleProperty>,
+}
+
+/// The shared real catalogs; the test fails when they are missing.
+pub fn catalogs_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/catalogs");
+    assert!(root.is_dir(), "real catalogs not found at {root:?} (see ../shared/catalogs/README.md)");
+    root
+}
+
+/// Every `olm.bundle` with at least one `olm.bundle.object` in the `*-v4.16` catalogs, read with
+/// the project's FBC reader.
+pub fn real_bundles() -> Vec<CatalogBundle> {
+    let root = catalogs_root();
+    let mut catalogs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("list catalogs")
+        .map(|e| e.expect("catalog entry").path())
+        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-v4.16")))
+        .collect();
+    catalogs.sort();
+    assert!(!catalogs.is_empty(), "no *-v4.16 catalogs under {root:?}");
+    let mut out = Vec::new();
+    for catalog in catalogs {
+        let catalog_name = catalog.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        olmv1::catalog::for_each_dir_meta(&catalog, |meta| {
+            if &*meta.schema != olmv1::catalog::SCHEMA_BUNDLE {
+                return Ok(());
+            }
+            let bundle: olmv1::catalog::Bundle = serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
+            if bundle.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
+                out.push(CatalogBundle {
+                    catalog: catalog_name.clone(),
+                    package: bundle.package,
+                    name: bundle.name,
+                    properties: bundle
+                        .properties
+                        .into_iter()
+                        .map(|p| BundleProperty { type_: p.type_, value: p.value })
+                        .collect(),
+                });
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("reading {catalog:?}: {e}"));
+    }
+    out
+}
+
+/// The upstream refusal a message is, as a short label; `None` for a message upstream never gives.
+pub fn refusal_reason(message: &str) -> Option<&'static str> {
+    const KNOWN: [(&str, &str); 17] = [
+        ("unsupported bundle: apiServiceDefintions are not supported", "owned APIServices"),
+        ("unsupported bundle: bundle must support at least one of", "no AllNamespaces/SingleNamespace/OwnNamespace"),
+        ("unsupported bundle: ", "unsupported bundle (other)"),
+        ("invalid ClusterExtension configuration: invalid configuration: required field \"watchNamespace\" is missing", "watchNamespace required (no AllNamespaces)"),
+        ("invalid ClusterExtension configuration: ", "invalid configuration (other)"),
+        ("cluster service version contains duplicate strategy deployment spec", "duplicate deployment"),
+        ("invalid cluster service version strategy deployment name", "invalid deployment name"),
+        ("bundle contains duplicate custom resource definition", "duplicate CRD"),
+        ("cluster service definition references owned custom resource definition", "owned CRD missing"),
+        ("package name is empty", "empty package name"),
+        ("bundle contains conversion webhook", "conversion webhook without AllNamespaces-only"),
+        ("webhook of type", "webhook deployment/name invalid"),
+        ("duplicate webhook", "duplicate webhook"),
+        ("conversion webhook", "conversion webhook CRD reference"),
+        ("webhook \"", "forbidden webhook rule"),
+        ("unsupported resource", "unsupported resource kind"),
+        ("custom resource definition '", "conversion CRD invalid"),
+    ];
+    KNOWN.iter().find(|(prefix, _)| message.starts_with(prefix)).map(|(_, label)| *label)
+}
+
+/// Checks that `object` is valid for its kind: typed kinds deserialise into their k8s-openapi
+/// type; every object has apiVersion, kind and a name.
+pub fn check_object(object: &Value) -> Result<(), String> {
+    fn typed<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
+        serde_json::from_value::<T>(object.clone()).map(|_| ()).map_err(|e| e.to_string())
+    }
+    let kind = str_at(object, "/kind");
+    let api_version = str_at(object, "/apiVersion");
+    if kind.is_empty() || api_version.is_empty() || str_at(object, "/metadata/name").is_empty() {
+        return Err("missing apiVersion, kind or metadata.name".to_string());
+    }
+    match (api_version, kind) {
+        ("v1", "ServiceAccount") => typed::<ServiceAccount>(object),
+        ("v1", "Service") => typed::<Service>(object),
+        ("v1", "ConfigMap") => typed::<ConfigMap>(object),
+        ("v1", "Secret") => typed::<Secret>(object),
+        ("apps/v1", "Deployment") => typed::<Deployment>(object),
+        ("rbac.authorization.k8s.io/v1", "Role") => typed::<Role>(object),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => typed::<RoleBinding>(object),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => typed::<ClusterRole>(object),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => typed::<ClusterRoleBinding>(object),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => typed::<CustomResourceDefinition>(object),
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            typed::<ValidatingWebhookConfiguration>(object)
+        }
+        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+            typed::<MutatingWebhookConfiguration>(object)
+        }
+        ("scheduling.k8s.io/v1", "PriorityClass") => typed::<PriorityClass>(object),
+        ("networking.k8s.io/v1", "NetworkPolicy") => typed::<NetworkPolicy>(object),
+        ("policy/v1", "PodDisruptionBudget") => typed::<PodDisruptionBudget>(object),
+        (_, "Deployment" | "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" | "Service") => {
+            Err(format!("generated {kind} has unexpected apiVersion {api_version}"))
+        }
+        // Custom resources (ServiceMonitor, Issuer, ConsolePlugin, ...) and older API versions
+        // of bundled manifests are applied as written.
+        _ => Ok(()),
+    }
+}
+
+/// Outcome counts of the whole run.
+#[derive(Default, Debug)]
+pub struct Tally {
+    pub bundles: usize,
+    pub all_namespaces_rendered: usize,
+    pub own_namespace_rendered: usize,
+    pub own_namespace_attempted: usize,
+    pub objects: usize,
+    pub refused: BTreeMap<String, usize>,
+    pub load_errors: Vec<String>,
+}
+
+fn record(tally: &mut Tally, bundle: &str, mode: &str, result: Result<Vec<Value>, String>) -> Option<Vec<Value>> {
+    match result {
+        Ok(objects) => {
+            for object in &objects {
+                if let Err(e) = check_object(object) {
+                    panic!(
+                        "bundle {bundle} ({mode}): {} {:?} is not valid: {e}",
+                        str_at(object, "/kind"),
+                        str_at(object, "/metadata/name")
+                    );
+                }
+            }
+            tally.objects += objects.len();
+            Some(objects)
+        }
+        Err(message) => {
+            let reason = refusal_reason(&message)
+                .unwrap_or_else(|| panic!("bundle {bundle} ({mode}) refused with a non-upstream message: {message}"));
+            *tally.refused.entry(format!("{mode}: {reason}")).or_default() += 1;
+            None
+        }
+    }
+}
+
+/// Bundles whose rendering is pinned in `test/snapshots/render/<name>.yaml`.
+const SNAPSHOT_BUNDLES: [&str; 5] = [
+    "community-operators-v4.16/kube-green.v0.7.1",
+    "community-operators-v4.16/apicurio-registry-3.v3.3.1",
+    "community-operators-v4.16/trident-operator.v25.10.0",
+    "certified-operators-v4.16/zookeeper-operator.v25.11.0",
+    "certified-operators-v4.16/tigera-operator.v1.38.2",
+];
+
+fn snapshot_path(id: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("test/snapshots/render").join(format!("{}.yaml", id.replace('/', "__")))
+}
+
+#[test]
+fn real_catalog_bundles_render_or_are_refused_as_upstream() {
+    let started = std::time::Instant::now();
+    let bundles = real_bundles();
+    let mut tally = Tally { bundles: bundles.len(), ..Default::default() };
+    let mut snapshots_seen = Vec::new();
+    for b in &bundles {
+        let id = format!("{}/{}", b.catalog, b.name);
+        let bundle = match RegistryV1Bundle::from_catalog_bundle(&b.package, &b.name, &b.properties) {
+            Ok(bundle) => bundle,
+            Err(e) => {
+                tally.load_errors.push(format!("{id}: {e}"));
+                continue;
+            }
+        };
+        let all_ns = record(
+            &mut tally,
+            &id,
+            "AllNamespaces",
+            render(&bundle, INSTALL_NS, None).map_err(|e| e.to_string()),
+        );
+        if let Some(objects) = &all_ns {
+            tally.all_namespaces_rendered += 1;
+            if SNAPSHOT_BUNDLES.contains(&id.as_str()) {
+                check_snapshot(&id, objects);
+                snapshots_seen.push(id.clone());
+            }
+        }
+        if bundle.csv.supports(INSTALL_MODE_OWN_NAMESPACE) {
+            tally.own_namespace_attempted += 1;
+            let own = render_for_watch_namespace(&bundle, INSTALL_NS, Some(INSTALL_NS)).map_err(|e| e.to_string());
+            if record(&mut tally, &id, "OwnNamespace", own).is_some() {
+                tally.own_namespace_rendered += 1;
+            }
+        }
+    }
+    println!("real-data render tally ({:.1?}): {tally:#?}", started.elapsed());
+    assert!(tally.load_errors.is_empty(), "bundles that failed to load: {:#?}", tally.load_errors);
+    snapshots_seen.sort();
+    let mut expected: Vec<String> = SNAPSHOT_BUNDLES.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(snapshots_seen, expected, "every snapshot bundle must exist and render");
+    // Pinned: the catalogs are fixed data, so any change here is a behaviour change.
+    assert_eq!(
+        (tally.bundles, tally.all_namespaces_rendered, tally.own_namespace_attempted, tally.own_namespace_rendered),
+        EXPECTED_COUNTS,
+        "counts changed: {tally:#?}"
+    );
+}
+
+/// (bundles, rendered for AllNamespaces, OwnNamespace attempted, rendered for OwnNamespace).
+const EXPECTED_COUNTS: (usize, usize, usize, usize) = (0, 0, 0, 0);
+
+fn check_snapshot(name: &str, objects: &[Value]) {
+    let text = format_objects(objects, OutputFormat::Yaml).expect("formats");
+    let path = snapshot_path(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir snapshots");
+        std::fs::write(&path, &text).expect("write snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("snapshot {path:?} unreadable ({e}); run with UPDATE_SNAPSHOTS=1 to create it and review it")
+    });
+    assert!(expected == text, "rendering of {name} differs from {path:?}; review, then UPDATE_SNAPSHOTS=1");
+}

@@ -1,0 +1,637 @@
+//! The harness shared by the integration tests: one real local control plane per test run.
+//!
+//! Include it from a test binary with
+//! ```ignore
+//! #[path = "support/mod.rs"]
+//! mod support;
+//! ```
+//! and call [`env()`] for the shared environment (kube-apiserver + etcd + controller-manager +
+//! scheduler + kwok + a docker-registry, with the project's CRDs installed). `hack/test.sh` starts
+//! it once for the whole run and passes its env file in `OLMV1_TEST_ENV`; without that variable
+//! the first call starts a private one with `hack/local-up.sh`, stopped when the test process
+//! exits. When it cannot start, every test that needs it panics with the reason: nothing is skipped.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Names the env file written by `hack/local-up.sh`; set by `hack/test.sh`.
+pub const TEST_ENV_VAR: &str = "OLMV1_TEST_ENV";
+
+/// The default deadline for `wait_for` in tests: generous, because 2 busy cores are slow.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The running local control plane, as described by its env file.
+#[derive(Debug, Clone)]
+pub struct TestEnv {
+    /// The environment directory (certificates, data, logs/, pids/).
+    pub dir: PathBuf,
+    /// The admin kubeconfig (client certificate in `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:<port>`.
+    pub api_server: String,
+    /// The CA that signed the API server's serving certificate.
+    pub ca_cert: PathBuf,
+    /// The shared docker-registry as `127.0.0.1:<port>` (plain HTTP, delete enabled).
+    pub registry: String,
+    /// The directory holding kubectl, kube-apiserver, etcd, kwok, ...
+    pub tools_bin: PathBuf,
+    /// The kubectl built with the control plane (same version as the API server).
+    pub kubectl: PathBuf,
+    /// The fake Node that kwok keeps Ready.
+    pub node: String,
+    /// Kubernetes version of the control plane, e.g. `v1.34.4`.
+    pub kube_version: String,
+    /// etcd version, e.g. `v3.6.4`.
+    pub etcd_version: String,
+    /// Every `export K='V'` of the env file.
+    pub vars: BTreeMap<String, String>,
+}
+
+impl TestEnv {
+    /// Reads an env file written by `hack/local-up.sh`.
+    pub fn from_env_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the env file {}: {e}", path.display()))?;
+        let vars = parse_env_file(&text);
+        let get = |key: &str| {
+            vars.get(key)
+                .cloned()
+                .ok_or_else(|| format!("the env file {} has no {key}", path.display()))
+        };
+        Ok(Self {
+            dir: get("OLMV1_ENV_DIR")?.into(),
+            kubeconfig: get("KUBECONFIG")?.into(),
+            api_server: get("OLMV1_API_SERVER")?,
+            ca_cert: get("OLMV1_CA_CERT")?.into(),
+            registry: get("OLMV1_REGISTRY")?,
+            tools_bin: get("OLMV1_TOOLS_BIN")?.into(),
+            kubectl: get("OLMV1_KUBECTL")?.into(),
+            node: get("OLMV1_NODE")?,
+            kube_version: get("OLMV1_KUBE_VERSION")?,
+            etcd_version: get("OLMV1_ETCD_VERSION")?,
+            vars,
+        })
+    }
+
+    /// The admin client configuration (from the env's kubeconfig).
+    pub async fn config(&self) -> kube::Config {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", self.kubeconfig.display()));
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", self.kubeconfig.display()))
+    }
+
+    /// A new admin client. A `kube::Client` belongs to the tokio runtime it was made on, and each
+    /// `#[tokio::test]` has its own, so make one per test rather than sharing one.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config().await).expect("admin kube client")
+    }
+
+    /// `http://<registry>`.
+    pub fn registry_url(&self) -> String {
+        format!("http://{}", self.registry)
+    }
+
+    /// A command for PROGRAM with `KUBECONFIG` and `OLMV1_REGISTRY` set to this environment.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env("OLMV1_REGISTRY", &self.registry);
+        cmd
+    }
+}
+
+/// Parses the `export K='V'` lines of an env file (single-quoted values; `'\''` is a quote).
+/// Lines whose value is not a single-quoted string (e.g. the PATH line) are left out.
+pub fn parse_env_file(text: &str) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    for line in text.lines() {
+        let Some(assignment) = line.trim().strip_prefix("export ") else {
+            continue;
+        };
+        let Some((key, raw)) = assignment.split_once('=') else {
+            continue;
+        };
+        if let Some(value) = unquote_single(raw) {
+            vars.insert(key.to_string(), value);
+        }
+    }
+    vars
+}
+
+/// `'a'\''b'` -> `a'b`; None when RAW is anything else.
+fn unquote_single(raw: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = raw;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("\\'") {
+            out.push('\'');
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix('\'') {
+            let end = after.find('\'')?;
+            out.push_str(&after[..end]);
+            rest = &after[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The repository root (where Cargo.toml, hack/ and config/ are).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `olmv1` binary built for this test run.
+pub fn olmv1_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_olmv1"))
+}
+
+static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
+
+/// The shared environment: from `OLMV1_TEST_ENV`, or started once for this test process.
+/// Panics with the reason when it cannot be had (every later call panics with the same reason).
+pub fn env() -> &'static TestEnv {
+    match ENV.get_or_init(load_or_start) {
+        Ok(env) => env,
+        Err(reason) => panic!("the local control plane is not available: {reason}"),
+    }
+}
+
+/// A new admin client for the shared environment.
+pub async fn client() -> kube::Client {
+    env().client().await
+}
+
+/// The shared registry as `127.0.0.1:<port>`.
+pub fn registry() -> &'static str {
+    &env().registry
+}
+
+fn load_or_start() -> Result<TestEnv, String> {
+    match std::env::var_os(TEST_ENV_VAR) {
+        Some(path) if !path.is_empty() => TestEnv::from_env_file(Path::new(&path))
+            .map_err(|e| format!("{TEST_ENV_VAR} is set but unusable: {e}")),
+        _ => start_private_env(),
+    }
+}
+
+/// Runs hack/local-up.sh in a new temp dir, with a watchdog that runs hack/local-down.sh when this
+/// process exits (however it exits).
+fn start_private_env() -> Result<TestEnv, String> {
+    let root = repo_root();
+    let dir = std::env::temp_dir().join(format!("olmv1-test-env-{}-{}", std::process::id(), rand_suffix()));
+    let down = root.join("hack/local-down.sh");
+    // The watchdog is started first so that even a start-up cut short is cleaned up. `setsid`
+    // keeps it out of the terminal's process group: a Ctrl-C of the tests does not kill it.
+    let watchdog = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+         if [ \"${{OLMV1_KEEP_ENV:-}}\" = 1 ]; then exec \"$0\" --keep \"$1\"; else exec \"$0\" \"$1\"; fi",
+        pid = std::process::id()
+    );
+    Command::new("setsid")
+        .arg("sh")
+        .arg("-c")
+        .arg(watchdog)
+        .arg(&down)
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the clean-up watchdog (setsid sh): {e}"))?;
+    eprintln!(
+        "support: {TEST_ENV_VAR} is not set; starting a local control plane in {} (hack/test.sh shares one)",
+        dir.display()
+    );
+    let output = Command::new(root.join("hack/local-up.sh"))
+        .env("OLMV1_ENV_DIR", &dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run hack/local-up.sh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "hack/local-up.sh failed ({}); its output is above, the logs of each part are in {}/logs",
+            output.status,
+            dir.display()
+        ));
+    }
+    let env_file = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    TestEnv::from_env_file(Path::new(&env_file))
+}
+
+fn rand_suffix() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+static NAME_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A name no other test of this run uses: `<prefix>-<random>-<n>`, a valid DNS-1123 label.
+/// PREFIX should be lowercase alphanumerics and '-'; it is cut to keep the name within 63 chars.
+pub fn fresh_name(prefix: &str) -> String {
+    let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let prefix: String = prefix.chars().take(45).collect();
+    format!("{prefix}-{:06x}-{n}", rand::random::<u32>() & 0xff_ffff)
+}
+
+/// Creates a namespace with a fresh name and returns the name. It is not deleted: the whole
+/// environment goes at the end of the run.
+pub async fn fresh_namespace(client: &kube::Client, prefix: &str) -> String {
+    let name = fresh_name(prefix);
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some([("olmv1.test/fresh".to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+    name
+}
+
+/// Polls CHECK until it returns `Ok`, for at most TIMEOUT, and returns its value. CHECK returns
+/// `Err(what it saw)` while the condition does not hold; the last one is in the panic message.
+pub async fn wait_for<T, E, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    E: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    wait_for_every(what, timeout, Duration::from_millis(100), check).await
+}
+
+/// [`wait_for`] with a given poll interval.
+pub async fn wait_for_every<T, E, F, Fut>(what: &str, timeout: Duration, poll: Duration, mut check: F) -> T
+where
+    E: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(seen) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen}")
+            }
+            Err(_) => tokio::time::sleep(poll).await,
+        }
+    }
+}
+
+/// What a command printed and how it ended.
+#[derive(Debug)]
+pub struct CmdOutput {
+    /// The command line, for messages.
+    pub command: String,
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CmdOutput {
+    fn from_output(command: String, output: Output) -> Self {
+        Self {
+            command,
+            success: output.status.success(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// The stdout of a command that succeeded; panics with its stderr otherwise.
+    #[track_caller]
+    pub fn ok(self) -> String {
+        assert!(
+            self.success,
+            "`{}` failed ({:?}):\nstdout: {}\nstderr: {}",
+            self.command, self.code, self.stdout, self.stderr
+        );
+        self.stdout
+    }
+
+    /// The stderr of a command that failed; panics when it succeeded.
+    #[track_caller]
+    pub fn err(self) -> String {
+        assert!(
+            !self.success,
+            "`{}` succeeded but should have failed:\nstdout: {}",
+            self.command, self.stdout
+        );
+        self.stderr
+    }
+}
+
+/// Runs the environment's kubectl with ARGS (as admin). Blocking; fine for short commands.
+pub fn kubectl(args: &[&str]) -> CmdOutput {
+    kubectl_with_stdin(args, "")
+}
+
+/// Runs kubectl with ARGS and STDIN as its standard input (e.g. `apply -f -`).
+pub fn kubectl_with_stdin(args: &[&str], stdin: &str) -> CmdOutput {
+    run_with_stdin(env().command(&env().kubectl).args(args), stdin)
+}
+
+/// `kubectl apply -f -` of YAML.
+pub fn kubectl_apply(yaml: &str) -> CmdOutput {
+    kubectl_with_stdin(&["apply", "-f", "-"], yaml)
+}
+
+/// Runs CMD, feeding STDIN, and collects its output.
+pub fn run_with_stdin(cmd: &mut Command, stdin: &str) -> CmdOutput {
+    use std::io::Write;
+    let command = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {command}: {e}"));
+    let mut input = child.stdin.take().expect("piped stdin");
+    let data = stdin.as_bytes().to_vec();
+    // Written from a thread so a child that prints a lot before reading cannot deadlock us.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("cannot wait for {command}: {e}"));
+    let _ = writer.join();
+    CmdOutput::from_output(command, output)
+}
+
+/// Runs CMD with no input and collects its output.
+pub fn run(cmd: &mut Command) -> CmdOutput {
+    run_with_stdin(cmd, "")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extra registries
+
+/// How to configure an extra docker-registry started by [`start_registry`].
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// Basic auth with this htpasswd file (bcrypt entries; see [`htpasswd_file`]).
+    pub htpasswd: Option<PathBuf>,
+    /// Serve HTTPS with this certificate and key (see [`TestTls::generate`]).
+    pub tls: Option<TlsFiles>,
+    /// Bearer-token auth (distribution's `auth.token`), e.g. against a token server in the test.
+    pub token: Option<TokenAuth>,
+}
+
+/// A certificate and its private key (PEM files).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// distribution's `auth.token` settings.
+#[derive(Debug, Clone)]
+pub struct TokenAuth {
+    /// The token endpoint URL clients are sent to (the `realm` of the challenge).
+    pub realm: String,
+    pub service: String,
+    pub issuer: String,
+    /// PEM certificate(s) whose keys sign the tokens.
+    pub root_cert_bundle: PathBuf,
+}
+
+/// A docker-registry process; killed (and its storage removed) on drop.
+#[derive(Debug)]
+pub struct RegistryProcess {
+    /// `127.0.0.1:<port>`.
+    pub host_port: String,
+    /// `http://...` or `https://...`.
+    pub url: String,
+    /// Its storage and log directory.
+    pub dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl RegistryProcess {
+    /// What the registry logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RegistryProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a docker-registry on a free loopback port with OPTIONS and waits until it accepts
+/// connections. Panics with the reason (and its log) when it cannot start.
+pub fn start_registry(options: &RegistryOptions) -> RegistryProcess {
+    let mut last_log = String::new();
+    for _attempt in 0..3 {
+        let dir = tempfile::Builder::new()
+            .prefix("olmv1-registry-")
+            .tempdir()
+            .expect("temp dir");
+        let port = free_port();
+        let host_port = format!("127.0.0.1:{port}");
+        let config = registry_config(dir.path(), &host_port, options);
+        let config_path = dir.path().join("config.yml");
+        std::fs::write(&config_path, config).expect("write registry config");
+        let log = std::fs::File::create(dir.path().join("registry.log")).expect("registry log");
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run docker-registry (install it: hack/install-deps.sh): {e}"));
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
+        let mut registry = RegistryProcess {
+            url: format!("{scheme}://{host_port}"),
+            host_port,
+            dir,
+            child,
+        };
+        let addr: SocketAddr = registry.host_port.parse().expect("socket address");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return registry;
+            }
+            if let Ok(Some(status)) = registry.child.try_wait() {
+                last_log = registry.log();
+                if last_log.contains("address already in use") {
+                    break; // another process took the port: try another one
+                }
+                panic!("docker-registry exited ({status}) at start-up:\n{last_log}");
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "docker-registry did not listen on {} within 30s:\n{}",
+                    registry.host_port,
+                    registry.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("docker-registry could not get a free port in 3 attempts:\n{last_log}")
+}
+
+fn registry_config(dir: &Path, host_port: &str, options: &RegistryOptions) -> String {
+    let mut config = format!(
+        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {root}\n  delete:\n    enabled: true\nhttp:\n  addr: {host_port}\n",
+        root = dir.join("storage").display()
+    );
+    if let Some(tls) = &options.tls {
+        config.push_str(&format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            tls.cert.display(),
+            tls.key.display()
+        ));
+    }
+    if let Some(htpasswd) = &options.htpasswd {
+        config.push_str(&format!(
+            "auth:\n  htpasswd:\n    realm: olmv1-test\n    path: {}\n",
+            htpasswd.display()
+        ));
+    } else if let Some(token) = &options.token {
+        config.push_str(&format!(
+            "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+            token.realm,
+            token.service,
+            token.issuer,
+            token.root_cert_bundle.display()
+        ));
+    }
+    config
+}
+
+/// A free loopback port (bound, read, released; a rare clash is retried by the callers).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}
+
+/// Writes DIR/htpasswd with one bcrypt entry for USER:PASSWORD (the only hash docker-registry
+/// accepts), using `htpasswd` from apache2-utils.
+pub fn htpasswd_file(dir: &Path, user: &str, password: &str) -> PathBuf {
+    let out = run(Command::new("htpasswd").args(["-B", "-b", "-n", user, password])).ok();
+    let path = dir.join("htpasswd");
+    std::fs::write(&path, out.trim_end().to_string() + "\n").expect("write htpasswd");
+    path
+}
+
+/// A test CA and a serving certificate for 127.0.0.1 and localhost signed by it.
+#[derive(Debug, Clone)]
+pub struct TestTls {
+    /// The CA certificate clients must trust.
+    pub ca_cert: PathBuf,
+    /// The serving certificate and key.
+    pub serving: TlsFiles,
+}
+
+impl TestTls {
+    /// Generates the CA and serving certificate in DIR with openssl.
+    pub fn generate(dir: &Path) -> TestTls {
+        let p = |name: &str| dir.join(name);
+        let openssl = |args: &[&str]| {
+            run(Command::new("openssl").args(args)).ok();
+        };
+        let s = |path: &PathBuf| path.to_str().expect("utf-8 temp path").to_string();
+        let (ca_key, ca_cert, key, csr, cert, ext) = (
+            p("ca.key"),
+            p("ca.crt"),
+            p("tls.key"),
+            p("tls.csr"),
+            p("tls.crt"),
+            p("tls.ext"),
+        );
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "365",
+            "-keyout",
+            &s(&ca_key),
+            "-out",
+            &s(&ca_cert),
+            "-subj",
+            "/CN=olmv1-test-ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        std::fs::write(
+            &ext,
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .expect("write tls.ext");
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &s(&key),
+            "-out",
+            &s(&csr),
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &s(&csr),
+            "-CA",
+            &s(&ca_cert),
+            "-CAkey",
+            &s(&ca_key),
+            "-CAcreateserial",
+            "-days",
+            "365",
+            "-extfile",
+            &s(&ext),
+            "-out",
+            &s(&cert),
+        ]);
+        TestTls {
+            ca_cert,
+            serving: TlsFiles { cert, key },
+        }
+    }
+}
