@@ -28,6 +28,7 @@ running() { # the env file exists and its API server answers
 start_olmv1() {
   local role=$1
   shift
+  (cd "$repo" && cargo build -q --bin olmv1)
   "$repo/target/debug/olmv1" "$@" >"$OLMV1_ENV_DIR/logs/olmv1@$role.log" 2>&1 </dev/null &
   echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
 }
@@ -37,12 +38,12 @@ up() {
   if running; then
     log "reusing the environment in $OLMV1_ENV_DIR"
   else
-    [[ -d "$OLMV1_ENV_DIR" ]] && "$here/local-down.sh" "$OLMV1_ENV_DIR" 2>/dev/null || true
+    # A stale directory (e.g. after a reboot): clear it first.
+    if [[ -d "$OLMV1_ENV_DIR" ]]; then "$here/local-down.sh" "$OLMV1_ENV_DIR" 2>/dev/null || true; fi
     "$here/local-up.sh" >/dev/null
   fi
   # shellcheck disable=SC1091
   source "$OLMV1_ENV_DIR/env.sh"
-  (cd "$repo" && cargo build -q --bin olmv1)
 
   # The controllers join here as their issues land, e.g.:
   #   start_olmv1 catalogd catalogd --kubeconfig "$KUBECONFIG" ...

@@ -28,46 +28,57 @@ ours() { # PID NAME
   [[ $(basename "$exe") == "$want" && $cmd == *"$dir/"* ]]
 }
 
-declare -A running=()
+stopped=()
+# stop NAME...: TERM to each, then wait for all of them (KILL after 10 s).
+stop() {
+  local name pid f
+  local -A group=()
+  for name in "$@"; do
+    f="$dir/pids/$name.pid"
+    [[ -f "$f" ]] || continue
+    pid=$(cat "$f")
+    if ours "$pid" "$name"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      group[$name]=$pid
+      stopped+=("$name")
+    fi
+    rm -f "$f"
+  done
+  local deadline=$((SECONDS + 10))
+  for name in "${!group[@]}"; do
+    pid=${group[$name]}
+    while kill -0 "$pid" 2>/dev/null && ours "$pid" "$name"; do
+      if ((SECONDS >= deadline)); then
+        echo "local-down: $name ($pid) ignored TERM; killing it" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.1
+    done
+  done
+}
+
 shopt -s nullglob
-# Controllers first, etcd last, so nothing logs errors about a vanished dependency.
-for name in kwok kube-scheduler kube-controller-manager registry kube-apiserver etcd; do
-  f="$dir/pids/$name.pid"
-  [[ -f "$f" ]] || continue
-  pid=$(cat "$f")
-  if ours "$pid" "$name"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    running[$name]=$pid
-  fi
-done
-# Any other pid file (a part added later) is stopped the same way.
+# Whatever runs on top of the control plane first (pids/PROGRAM@ROLE.pid and any other), then the
+# controllers and the registry, then the API server, then etcd: each stage stops while what it
+# depends on still answers, so nothing hangs waiting for a vanished dependency.
+others=()
 for f in "$dir"/pids/*.pid; do
   name=$(basename "$f" .pid)
-  [[ -n "${running[$name]:-}" ]] && continue
-  pid=$(cat "$f")
-  if ours "$pid" "$name"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    running[$name]=$pid
-  fi
+  case $name in
+    kwok | kube-scheduler | kube-controller-manager | registry | kube-apiserver | etcd) ;;
+    *) others+=("$name") ;;
+  esac
 done
-
-deadline=$((SECONDS + 10))
-for name in "${!running[@]}"; do
-  pid=${running[$name]}
-  while kill -0 "$pid" 2>/dev/null && ours "$pid" "$name"; do
-    if ((SECONDS >= deadline)); then
-      echo "local-down: $name ($pid) ignored TERM; killing it" >&2
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.1
-  done
-done
+((${#others[@]})) && stop "${others[@]}"
+stop kwok kube-scheduler kube-controller-manager registry
+stop kube-apiserver
+stop etcd
 rm -f "$dir"/pids/*.pid
 
 if ((keep)); then
-  echo "local-down: stopped ${!running[*]}; kept $dir" >&2
+  echo "local-down: stopped ${stopped[*]:-nothing}; kept $dir" >&2
 else
   rm -rf "$dir"
-  echo "local-down: stopped ${!running[*]}; removed $dir" >&2
+  echo "local-down: stopped ${stopped[*]:-nothing}; removed $dir" >&2
 fi

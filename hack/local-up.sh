@@ -209,6 +209,8 @@ start_registry() {
 version: 0.1
 log:
   level: warn
+  accesslog:
+    disabled: true
 storage:
   filesystem:
     rootdirectory: $dir/registry

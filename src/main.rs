@@ -34,6 +34,7 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    exit_with_parent();
     match cli.command {
         Command::Controller(args) => controller::cli::run(args).await,
         Command::Catalogd(args) => catalog::cli::run(args).await,
@@ -45,6 +46,23 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// With `OLMV1_EXIT_WITH_PARENT=1`, the process exits when its parent does: test harnesses and
+/// scripts that start `olmv1 controller` or `olmv1 catalogd` leave nothing running behind them.
+fn exit_with_parent() {
+    if std::env::var("OLMV1_EXIT_WITH_PARENT").as_deref() != Ok("1") {
+        return;
+    }
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if std::os::unix::process::parent_id() != parent {
+                std::process::exit(0);
+            }
+        }
+    });
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters (default `info`), `OLMV1_LOG_FORMAT=json` for JSON.

@@ -217,6 +217,15 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
             .map_err(|e| e.to_string())
     })
     .await;
+    let started = std::time::Instant::now();
+    check_permissions(&client, &sa, &objects, &previous, &policy)
+        .await
+        .expect("preflight passes");
+    eprintln!(
+        "preflight: check_permissions (discovery + reviews) took {:?} for {} objects",
+        started.elapsed(),
+        objects.len()
+    );
 
     // And what passed really applies as the service account: server-side apply of every object
     // (which creates them), then pruning the dropped ConfigMap.

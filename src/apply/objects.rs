@@ -132,9 +132,8 @@ fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
     object.metadata.owner_references = Some(references);
 }
 
-/// Applies objects in the given order (CRDs are expected first) as the service account and
-/// returns what was applied. Objects that exist and belong to someone else are refused before
-/// anything is written.
+/// Applies objects as the service account, CRDs first, and returns what was applied. Objects
+/// that exist and belong to someone else are refused before anything is written.
 pub async fn apply(
     sa_client: &Client,
     owner: &Owner,
@@ -143,9 +142,22 @@ pub async fn apply(
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
     let mut resources = ResourceCache::default();
 
-    // CRDs first: the other objects may be instances of them.
+    // Check every object that can already exist before writing anything. Instances of a kind the
+    // API server does not serve yet (its CRD comes with this bundle) cannot exist.
     let crds = plan(sa_client, owner, &crds, &mut resources).await?;
+    let mut rest_planned = Vec::with_capacity(rest.len());
+    let mut later = Vec::new();
+    for value in rest {
+        match plan(sa_client, owner, &[value], &mut resources).await {
+            Ok(mut one) => rest_planned.append(&mut one),
+            Err(ApplyError::Discovery { .. }) => later.push(value),
+            Err(other) => return Err(other),
+        }
+    }
     refuse_foreign(sa_client, owner, &crds).await?;
+    refuse_foreign(sa_client, owner, &rest_planned).await?;
+
+    // CRDs first: the other objects may be instances of them.
     let mut applied = Vec::with_capacity(objects.len());
     for planned in &crds {
         server_side_apply(sa_client, planned).await?;
@@ -154,10 +166,9 @@ pub async fn apply(
     for planned in &crds {
         wait_crd_established(sa_client, planned.object.metadata.name.as_deref().unwrap_or_default()).await?;
     }
-
-    let rest = plan(sa_client, owner, &rest, &mut resources).await?;
-    refuse_foreign(sa_client, owner, &rest).await?;
-    for planned in &rest {
+    let mut instances = plan(sa_client, owner, &later, &mut resources).await?;
+    rest_planned.append(&mut instances);
+    for planned in &rest_planned {
         server_side_apply(sa_client, planned).await?;
         applied.push(planned.reference());
     }

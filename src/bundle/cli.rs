@@ -97,10 +97,16 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
     let mut options = PullOptions::new(cache_dir(args));
     options.registry.insecure_registries = args.insecure_registry.clone();
     if let Some(ca) = &args.ca_file {
-        options.registry.add_ca_path(ca).map_err(|e| format!("reading CA certificates {ca:?}: {e}"))?;
+        options
+            .registry
+            .add_ca_path(ca)
+            .map_err(|e| format!("reading CA certificates {ca:?}: {e}"))?;
     }
     if let Some(auth) = &args.auth_file {
-        options.registry.add_auth_file(auth).map_err(|e| format!("reading auth file {auth:?}: {e}"))?;
+        options
+            .registry
+            .add_auth_file(auth)
+            .map_err(|e| format!("reading auth file {auth:?}: {e}"))?;
     }
     let pulled = pull_to_dir(source, &options).await.map_err(|e| e.to_string())?;
     RegistryV1Bundle::from_dir(&pulled.dir).map_err(|e| format!("bundle image {source:?}: {e}"))
@@ -122,9 +128,11 @@ fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, Str
     let mut found: Option<crate::catalog::Bundle> = None;
     crate::catalog::for_each_dir_meta(catalog, |meta| {
         if found.is_none() && &*meta.schema == crate::catalog::SCHEMA_BUNDLE && &*meta.name == name {
-            let bundle: crate::catalog::Bundle = serde_json::from_slice(&meta.blob).map_err(|e| {
-                crate::catalog::CatalogError::Malformed { location: meta.location(), message: e.to_string() }
-            })?;
+            let bundle: crate::catalog::Bundle =
+                serde_json::from_slice(&meta.blob).map_err(|e| crate::catalog::CatalogError::Malformed {
+                    location: meta.location(),
+                    message: e.to_string(),
+                })?;
             found = Some(bundle);
         }
         Ok(())
@@ -134,9 +142,13 @@ fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, Str
     let properties: Vec<BundleProperty> = bundle
         .properties
         .into_iter()
-        .map(|p| BundleProperty { type_: p.type_, value: p.value })
+        .map(|p| BundleProperty {
+            type_: p.type_,
+            value: p.value,
+        })
         .collect();
-    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties).map_err(|e| e.to_string())
+    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties)
+        .map_err(|e| e.to_string())
 }
 
 /// `--config` (JSON text or `@file`) with `--watch-namespace` folded in.
@@ -145,12 +157,14 @@ fn inline_config(args: &RenderArgs) -> Result<Option<Value>, String> {
         None => None,
         Some(text) => {
             let text = match text.strip_prefix('@') {
-                Some(file) => {
-                    std::fs::read_to_string(file).map_err(|e| format!("reading --config file {file:?}: {e}"))?
-                }
+                Some(file) => std::fs::read_to_string(file)
+                    .map_err(|e| format!("reading --config file {file:?}: {e}"))?,
                 None => text.clone(),
             };
-            Some(serde_json::from_str::<Value>(&text).map_err(|e| format!("--config is not valid JSON: {e}"))?)
+            Some(
+                serde_json::from_str::<Value>(&text)
+                    .map_err(|e| format!("--config is not valid JSON: {e}"))?,
+            )
         }
     };
     if let Some(ns) = &args.watch_namespace {
@@ -169,7 +183,9 @@ pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String,
     match format {
         OutputFormat::Json => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            serde_json::to_string_pretty(&list).map(|s| s + "\n").map_err(|e| e.to_string())
+            serde_json::to_string_pretty(&list)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string())
         }
         OutputFormat::Yaml => {
             let mut out = String::new();

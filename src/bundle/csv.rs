@@ -59,7 +59,10 @@ impl ClusterServiceVersion {
 
     /// Whether the CSV declares `mode` as supported.
     pub fn supports(&self, mode: &str) -> bool {
-        self.spec.install_modes.iter().any(|m| m.supported && m.type_ == mode)
+        self.spec
+            .install_modes
+            .iter()
+            .any(|m| m.supported && m.type_ == mode)
     }
 }
 

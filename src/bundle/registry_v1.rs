@@ -133,7 +133,9 @@ impl RegistryV1Bundle {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
-                return Err(LoadError::Invalid(format!("failed to read properties.yaml file: {e}")));
+                return Err(LoadError::Invalid(format!(
+                    "failed to read properties.yaml file: {e}"
+                )));
             }
         };
         assemble(package_name, objects, extra_properties)
@@ -150,11 +152,17 @@ impl RegistryV1Bundle {
         properties: &[BundleProperty],
     ) -> Result<Self, LoadError> {
         let mut objects = Vec::new();
-        for (i, property) in properties.iter().filter(|p| p.type_ == BUNDLE_OBJECT_PROPERTY).enumerate() {
+        for (i, property) in properties
+            .iter()
+            .filter(|p| p.type_ == BUNDLE_OBJECT_PROPERTY)
+            .enumerate()
+        {
             let place = format!("bundle {bundle_name:?} olm.bundle.object #{i}");
-            let data = property.value.get("data").and_then(Value::as_str).ok_or_else(|| {
-                LoadError::Invalid(format!("{place}: value has no base64 \"data\" string"))
-            })?;
+            let data = property
+                .value
+                .get("data")
+                .and_then(Value::as_str)
+                .ok_or_else(|| LoadError::Invalid(format!("{place}: value has no base64 \"data\" string")))?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(data.trim())
                 .map_err(|e| LoadError::Invalid(format!("{place}: invalid base64: {e}")))?;
@@ -176,8 +184,10 @@ impl RegistryV1Bundle {
             .cloned()
             .collect();
         let mut bundle = assemble(package.to_string(), objects, Vec::new())?;
-        let missing: Vec<BundleProperty> =
-            extra.into_iter().filter(|p| !bundle.properties.contains(p)).collect();
+        let missing: Vec<BundleProperty> = extra
+            .into_iter()
+            .filter(|p| !bundle.properties.contains(p))
+            .collect();
         if !missing.is_empty() {
             bundle.properties.extend(missing);
             set_properties_annotation(&mut bundle.csv, &bundle.properties)?;
@@ -204,33 +214,50 @@ fn assemble(
         match object.get("kind").and_then(Value::as_str) {
             Some("ClusterServiceVersion") => {
                 let parsed: ClusterServiceVersion = serde_json::from_value(object).map_err(|e| {
-                    LoadError::Invalid(format!("error parsing objects in {place:?}: ClusterServiceVersion: {e}"))
+                    LoadError::Invalid(format!(
+                        "error parsing objects in {place:?}: ClusterServiceVersion: {e}"
+                    ))
                 })?;
                 csv = Some(parsed);
             }
             Some("CustomResourceDefinition") => crds.push(normalise_crd(object).map_err(|e| {
-                LoadError::Invalid(format!("error parsing objects in {place:?}: CustomResourceDefinition: {e}"))
+                LoadError::Invalid(format!(
+                    "error parsing objects in {place:?}: CustomResourceDefinition: {e}"
+                ))
             })?),
             _ => others.push(object),
         }
     }
-    let mut csv =
-        csv.ok_or_else(|| LoadError::Invalid(format!("no ClusterServiceVersion found in {MANIFESTS_DIR:?}")))?;
+    let mut csv = csv
+        .ok_or_else(|| LoadError::Invalid(format!("no ClusterServiceVersion found in {MANIFESTS_DIR:?}")))?;
 
     let mut properties = csv_properties(&csv)?;
     if !extra_properties.is_empty() {
         properties.extend(extra_properties);
         set_properties_annotation(&mut csv, &properties)?;
     }
-    Ok(RegistryV1Bundle { package_name, csv, crds, others, properties })
+    Ok(RegistryV1Bundle {
+        package_name,
+        csv,
+        crds,
+        others,
+        properties,
+    })
 }
 
 /// The properties in the CSV's `olm.properties` annotation.
 fn csv_properties(csv: &ClusterServiceVersion) -> Result<Vec<BundleProperty>, LoadError> {
-    match csv.metadata.annotations.as_ref().and_then(|a| a.get(PROPERTIES_ANNOTATION)) {
+    match csv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROPERTIES_ANNOTATION))
+    {
         None => Ok(Vec::new()),
         Some(text) => serde_json::from_str(text).map_err(|e| {
-            LoadError::Invalid(format!("failed to unmarshal csv.metadata.annotations['olm.properties']: {e}"))
+            LoadError::Invalid(format!(
+                "failed to unmarshal csv.metadata.annotations['olm.properties']: {e}"
+            ))
         }),
     }
 }
@@ -242,7 +269,10 @@ fn set_properties_annotation(
 ) -> Result<(), LoadError> {
     let json = serde_json::to_string(properties)
         .map_err(|e| LoadError::Invalid(format!("failed to marshal registry+v1 properties to json: {e}")))?;
-    csv.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(PROPERTIES_ANNOTATION.to_string(), json);
+    csv.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(PROPERTIES_ANNOTATION.to_string(), json);
     Ok(())
 }
 
@@ -259,7 +289,18 @@ fn normalise_crd(object: Value) -> Result<Value, String> {
 /// Parses a manifest file: a YAML (or JSON) stream of objects; `List` objects are flattened into
 /// their items and empty documents skipped, as `resource.NewLocalBuilder().Flatten()` does.
 pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
+    // Large CRDs are deep and big: allow more than the parser's defaults (64 levels, 250k
+    // nodes), still bounded (the file itself is at most MAX_MANIFEST_FILE_BYTES).
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: 512,
+            max_nodes: 20_000_000,
+            max_events: 50_000_000,
+            max_documents: 100_000,
+        },
+    };
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for doc in docs {
         if doc.is_null() {
@@ -275,7 +316,10 @@ pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
 
 /// Expands `kind: ...List` objects with `items` into their items.
 fn flatten_lists(object: Value) -> Vec<Value> {
-    let is_list = object.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+    let is_list = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
         && object.get("items").is_some_and(Value::is_array);
     if !is_list {
         return vec![object];
@@ -294,10 +338,18 @@ fn check_object_header(object: &Value) -> Result<(), String> {
     if !object.is_object() {
         return Err("a manifest is not an object".to_string());
     }
-    if object.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+    if object
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         return Err("Object 'Kind' is missing".to_string());
     }
-    if object.get("apiVersion").and_then(Value::as_str).is_none_or(str::is_empty) {
+    if object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         return Err("Object 'apiVersion' is missing".to_string());
     }
     Ok(())
@@ -310,9 +362,17 @@ fn package_from_annotations(text: &str) -> Result<String, String> {
         #[serde(default, deserialize_with = "crate::bundle::csv::null_as_default")]
         annotations: BTreeMap<String, Value>,
     }
-    let file: AnnotationsFile =
-        if text.trim().is_empty() { AnnotationsFile::default() } else { serde_saphyr::from_str(text).map_err(|e| e.to_string())? };
-    Ok(file.annotations.get(PACKAGE_ANNOTATION).and_then(Value::as_str).unwrap_or_default().to_string())
+    let file: AnnotationsFile = if text.trim().is_empty() {
+        AnnotationsFile::default()
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())?
+    };
+    Ok(file
+        .annotations
+        .get(PACKAGE_ANNOTATION)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
 }
 
 /// Reads `properties: [{type, value}]` from `metadata/properties.yaml`.
@@ -331,12 +391,17 @@ fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
 
 fn read_text(path: &Path) -> Result<String, LoadError> {
     let bytes = std::fs::read(path).map_err(|e| read_error(path, &e))?;
-    String::from_utf8(bytes)
-        .map_err(|_| LoadError::Read { path: path.to_path_buf(), cause: "not UTF-8 text".to_string() })
+    String::from_utf8(bytes).map_err(|_| LoadError::Read {
+        path: path.to_path_buf(),
+        cause: "not UTF-8 text".to_string(),
+    })
 }
 
 fn read_error(path: &Path, e: &std::io::Error) -> LoadError {
-    LoadError::Read { path: path.to_path_buf(), cause: e.to_string() }
+    LoadError::Read {
+        path: path.to_path_buf(),
+        cause: e.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -347,9 +412,28 @@ mod tests {
     fn lists_are_flattened_and_empty_documents_skipped() {
         let text = "---\n---\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b}\n---\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\", \"metadata\": {\"name\": \"c\"}}\n";
         let objects = parse_manifest_stream(text).expect("parses");
-        let names: Vec<&str> =
-            objects.iter().map(|o| o["metadata"]["name"].as_str().unwrap_or_default()).collect();
+        let names: Vec<&str> = objects
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap_or_default())
+            .collect();
         assert_eq!(names, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn deep_and_large_manifests_parse() {
+        let mut text = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata:\n");
+        let mut indent = String::from("  ");
+        for i in 0..150 {
+            text.push_str(&format!("{indent}k{i}:\n"));
+            indent.push_str("  ");
+        }
+        text.push_str(&format!("{indent}leaf: x\n"));
+        text.push_str("wide:\n");
+        for i in 0..300_000 {
+            text.push_str(&format!("- {i}\n"));
+        }
+        let objects = parse_manifest_stream(&text).expect("parses");
+        assert_eq!(objects[0]["wide"].as_array().map(Vec::len), Some(300_000));
     }
 
     #[test]

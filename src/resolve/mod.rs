@@ -378,6 +378,26 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
     })
 }
 
+/// The successors of the installed bundle in one package (upstream `SuccessorsOf`), in catalog
+/// order: bundles of a channel entry whose replaces, skips or skipRange covers the installed
+/// bundle, plus any bundle with the installed version+release. Only the requested channels'
+/// edges count (all channels when none is requested).
+pub fn successors<'a>(
+    package: &'a PackageIndex,
+    installed: &InstalledBundle,
+    channels: &[String],
+) -> Result<Vec<&'a BundleIndex>, ResolveError> {
+    let channel_selected = |name: &str| channels.is_empty() || channels.iter().any(|c| c == name);
+    let mask = successor_mask(package, installed, &channel_selected)?;
+    Ok(package
+        .bundles
+        .iter()
+        .zip(mask)
+        .filter(|(_, m)| *m)
+        .map(|(b, _)| b)
+        .collect())
+}
+
 /// The best bundle of one catalog's package: channel, range and successor filters, then
 /// non-deprecated first, then highest version+release (unreadable versions last).
 fn best_bundle<'a>(

@@ -1,6 +1,12 @@
 //! Tests of registry+v1 loading and rendering (`olmv1::bundle::registry_v1`,
-//! `olmv1::bundle::render`) and of `olmv1 render`.
+//! `olmv1::bundle::render`) and of `olmv1 render`. The real-data tests read
+//! `../shared/catalogs/*-v4.16`; the image test starts a docker-registry.
 
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
 mod common;
 mod generators;
+mod properties;
 mod real_data;

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -15,7 +17,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use olmv1::apply::revision::BundleProperty;
 use olmv1::bundle::cli::{OutputFormat, format_objects};
-use olmv1::bundle::csv::INSTALL_MODE_OWN_NAMESPACE;
+use olmv1::bundle::csv::{INSTALL_MODE_OWN_NAMESPACE, INSTALL_MODE_SINGLE_NAMESPACE};
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::{render, render_for_watch_namespace};
 use serde_json::Value;
@@ -40,29 +42,45 @@ pub struct CatalogBundle {
 /// The shared real catalogs; the test fails when they are missing.
 pub fn catalogs_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/catalogs");
-    assert!(root.is_dir(), "real catalogs not found at {root:?} (see ../shared/catalogs/README.md)");
+    assert!(
+        root.is_dir(),
+        "real catalogs not found at {root:?} (see ../shared/catalogs/README.md)"
+    );
     root
 }
 
-/// Every `olm.bundle` with at least one `olm.bundle.object` in the `*-v4.16` catalogs, read with
-/// the project's FBC reader.
-pub fn real_bundles() -> Vec<CatalogBundle> {
+/// Every `olm.bundle` with at least one `olm.bundle.object` in the `*-v4.16` catalogs, read once
+/// per test process with the project's FBC reader.
+pub fn real_bundles() -> &'static [CatalogBundle] {
+    static BUNDLES: std::sync::OnceLock<Vec<CatalogBundle>> = std::sync::OnceLock::new();
+    BUNDLES.get_or_init(read_real_bundles)
+}
+
+fn read_real_bundles() -> Vec<CatalogBundle> {
     let root = catalogs_root();
     let mut catalogs: Vec<PathBuf> = std::fs::read_dir(&root)
         .expect("list catalogs")
         .map(|e| e.expect("catalog entry").path())
-        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-v4.16")))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with("-v4.16"))
+        })
         .collect();
     catalogs.sort();
     assert!(!catalogs.is_empty(), "no *-v4.16 catalogs under {root:?}");
     let mut out = Vec::new();
     for catalog in catalogs {
-        let catalog_name = catalog.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let catalog_name = catalog
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         olmv1::catalog::for_each_dir_meta(&catalog, |meta| {
             if &*meta.schema != olmv1::catalog::SCHEMA_BUNDLE {
                 return Ok(());
             }
-            let bundle: olmv1::catalog::Bundle = serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
+            let bundle: olmv1::catalog::Bundle =
+                serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
             if bundle.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
                 out.push(CatalogBundle {
                     catalog: catalog_name.clone(),
@@ -71,7 +89,10 @@ pub fn real_bundles() -> Vec<CatalogBundle> {
                     properties: bundle
                         .properties
                         .into_iter()
-                        .map(|p| BundleProperty { type_: p.type_, value: p.value })
+                        .map(|p| BundleProperty {
+                            type_: p.type_,
+                            value: p.value,
+                        })
                         .collect(),
                 });
             }
@@ -85,17 +106,44 @@ pub fn real_bundles() -> Vec<CatalogBundle> {
 /// The upstream refusal a message is, as a short label; `None` for a message upstream never gives.
 pub fn refusal_reason(message: &str) -> Option<&'static str> {
     const KNOWN: [(&str, &str); 17] = [
-        ("unsupported bundle: apiServiceDefintions are not supported", "owned APIServices"),
-        ("unsupported bundle: bundle must support at least one of", "no AllNamespaces/SingleNamespace/OwnNamespace"),
+        (
+            "unsupported bundle: apiServiceDefintions are not supported",
+            "owned APIServices",
+        ),
+        (
+            "unsupported bundle: bundle must support at least one of",
+            "no AllNamespaces/SingleNamespace/OwnNamespace",
+        ),
         ("unsupported bundle: ", "unsupported bundle (other)"),
-        ("invalid ClusterExtension configuration: invalid configuration: required field \"watchNamespace\" is missing", "watchNamespace required (no AllNamespaces)"),
-        ("invalid ClusterExtension configuration: ", "invalid configuration (other)"),
-        ("cluster service version contains duplicate strategy deployment spec", "duplicate deployment"),
-        ("invalid cluster service version strategy deployment name", "invalid deployment name"),
-        ("bundle contains duplicate custom resource definition", "duplicate CRD"),
-        ("cluster service definition references owned custom resource definition", "owned CRD missing"),
+        (
+            "invalid ClusterExtension configuration: invalid configuration: required field \"watchNamespace\" is missing",
+            "watchNamespace required (no AllNamespaces)",
+        ),
+        (
+            "invalid ClusterExtension configuration: ",
+            "invalid configuration (other)",
+        ),
+        (
+            "cluster service version contains duplicate strategy deployment spec",
+            "duplicate deployment",
+        ),
+        (
+            "invalid cluster service version strategy deployment name",
+            "invalid deployment name",
+        ),
+        (
+            "bundle contains duplicate custom resource definition",
+            "duplicate CRD",
+        ),
+        (
+            "cluster service definition references owned custom resource definition",
+            "owned CRD missing",
+        ),
         ("package name is empty", "empty package name"),
-        ("bundle contains conversion webhook", "conversion webhook without AllNamespaces-only"),
+        (
+            "bundle contains conversion webhook",
+            "conversion webhook without AllNamespaces-only",
+        ),
         ("webhook of type", "webhook deployment/name invalid"),
         ("duplicate webhook", "duplicate webhook"),
         ("conversion webhook", "conversion webhook CRD reference"),
@@ -103,14 +151,19 @@ pub fn refusal_reason(message: &str) -> Option<&'static str> {
         ("unsupported resource", "unsupported resource kind"),
         ("custom resource definition '", "conversion CRD invalid"),
     ];
-    KNOWN.iter().find(|(prefix, _)| message.starts_with(prefix)).map(|(_, label)| *label)
+    KNOWN
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map(|(_, label)| *label)
 }
 
 /// Checks that `object` is valid for its kind: typed kinds deserialise into their k8s-openapi
 /// type; every object has apiVersion, kind and a name.
 pub fn check_object(object: &Value) -> Result<(), String> {
     fn typed<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
-        serde_json::from_value::<T>(object.clone()).map(|_| ()).map_err(|e| e.to_string())
+        serde_json::from_value::<T>(object.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
     let kind = str_at(object, "/kind");
     let api_version = str_at(object, "/apiVersion");
@@ -137,9 +190,9 @@ pub fn check_object(object: &Value) -> Result<(), String> {
         ("scheduling.k8s.io/v1", "PriorityClass") => typed::<PriorityClass>(object),
         ("networking.k8s.io/v1", "NetworkPolicy") => typed::<NetworkPolicy>(object),
         ("policy/v1", "PodDisruptionBudget") => typed::<PodDisruptionBudget>(object),
-        (_, "Deployment" | "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" | "Service") => {
-            Err(format!("generated {kind} has unexpected apiVersion {api_version}"))
-        }
+        (_, "Deployment" | "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" | "Service") => Err(
+            format!("generated {kind} has unexpected apiVersion {api_version}"),
+        ),
         // Custom resources (ServiceMonitor, Issuer, ConsolePlugin, ...) and older API versions
         // of bundled manifests are applied as written.
         _ => Ok(()),
@@ -153,12 +206,19 @@ pub struct Tally {
     pub all_namespaces_rendered: usize,
     pub own_namespace_rendered: usize,
     pub own_namespace_attempted: usize,
+    pub single_namespace_rendered: usize,
+    pub single_namespace_attempted: usize,
     pub objects: usize,
     pub refused: BTreeMap<String, usize>,
     pub load_errors: Vec<String>,
 }
 
-fn record(tally: &mut Tally, bundle: &str, mode: &str, result: Result<Vec<Value>, String>) -> Option<Vec<Value>> {
+fn record(
+    tally: &mut Tally,
+    bundle: &str,
+    mode: &str,
+    result: Result<Vec<Value>, String>,
+) -> Option<Vec<Value>> {
     match result {
         Ok(objects) => {
             for object in &objects {
@@ -174,8 +234,9 @@ fn record(tally: &mut Tally, bundle: &str, mode: &str, result: Result<Vec<Value>
             Some(objects)
         }
         Err(message) => {
-            let reason = refusal_reason(&message)
-                .unwrap_or_else(|| panic!("bundle {bundle} ({mode}) refused with a non-upstream message: {message}"));
+            let reason = refusal_reason(&message).unwrap_or_else(|| {
+                panic!("bundle {bundle} ({mode}) refused with a non-upstream message: {message}")
+            });
             *tally.refused.entry(format!("{mode}: {reason}")).or_default() += 1;
             None
         }
@@ -183,25 +244,33 @@ fn record(tally: &mut Tally, bundle: &str, mode: &str, result: Result<Vec<Value>
 }
 
 /// Bundles whose rendering is pinned in `test/snapshots/render/<name>.yaml`.
-const SNAPSHOT_BUNDLES: [&str; 5] = [
+/// AllNamespaces renderings go to `<catalog>__<bundle>.yaml`, OwnNamespace ones to
+/// `<catalog>__<bundle>.own-namespace.yaml`.
+const SNAPSHOT_BUNDLES: [&str; 6] = [
     "community-operators-v4.16/kube-green.v0.7.1",
     "community-operators-v4.16/apicurio-registry-3.v3.3.1",
     "community-operators-v4.16/trident-operator.v25.10.0",
     "certified-operators-v4.16/zookeeper-operator.v25.11.0",
-    "certified-operators-v4.16/tigera-operator.v1.38.2",
+    "certified-operators-v4.16/hulft.v10.3.0",
+    "certified-operators-v4.16/nvidia-network-operator.v24.7.0",
 ];
 
 fn snapshot_path(id: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("test/snapshots/render").join(format!("{}.yaml", id.replace('/', "__")))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test/snapshots/render")
+        .join(format!("{}.yaml", id.replace('/', "__")))
 }
 
 #[test]
 fn real_catalog_bundles_render_or_are_refused_as_upstream() {
     let started = std::time::Instant::now();
     let bundles = real_bundles();
-    let mut tally = Tally { bundles: bundles.len(), ..Default::default() };
+    let mut tally = Tally {
+        bundles: bundles.len(),
+        ..Default::default()
+    };
     let mut snapshots_seen = Vec::new();
-    for b in &bundles {
+    for b in bundles {
         let id = format!("{}/{}", b.catalog, b.name);
         let bundle = match RegistryV1Bundle::from_catalog_bundle(&b.package, &b.name, &b.properties) {
             Ok(bundle) => bundle,
@@ -216,37 +285,70 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
             "AllNamespaces",
             render(&bundle, INSTALL_NS, None).map_err(|e| e.to_string()),
         );
+        let snapshot = SNAPSHOT_BUNDLES.contains(&id.as_str());
         if let Some(objects) = &all_ns {
             tally.all_namespaces_rendered += 1;
-            if SNAPSHOT_BUNDLES.contains(&id.as_str()) {
+            if snapshot {
                 check_snapshot(&id, objects);
                 snapshots_seen.push(id.clone());
             }
         }
+        // Bundles that support neither AllNamespaces nor OwnNamespace get a SingleNamespace try,
+        // so every bundle is rendered in at least one mode it supports.
+        if all_ns.is_none()
+            && !bundle.csv.supports(INSTALL_MODE_OWN_NAMESPACE)
+            && bundle.csv.supports(INSTALL_MODE_SINGLE_NAMESPACE)
+        {
+            tally.single_namespace_attempted += 1;
+            let single =
+                render_for_watch_namespace(&bundle, INSTALL_NS, Some("watched")).map_err(|e| e.to_string());
+            if record(&mut tally, &id, "SingleNamespace", single).is_some() {
+                tally.single_namespace_rendered += 1;
+            }
+        }
         if bundle.csv.supports(INSTALL_MODE_OWN_NAMESPACE) {
             tally.own_namespace_attempted += 1;
-            let own = render_for_watch_namespace(&bundle, INSTALL_NS, Some(INSTALL_NS)).map_err(|e| e.to_string());
-            if record(&mut tally, &id, "OwnNamespace", own).is_some() {
+            let own =
+                render_for_watch_namespace(&bundle, INSTALL_NS, Some(INSTALL_NS)).map_err(|e| e.to_string());
+            if let Some(objects) = record(&mut tally, &id, "OwnNamespace", own) {
                 tally.own_namespace_rendered += 1;
+                if snapshot {
+                    check_snapshot(&format!("{id}.own-namespace"), &objects);
+                    snapshots_seen.push(id.clone());
+                }
             }
         }
     }
     println!("real-data render tally ({:.1?}): {tally:#?}", started.elapsed());
-    assert!(tally.load_errors.is_empty(), "bundles that failed to load: {:#?}", tally.load_errors);
+    assert!(
+        tally.load_errors.is_empty(),
+        "bundles that failed to load: {:#?}",
+        tally.load_errors
+    );
     snapshots_seen.sort();
+    snapshots_seen.dedup();
     let mut expected: Vec<String> = SNAPSHOT_BUNDLES.iter().map(|s| s.to_string()).collect();
     expected.sort();
-    assert_eq!(snapshots_seen, expected, "every snapshot bundle must exist and render");
+    assert_eq!(
+        snapshots_seen, expected,
+        "every snapshot bundle must exist and render"
+    );
     // Pinned: the catalogs are fixed data, so any change here is a behaviour change.
     assert_eq!(
-        (tally.bundles, tally.all_namespaces_rendered, tally.own_namespace_attempted, tally.own_namespace_rendered),
+        (
+            tally.bundles,
+            tally.all_namespaces_rendered,
+            tally.own_namespace_attempted,
+            tally.own_namespace_rendered
+        ),
         EXPECTED_COUNTS,
         "counts changed: {tally:#?}"
     );
 }
 
-/// (bundles, rendered for AllNamespaces, OwnNamespace attempted, rendered for OwnNamespace).
-const EXPECTED_COUNTS: (usize, usize, usize, usize) = (0, 0, 0, 0);
+/// (bundles, rendered for AllNamespaces, OwnNamespace attempted, rendered for OwnNamespace,
+/// SingleNamespace attempted (neither All nor Own supported), rendered for SingleNamespace).
+const EXPECTED_COUNTS: (usize, usize, usize, usize, usize, usize) = (600, 458, 319, 319, 0, 0);
 
 fn check_snapshot(name: &str, objects: &[Value]) {
     let text = format_objects(objects, OutputFormat::Yaml).expect("formats");
@@ -259,5 +361,8 @@ fn check_snapshot(name: &str, objects: &[Value]) {
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!("snapshot {path:?} unreadable ({e}); run with UPDATE_SNAPSHOTS=1 to create it and review it")
     });
-    assert!(expected == text, "rendering of {name} differs from {path:?}; review, then UPDATE_SNAPSHOTS=1");
+    assert!(
+        expected == text,
+        "rendering of {name} differs from {path:?}; review, then UPDATE_SNAPSHOTS=1"
+    );
 }

@@ -165,6 +165,7 @@ static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 
 /// The shared environment: from `OLMV1_TEST_ENV`, or started once for this test process.
 /// Panics with the reason when it cannot be had (every later call panics with the same reason).
+#[track_caller]
 pub fn env() -> &'static TestEnv {
     match ENV.get_or_init(load_or_start) {
         Ok(env) => env,
@@ -178,6 +179,7 @@ pub async fn client() -> kube::Client {
 }
 
 /// The shared registry as `127.0.0.1:<port>`.
+#[track_caller]
 pub fn registry() -> &'static str {
     &env().registry
 }
@@ -226,7 +228,7 @@ fn start_private_env() -> Result<TestEnv, String> {
         .map_err(|e| format!("cannot run hack/local-up.sh: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "hack/local-up.sh failed ({}); its output is above, the logs of each part are in {}/logs",
+            "hack/local-up.sh failed ({}); its output is above; the logs of each part are in {}/logs (removed when this process exits unless OLMV1_KEEP_ENV=1)",
             output.status,
             dir.display()
         ));
@@ -273,18 +275,53 @@ pub async fn fresh_namespace(client: &kube::Client, prefix: &str) -> String {
 }
 
 /// Polls CHECK until it returns `Ok`, for at most TIMEOUT, and returns its value. CHECK returns
-/// `Err(what it saw)` while the condition does not hold; the last one is in the panic message.
-pub async fn wait_for<T, E, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+/// `Err(what it saw)` while the condition does not hold; the last one is in the panic message,
+/// with the caller's file and line.
+#[track_caller]
+pub fn wait_for<T, E, F, Fut>(what: &str, timeout: Duration, check: F) -> impl Future<Output = T>
 where
     E: Display,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    wait_for_every(what, timeout, Duration::from_millis(100), check).await
+    poll_until(
+        std::panic::Location::caller(),
+        what.to_string(),
+        timeout,
+        Duration::from_millis(100),
+        check,
+    )
 }
 
 /// [`wait_for`] with a given poll interval.
-pub async fn wait_for_every<T, E, F, Fut>(what: &str, timeout: Duration, poll: Duration, mut check: F) -> T
+#[track_caller]
+pub fn wait_for_every<T, E, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    poll: Duration,
+    check: F,
+) -> impl Future<Output = T>
+where
+    E: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    poll_until(
+        std::panic::Location::caller(),
+        what.to_string(),
+        timeout,
+        poll,
+        check,
+    )
+}
+
+async fn poll_until<T, E, F, Fut>(
+    caller: &'static std::panic::Location<'static>,
+    what: String,
+    timeout: Duration,
+    poll: Duration,
+    mut check: F,
+) -> T
 where
     E: Display,
     F: FnMut() -> Fut,
@@ -295,7 +332,7 @@ where
         match check().await {
             Ok(value) => return value,
             Err(seen) if Instant::now() >= deadline => {
-                panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen}")
+                panic!("timed out after {timeout:?} waiting for {what} (at {caller}); last seen: {seen}")
             }
             Err(_) => tokio::time::sleep(poll).await,
         }

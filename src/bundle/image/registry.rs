@@ -671,6 +671,12 @@ impl RegistryClient {
             Some(Challenge::Bearer { realm, service }) => {
                 let mut url = url::Url::parse(&realm)
                     .map_err(|e| unauthorized(format!("bad token realm {realm:?}: {e}")))?;
+                // Credentials go to the token service: over plain HTTP only where the registry
+                // itself may be reached so (insecure or loopback).
+                let realm_is_loopback = url.host_str().is_some_and(super::reference::is_loopback_host);
+                if url.scheme() != "https" && !(self.config.allows_plain_http(image) || realm_is_loopback) {
+                    return Err(unauthorized(format!("refusing the token realm {realm:?}: not HTTPS")));
+                }
                 {
                     let mut query = url.query_pairs_mut();
                     if let Some(service) = &service {

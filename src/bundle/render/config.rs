@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::bundle::csv::{
-    ClusterServiceVersion, INSTALL_MODE_ALL_NAMESPACES, INSTALL_MODE_OWN_NAMESPACE, INSTALL_MODE_SINGLE_NAMESPACE,
+    ClusterServiceVersion, INSTALL_MODE_ALL_NAMESPACES, INSTALL_MODE_OWN_NAMESPACE,
+    INSTALL_MODE_SINGLE_NAMESPACE,
 };
 
 const WATCH_NAMESPACE: &str = "watchNamespace";
@@ -130,7 +131,10 @@ pub fn parse_bundle_config(
         errors.push(format!("unknown field {first:?}"));
     }
     match errors.len() {
-        0 => Ok(BundleConfig { watch_namespace, deployment_config }),
+        0 => Ok(BundleConfig {
+            watch_namespace,
+            deployment_config,
+        }),
         1 => Err(errors.remove(0)),
         _ => Err(format!("multiple errors found:\n  - {}", errors.join("\n  - "))),
     }
@@ -149,9 +153,16 @@ fn check_watch_namespace(
             Value::Null => Err(vec![format!("required field {field} is missing")]),
             Value::String(s) => {
                 let errs = string_errors(s, format, install_namespace);
-                if errs.is_empty() { Ok(Some(s.clone())) } else { Err(errs) }
+                if errs.is_empty() {
+                    Ok(Some(s.clone()))
+                } else {
+                    Err(errs)
+                }
             }
-            other => Err(vec![format!("invalid type for field {field}: got {}, want string", json_type(other))]),
+            other => Err(vec![format!(
+                "invalid type for field {field}: got {}, want string",
+                json_type(other)
+            )]),
         },
         WatchNamespaceRule::Optional(format) => match value {
             Value::Null => Ok(None),
@@ -159,14 +170,20 @@ fn check_watch_namespace(
                 // anyOf [null, string]: the anyOf failure, then each branch's failures.
                 let string_branch = match other {
                     Value::String(s) => string_errors(s, format, install_namespace),
-                    _ => vec![format!("invalid type for field {field}: got {}, want string", json_type(other))],
+                    _ => vec![format!(
+                        "invalid type for field {field}: got {}, want string",
+                        json_type(other)
+                    )],
                 };
                 if string_branch.is_empty() {
                     return Ok(other.as_str().map(str::to_string));
                 }
                 let mut errs = vec![
                     format!("invalid value for field {field}"),
-                    format!("invalid type for field {field}: got {}, want null", json_type(other)),
+                    format!(
+                        "invalid type for field {field}: got {}, want null",
+                        json_type(other)
+                    ),
                 ];
                 errs.extend(string_branch);
                 Err(errs)
@@ -204,7 +221,9 @@ fn string_errors(s: &str, format: NamespaceFormat, install_namespace: &str) -> V
         errs.push(format!("field {field} must have minimum length of 1 (len={len})"));
     }
     if len > NAMESPACE_MAX_LENGTH {
-        errs.push(format!("field {field} must have maximum length of {NAMESPACE_MAX_LENGTH} (len={len})"));
+        errs.push(format!(
+            "field {field} must have maximum length of {NAMESPACE_MAX_LENGTH} (len={len})"
+        ));
     }
     if !is_dns1123_label_chars(s) {
         errs.push(format!("field {field} must match pattern {NAMESPACE_PATTERN:?}"));
@@ -257,19 +276,29 @@ fn parse_deployment_config(value: &Value) -> Result<Option<DeploymentConfig>, Ve
     if let Some(first) = unknown.iter().min() {
         errors.push(format!("unknown field {first:?}"));
     }
-    if errors.is_empty() { Ok(Some(config)) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(Some(config))
+    } else {
+        Err(errors)
+    }
 }
 
 fn list_of<T: DeserializeOwned>(value: &Value, path: &str, errors: &mut Vec<String>) -> Vec<T> {
     let Value::Array(items) = value else {
-        errors.push(format!("invalid type for field {path:?}: got {}, want array", json_type(value)));
+        errors.push(format!(
+            "invalid type for field {path:?}: got {}, want array",
+            json_type(value)
+        ));
         return Vec::new();
     };
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         match serde_json::from_value::<T>(item.clone()) {
             Ok(v) if item.is_object() => out.push(v),
-            Ok(_) => errors.push(format!("invalid type for field \"{path}.{i}\": got {}, want object", json_type(item))),
+            Ok(_) => errors.push(format!(
+                "invalid type for field \"{path}.{i}\": got {}, want object",
+                json_type(item)
+            )),
             Err(e) => errors.push(format!("invalid value for field \"{path}.{i}\": {e}")),
         }
     }
@@ -278,7 +307,10 @@ fn list_of<T: DeserializeOwned>(value: &Value, path: &str, errors: &mut Vec<Stri
 
 fn object_of<T: DeserializeOwned>(value: &Value, path: &str, errors: &mut Vec<String>) -> Option<T> {
     if !value.is_object() {
-        errors.push(format!("invalid type for field {path:?}: got {}, want object", json_type(value)));
+        errors.push(format!(
+            "invalid type for field {path:?}: got {}, want object",
+            json_type(value)
+        ));
         return None;
     }
     serde_json::from_value(value.clone())
@@ -292,7 +324,10 @@ fn string_map(
     errors: &mut Vec<String>,
 ) -> Option<std::collections::BTreeMap<String, String>> {
     let Value::Object(map) = value else {
-        errors.push(format!("invalid type for field {path:?}: got {}, want object", json_type(value)));
+        errors.push(format!(
+            "invalid type for field {path:?}: got {}, want object",
+            json_type(value)
+        ));
         return None;
     };
     let mut out = std::collections::BTreeMap::new();
@@ -301,7 +336,10 @@ fn string_map(
             Value::String(s) => {
                 out.insert(k.clone(), s.clone());
             }
-            other => errors.push(format!("invalid type for field \"{path}.{k}\": got {}, want string", json_type(other))),
+            other => errors.push(format!(
+                "invalid type for field \"{path}.{k}\": got {}, want string",
+                json_type(other)
+            )),
         }
     }
     Some(out)
@@ -329,8 +367,13 @@ mod tests {
 
     fn csv(modes: &[&str]) -> ClusterServiceVersion {
         let mut csv = ClusterServiceVersion::default();
-        csv.spec.install_modes =
-            modes.iter().map(|m| InstallMode { type_: (*m).to_string(), supported: true }).collect();
+        csv.spec.install_modes = modes
+            .iter()
+            .map(|m| InstallMode {
+                type_: (*m).to_string(),
+                supported: true,
+            })
+            .collect();
         csv
     }
 
@@ -346,7 +389,10 @@ mod tests {
             parse_bundle_config(Some(&json!({"unknownField": "value"})), &c, "ns"),
             Err("unknown field \"unknownField\"".to_string())
         );
-        assert_eq!(parse_bundle_config(Some(&json!(true)), &c, "ns"), Err("invalid type: got boolean, want object".into()));
+        assert_eq!(
+            parse_bundle_config(Some(&json!(true)), &c, "ns"),
+            Err("invalid type: got boolean, want object".into())
+        );
     }
 
     #[test]
@@ -360,8 +406,12 @@ mod tests {
             parse_bundle_config(Some(&json!({"watchNamespace": "ns"})), &c, "ns").map(|c| c.watch_namespace),
             Ok(Some("ns".to_string()))
         );
-        let err = parse_bundle_config(Some(&json!({"watchNamespace": "wrong-namespace"})), &c, "correct-namespace")
-            .unwrap_err();
+        let err = parse_bundle_config(
+            Some(&json!({"watchNamespace": "wrong-namespace"})),
+            &c,
+            "correct-namespace",
+        )
+        .unwrap_err();
         assert!(err.starts_with("invalid format for field \"watchNamespace\": \"wrong-namespace\" is not valid ownNamespaceInstallMode: invalid value \"wrong-namespace\": must be \"correct-namespace\" (the namespace where the operator is installed)"), "{err}");
     }
 
@@ -373,13 +423,17 @@ mod tests {
             Err("required field \"watchNamespace\" is missing".to_string())
         );
         let err = parse_bundle_config(Some(&json!({"watchNamespace": "ns"})), &c, "ns").unwrap_err();
-        assert!(err.contains("not valid singleNamespaceInstallMode") && err.contains("watch a different namespace"));
+        assert!(
+            err.contains("not valid singleNamespaceInstallMode")
+                && err.contains("watch a different namespace")
+        );
         assert_eq!(
             parse_bundle_config(Some(&json!({"watchNamespace": 123})), &c, "ns"),
             Err("invalid type for field \"watchNamespace\": got integer, want string".to_string())
         );
         let both = csv(&["SingleNamespace", "OwnNamespace"]);
-        let err = parse_bundle_config(Some(&json!({"watchNamespace": "A".repeat(64)})), &both, "ns").unwrap_err();
+        let err =
+            parse_bundle_config(Some(&json!({"watchNamespace": "A".repeat(64)})), &both, "ns").unwrap_err();
         assert_eq!(
             err,
             "multiple errors found:\n  - field \"watchNamespace\" must have maximum length of 63 (len=64)\n  - field \"watchNamespace\" must match pattern \"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$\""
@@ -389,13 +443,19 @@ mod tests {
     #[test]
     fn all_and_own_namespace_make_watch_namespace_optional() {
         let c = csv(&["AllNamespaces", "OwnNamespace"]);
-        assert_eq!(parse_bundle_config(Some(&json!({"watchNamespace": null})), &c, "ns"), Ok(BundleConfig::default()));
+        assert_eq!(
+            parse_bundle_config(Some(&json!({"watchNamespace": null})), &c, "ns"),
+            Ok(BundleConfig::default())
+        );
         assert_eq!(
             parse_bundle_config(Some(&json!({"watchNamespace": "ns"})), &c, "ns").map(|c| c.watch_namespace),
             Ok(Some("ns".to_string()))
         );
         let err = parse_bundle_config(Some(&json!({"watchNamespace": "other"})), &c, "ns").unwrap_err();
-        assert!(err.starts_with("multiple errors found:\n  - invalid value for field \"watchNamespace\""), "{err}");
+        assert!(
+            err.starts_with("multiple errors found:\n  - invalid value for field \"watchNamespace\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -411,11 +471,19 @@ mod tests {
         .expect("present");
         assert_eq!(cfg.env[0].name, "A");
         assert_eq!(
-            parse_bundle_config(Some(&json!({"deploymentConfig": {"env": "not-an-array"}})), &c, "ns"),
+            parse_bundle_config(
+                Some(&json!({"deploymentConfig": {"env": "not-an-array"}})),
+                &c,
+                "ns"
+            ),
             Err("invalid type for field \"deploymentConfig.env\": got string, want array".to_string())
         );
         assert_eq!(
-            parse_bundle_config(Some(&json!({"deploymentConfig": {"bogusUnknownField": 1}})), &c, "ns"),
+            parse_bundle_config(
+                Some(&json!({"deploymentConfig": {"bogusUnknownField": 1}})),
+                &c,
+                "ns"
+            ),
             Err("unknown field \"bogusUnknownField\"".to_string())
         );
     }

@@ -19,7 +19,9 @@ use crate::bundle::csv::{
 };
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::config::DeploymentConfig;
-use crate::bundle::render::names::{MAX_NAME_LENGTH, object_name_for_base_and_suffix, permission_object_name};
+use crate::bundle::render::names::{
+    MAX_NAME_LENGTH, object_name_for_base_and_suffix, permission_object_name,
+};
 use crate::bundle::render::validators::supported_kind;
 
 /// cert-manager's CA injection annotation.
@@ -40,8 +42,18 @@ const CERT_RENEW_BEFORE: &str = "24h0m0s";
 /// (volume name, mount path, file for tls.crt, file for tls.key) of the certificate volumes given
 /// to webhook-serving deployments.
 const CERT_VOLUMES: [(&str, &str, &str, &str); 2] = [
-    ("webhook-cert", "/tmp/k8s-webhook-server/serving-certs", "tls.crt", "tls.key"),
-    ("apiservice-cert", "/apiserver.local.config/certificates", "apiserver.crt", "apiserver.key"),
+    (
+        "webhook-cert",
+        "/tmp/k8s-webhook-server/serving-certs",
+        "tls.crt",
+        "tls.key",
+    ),
+    (
+        "apiservice-cert",
+        "/apiserver.local.config/certificates",
+        "apiserver.crt",
+        "apiserver.key",
+    ),
 ];
 
 /// Everything the generators read.
@@ -248,9 +260,17 @@ pub fn crds(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
     for crd in &ctx.bundle.crds {
         let mut crd = crd.clone();
-        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if let Some(wh) = conversion.get(name.as_str()) {
-            if crd.pointer("/spec/preserveUnknownFields").and_then(Value::as_bool) == Some(true) {
+            if crd
+                .pointer("/spec/preserveUnknownFields")
+                .and_then(Value::as_bool)
+                == Some(true)
+            {
                 return Err(format!(
                     "custom resource definition '{name}' must have .spec.preserveUnknownFields set to false to let API \
                      Server call webhook to do the conversion"
@@ -271,9 +291,16 @@ pub fn crds(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
                 webhook.insert("conversionReviewVersions".into(), json!(versions));
             }
             if let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.insert("conversion".into(), json!({"strategy": "Webhook", "webhook": webhook}));
+                spec.insert(
+                    "conversion".into(),
+                    json!({"strategy": "Webhook", "webhook": webhook}),
+                );
             }
-            add_annotation(&mut crd, INJECT_CA_ANNOTATION, &format!("{}/{}", ctx.install_namespace, names.cert));
+            add_annotation(
+                &mut crd,
+                INJECT_CA_ANNOTATION,
+                &format!("{}/{}", ctx.install_namespace, names.cert),
+            );
         }
         out.push(crd);
     }
@@ -300,8 +327,11 @@ pub fn others(ctx: &RenderContext<'_>) -> Vec<Value> {
 /// (template wins), `olm.targetNamespaces` / `olm.operatorNamespace`, `revisionHistoryLimit: 1`,
 /// the deployment configuration, and certificate volumes on webhook-serving deployments.
 pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let webhook_deployments: BTreeSet<&str> =
-        ctx.webhooks().iter().map(|w| w.deployment_name.as_str()).collect();
+    let webhook_deployments: BTreeSet<&str> = ctx
+        .webhooks()
+        .iter()
+        .map(|w| w.deployment_name.as_str())
+        .collect();
     let csv_annotations = ctx.bundle.csv.annotations();
     let mut out = Vec::new();
     for StrategyDeployment { name, spec, label } in &ctx.bundle.csv.spec.install.spec.deployments {
@@ -309,8 +339,14 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
         let mut annotations = csv_annotations.clone();
         annotations.extend(template_meta.annotations.take().unwrap_or_default());
-        annotations.insert(TARGET_NAMESPACES_ANNOTATION.into(), ctx.target_namespaces.join(","));
-        annotations.insert(OPERATOR_NAMESPACE_ANNOTATION.into(), ctx.install_namespace.to_string());
+        annotations.insert(
+            TARGET_NAMESPACES_ANNOTATION.into(),
+            ctx.target_namespaces.join(","),
+        );
+        annotations.insert(
+            OPERATOR_NAMESPACE_ANNOTATION.into(),
+            ctx.install_namespace.to_string(),
+        );
         template_meta.annotations = Some(annotations);
         spec.revision_history_limit = Some(1);
 
@@ -349,16 +385,29 @@ fn ensure_cert_volumes(pod: &mut PodSpec, secret_name: &str) {
             }
         }
     }
-    let mut volumes: Vec<Volume> =
-        pod.volumes.take().unwrap_or_default().into_iter().filter(|v| !remove.contains(&v.name)).collect();
+    let mut volumes: Vec<Volume> = pod
+        .volumes
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|v| !remove.contains(&v.name))
+        .collect();
     for (name, _, crt, key) in CERT_VOLUMES {
         volumes.push(Volume {
             name: name.into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(secret_name.into()),
                 items: Some(vec![
-                    KeyToPath { key: "tls.crt".into(), path: crt.into(), mode: None },
-                    KeyToPath { key: "tls.key".into(), path: key.into(), mode: None },
+                    KeyToPath {
+                        key: "tls.crt".into(),
+                        path: crt.into(),
+                        mode: None,
+                    },
+                    KeyToPath {
+                        key: "tls.key".into(),
+                        path: key.into(),
+                        mode: None,
+                    },
                 ]),
                 ..Default::default()
             }),
@@ -375,7 +424,11 @@ fn ensure_cert_volumes(pod: &mut PodSpec, secret_name: &str) {
             .filter(|m| !remove.contains(&m.name))
             .collect();
         for (name, path, ..) in CERT_VOLUMES {
-            mounts.push(VolumeMount { name: name.into(), mount_path: path.into(), ..Default::default() });
+            mounts.push(VolumeMount {
+                name: name.into(),
+                mount_path: path.into(),
+                ..Default::default()
+            });
         }
         container.volume_mounts = Some(mounts);
     }
@@ -438,7 +491,9 @@ fn apply_deployment_config(
     }
     if !config.annotations.is_empty() {
         for (k, v) in &config.annotations {
-            deployment_annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            deployment_annotations
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
         }
         let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
         let template_annotations = template_meta.annotations.get_or_insert_with(BTreeMap::new);
@@ -461,21 +516,42 @@ fn apply_affinity(pod: &mut PodSpec, config: &k8s_openapi::api::core::v1::Affini
             .required_during_scheduling_ignored_during_execution
             .as_ref()
             .is_none_or(|r| r.node_selector_terms.is_empty());
-        let preferred_empty =
-            node.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
-        affinity.node_affinity = if required_empty && preferred_empty { None } else { Some(node.clone()) };
+        let preferred_empty = node
+            .preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_none_or(Vec::is_empty);
+        affinity.node_affinity = if required_empty && preferred_empty {
+            None
+        } else {
+            Some(node.clone())
+        };
     }
     if let Some(pa) = &config.pod_affinity {
-        let empty = pa.required_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty)
-            && pa.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
+        let empty = pa
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_none_or(Vec::is_empty)
+            && pa
+                .preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_none_or(Vec::is_empty);
         affinity.pod_affinity = if empty { None } else { Some(pa.clone()) };
     }
     if let Some(paa) = &config.pod_anti_affinity {
-        let empty = paa.required_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty)
-            && paa.preferred_during_scheduling_ignored_during_execution.as_ref().is_none_or(Vec::is_empty);
+        let empty = paa
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_none_or(Vec::is_empty)
+            && paa
+                .preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_none_or(Vec::is_empty);
         affinity.pod_anti_affinity = if empty { None } else { Some(paa.clone()) };
     }
-    if affinity.node_affinity.is_none() && affinity.pod_affinity.is_none() && affinity.pod_anti_affinity.is_none() {
+    if affinity.node_affinity.is_none()
+        && affinity.pod_affinity.is_none()
+        && affinity.pod_anti_affinity.is_none()
+    {
         pod.affinity = None;
     }
 }
@@ -507,7 +583,11 @@ pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Ve
         insert_some(&mut webhook, "objectSelector", &wh.object_selector);
         insert_some(&mut webhook, "sideEffects", &wh.side_effects);
         insert_some(&mut webhook, "timeoutSeconds", &wh.timeout_seconds);
-        insert_some(&mut webhook, "admissionReviewVersions", &wh.admission_review_versions);
+        insert_some(
+            &mut webhook,
+            "admissionReviewVersions",
+            &wh.admission_review_versions,
+        );
         webhook.insert("clientConfig".into(), json!({"service": service}));
         if type_ == WEBHOOK_MUTATING {
             insert_some(&mut webhook, "reinvocationPolicy", &wh.reinvocation_policy);
@@ -540,7 +620,11 @@ pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Ve
 pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let mut ports_by_deployment: BTreeMap<&str, Vec<(i32, IntOrString)>> = BTreeMap::new();
     for wh in ctx.webhooks() {
-        let port = if wh.container_port > 0 { wh.container_port } else { 443 };
+        let port = if wh.container_port > 0 {
+            wh.container_port
+        } else {
+            443
+        };
         let target = wh.target_port.clone().unwrap_or(IntOrString::Int(port));
         let ports = ports_by_deployment.entry(&wh.deployment_name).or_default();
         if !ports.contains(&(port, target.clone())) {
@@ -580,7 +664,11 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
 
 /// A self-signed cert-manager Issuer and a Certificate per webhook-serving deployment.
 pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let deployments: BTreeSet<&str> = ctx.webhooks().iter().map(|w| w.deployment_name.as_str()).collect();
+    let deployments: BTreeSet<&str> = ctx
+        .webhooks()
+        .iter()
+        .map(|w| w.deployment_name.as_str())
+        .collect();
     let mut out = Vec::new();
     for deployment in deployments {
         let names = webhook_service_name(deployment)?;

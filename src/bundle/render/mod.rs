@@ -68,11 +68,17 @@ pub fn render(
     let csv = &bundle.csv;
     if !csv.spec.apiservicedefinitions.owned.is_empty() {
         // Upstream's spelling, kept verbatim.
-        return Err(RenderError::Unsupported("apiServiceDefintions are not supported".to_string()));
+        return Err(RenderError::Unsupported(
+            "apiServiceDefintions are not supported".to_string(),
+        ));
     }
-    if ![INSTALL_MODE_ALL_NAMESPACES, INSTALL_MODE_SINGLE_NAMESPACE, INSTALL_MODE_OWN_NAMESPACE]
-        .iter()
-        .any(|m| csv.supports(m))
+    if ![
+        INSTALL_MODE_ALL_NAMESPACES,
+        INSTALL_MODE_SINGLE_NAMESPACE,
+        INSTALL_MODE_OWN_NAMESPACE,
+    ]
+    .iter()
+    .any(|m| csv.supports(m))
     {
         return Err(RenderError::Unsupported(
             "bundle must support at least one of [AllNamespaces SingleNamespace OwnNamespace] install modes"
@@ -140,12 +146,16 @@ fn validate_target_namespaces(
             if csv.supports(INSTALL_MODE_ALL_NAMESPACES) {
                 return Ok(());
             }
-            return Err(format!("supported install modes {modes} do not support targeting all namespaces"));
+            return Err(format!(
+                "supported install modes {modes} do not support targeting all namespaces"
+            ));
         }
         1 => {
             if targets[0] == install_namespace {
                 if !csv.supports(INSTALL_MODE_OWN_NAMESPACE) {
-                    return Err(format!("supported install modes {modes} do not support targeting own namespace"));
+                    return Err(format!(
+                        "supported install modes {modes} do not support targeting own namespace"
+                    ));
                 }
                 return Ok(());
             }
@@ -155,12 +165,17 @@ fn validate_target_namespaces(
         }
         _ => {
             if !csv.supports(INSTALL_MODE_OWN_NAMESPACE) && set.contains(install_namespace) {
-                return Err(format!("supported install modes {modes} do not support targeting own namespace"));
+                return Err(format!(
+                    "supported install modes {modes} do not support targeting own namespace"
+                ));
             }
             if csv.supports(INSTALL_MODE_MULTI_NAMESPACE) && !set.contains("") {
                 return Ok(());
             }
         }
     }
-    Err(format!("supported install modes {modes} do not support target namespaces [{}]", targets.join(" ")))
+    Err(format!(
+        "supported install modes {modes} do not support target namespaces [{}]",
+        targets.join(" ")
+    ))
 }

@@ -174,7 +174,10 @@ mod tests {
         assert_eq!(name.len(), 63);
         assert!(name.ends_with("a-service"));
         // Upstream's off-by-one, kept so names match: 56 + 7 = 63 is not cut, giving 64.
-        assert_eq!(object_name_for_base_and_suffix(&"b".repeat(56), "service").len(), 64);
+        assert_eq!(
+            object_name_for_base_and_suffix(&"b".repeat(56), "service").len(),
+            64
+        );
     }
 
     #[test]
@@ -182,7 +185,10 @@ mod tests {
         let permission = StrategyPermissions {
             service_account_name: "sa".into(),
             rules: Some(vec![
-                PermissionRule { verbs: None, ..Default::default() },
+                PermissionRule {
+                    verbs: None,
+                    ..Default::default()
+                },
                 PermissionRule {
                     verbs: Some(vec!["get".into()]),
                     api_groups: Some(vec![String::new()]),

@@ -37,7 +37,10 @@ pub const SUPPORTED_KINDS: [(&str, bool); 22] = [
 
 /// `Some(namespaced)` for a supported kind, `None` otherwise.
 pub fn supported_kind(kind: &str) -> Option<bool> {
-    SUPPORTED_KINDS.iter().find(|(k, _)| *k == kind).map(|(_, namespaced)| *namespaced)
+    SUPPORTED_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, namespaced)| *namespaced)
 }
 
 /// Runs every validator; the messages of all failures, in upstream's order.
@@ -61,7 +64,9 @@ pub fn validate(bundle: &RegistryV1Bundle) -> Vec<String> {
 }
 
 fn crd_name(crd: &Value) -> &str {
-    crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    crd.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
@@ -76,10 +81,18 @@ fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
 }
 
 fn deployment_spec_uniqueness(b: &RegistryV1Bundle) -> Vec<String> {
-    duplicates(b.csv.spec.install.spec.deployments.iter().map(|d| d.name.as_str()))
-        .into_iter()
-        .map(|d| format!("cluster service version contains duplicate strategy deployment spec '{d}'"))
-        .collect()
+    duplicates(
+        b.csv
+            .spec
+            .install
+            .spec
+            .deployments
+            .iter()
+            .map(|d| d.name.as_str()),
+    )
+    .into_iter()
+    .map(|d| format!("cluster service version contains duplicate strategy deployment spec '{d}'"))
+    .collect()
 }
 
 fn deployment_name_is_dns1123_subdomain(b: &RegistryV1Bundle) -> Vec<String> {
@@ -93,7 +106,10 @@ fn deployment_name_is_dns1123_subdomain(b: &RegistryV1Bundle) -> Vec<String> {
     by_name
         .into_iter()
         .map(|(name, errs)| {
-            format!("invalid cluster service version strategy deployment name '{name}': {}", errs.join(", "))
+            format!(
+                "invalid cluster service version strategy deployment name '{name}': {}",
+                errs.join(", ")
+            )
         })
         .collect()
 }
@@ -123,13 +139,23 @@ fn crd_resource_uniqueness(b: &RegistryV1Bundle) -> Vec<String> {
 }
 
 fn package_name_not_empty(b: &RegistryV1Bundle) -> Vec<String> {
-    if b.package_name.is_empty() { vec!["package name is empty".to_string()] } else { Vec::new() }
+    if b.package_name.is_empty() {
+        vec!["package name is empty".to_string()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Go's `%v` of a sorted `[]InstallModeType`.
 pub(crate) fn supported_modes_text(b: &RegistryV1Bundle) -> String {
-    let modes: BTreeSet<&str> =
-        b.csv.spec.install_modes.iter().filter(|m| m.supported).map(|m| m.type_.as_str()).collect();
+    let modes: BTreeSet<&str> = b
+        .csv
+        .spec
+        .install_modes
+        .iter()
+        .filter(|m| m.supported)
+        .map(|m| m.type_.as_str())
+        .collect();
     format!("[{}]", modes.into_iter().collect::<Vec<_>>().join(" "))
 }
 
@@ -145,8 +171,14 @@ fn conversion_webhook_support(b: &RegistryV1Bundle) -> Vec<String> {
     if names.is_empty() {
         return Vec::new();
     }
-    let modes: BTreeSet<&str> =
-        b.csv.spec.install_modes.iter().filter(|m| m.supported).map(|m| m.type_.as_str()).collect();
+    let modes: BTreeSet<&str> = b
+        .csv
+        .spec
+        .install_modes
+        .iter()
+        .filter(|m| m.supported)
+        .map(|m| m.type_.as_str())
+        .collect();
     if modes.len() == 1 && modes.contains(INSTALL_MODE_ALL_NAMESPACES) {
         return Vec::new();
     }
@@ -163,12 +195,22 @@ fn conversion_webhook_support(b: &RegistryV1Bundle) -> Vec<String> {
 }
 
 fn webhook_deployment_referential_integrity(b: &RegistryV1Bundle) -> Vec<String> {
-    let deployments: BTreeSet<&str> =
-        b.csv.spec.install.spec.deployments.iter().map(|d| d.name.as_str()).collect();
+    let deployments: BTreeSet<&str> = b
+        .csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
     let mut dangling: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for wh in &b.csv.spec.webhookdefinitions {
         if !deployments.contains(wh.deployment_name.as_str()) {
-            dangling.entry(&wh.deployment_name).or_default().push((&wh.type_, &wh.generate_name));
+            dangling
+                .entry(&wh.deployment_name)
+                .or_default()
+                .push((&wh.type_, &wh.generate_name));
         }
     }
     let mut errs = Vec::new();
@@ -192,7 +234,9 @@ fn webhook_name_uniqueness(b: &RegistryV1Bundle) -> Vec<String> {
             dups.insert(key);
         }
     }
-    dups.into_iter().map(|(t, n)| format!("duplicate webhook '{n}' of type '{t}'")).collect()
+    dups.into_iter()
+        .map(|(t, n)| format!("duplicate webhook '{n}' of type '{t}'"))
+        .collect()
 }
 
 fn webhook_name_is_dns1123_subdomain(b: &RegistryV1Bundle) -> Vec<String> {
@@ -211,7 +255,13 @@ fn webhook_name_is_dns1123_subdomain(b: &RegistryV1Bundle) -> Vec<String> {
 
 fn conversion_webhook_crd_reference_uniqueness(b: &RegistryV1Bundle) -> Vec<String> {
     let mut by_crd: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for wh in b.csv.spec.webhookdefinitions.iter().filter(|w| w.type_ == WEBHOOK_CONVERSION) {
+    for wh in b
+        .csv
+        .spec
+        .webhookdefinitions
+        .iter()
+        .filter(|w| w.type_ == WEBHOOK_CONVERSION)
+    {
         for crd in &wh.conversion_crds {
             by_crd.entry(crd).or_default().push(&wh.generate_name);
         }
@@ -221,19 +271,33 @@ fn conversion_webhook_crd_reference_uniqueness(b: &RegistryV1Bundle) -> Vec<Stri
         .filter(|(_, whs)| whs.len() > 1)
         .map(|(crd, mut whs)| {
             whs.sort();
-            format!("conversion webhooks [{}] reference same custom resource definition '{crd}'", whs.join(","))
+            format!(
+                "conversion webhooks [{}] reference same custom resource definition '{crd}'",
+                whs.join(",")
+            )
         })
         .collect()
 }
 
 fn conversion_webhooks_reference_owned_crds(b: &RegistryV1Bundle) -> Vec<String> {
-    let mut webhooks: Vec<_> =
-        b.csv.spec.webhookdefinitions.iter().filter(|w| w.type_ == WEBHOOK_CONVERSION).collect();
+    let mut webhooks: Vec<_> = b
+        .csv
+        .spec
+        .webhookdefinitions
+        .iter()
+        .filter(|w| w.type_ == WEBHOOK_CONVERSION)
+        .collect();
     if webhooks.is_empty() {
         return Vec::new();
     }
-    let owned: BTreeSet<&str> =
-        b.csv.spec.customresourcedefinitions.owned.iter().map(|c| c.name.as_str()).collect();
+    let owned: BTreeSet<&str> = b
+        .csv
+        .spec
+        .customresourcedefinitions
+        .owned
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     webhooks.sort_by(|a, c| a.generate_name.cmp(&c.generate_name));
     let mut errs = Vec::new();
     for wh in webhooks {
@@ -259,7 +323,13 @@ fn webhook_rules(b: &RegistryV1Bundle) -> Vec<String> {
         "validatingwebhookconfigurations",
     ];
     let mut errs = Vec::new();
-    for wh in b.csv.spec.webhookdefinitions.iter().filter(|w| w.type_ != WEBHOOK_CONVERSION) {
+    for wh in b
+        .csv
+        .spec
+        .webhookdefinitions
+        .iter()
+        .filter(|w| w.type_ != WEBHOOK_CONVERSION)
+    {
         for rule in wh.rules.iter().flatten() {
             for group in rule.api_groups.iter().flatten() {
                 if FORBIDDEN_GROUPS.contains(&group.as_str()) {
@@ -290,8 +360,13 @@ fn object_support(b: &RegistryV1Bundle) -> Vec<String> {
         .iter()
         .filter_map(|o| {
             let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
-            let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-            supported_kind(kind).is_none().then(|| format!("unsupported resource {name:?} with kind {kind:?}"))
+            let name = o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            supported_kind(kind)
+                .is_none()
+                .then(|| format!("unsupported resource {name:?} with kind {kind:?}"))
         })
         .collect()
 }
@@ -316,7 +391,10 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
 
 /// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`.
 pub fn is_dns1123_subdomain_chars(value: &str) -> bool {
-    !value.is_empty() && value.split('.').all(crate::bundle::render::config::is_dns1123_label_chars)
+    !value.is_empty()
+        && value
+            .split('.')
+            .all(crate::bundle::render::config::is_dns1123_label_chars)
 }
 
 #[cfg(test)]

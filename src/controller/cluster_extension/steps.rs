@@ -254,7 +254,7 @@ async fn install_target(
         &ServiceAccountRef::new(namespace.as_str(), account.as_str()),
         &rendered,
         previous,
-        &AccessPolicy::upstream(),
+        &AccessPolicy::default(),
     )
     .await
     .map_err(preflight_err)?;

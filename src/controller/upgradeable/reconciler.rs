@@ -30,7 +30,7 @@ use super::{
     compat::{self, Assessment, InstalledExtension, MajorMinor, UpgradeableCondition},
     metrics::UpgradeableMetrics,
 };
-use crate::apply::revision::{RECORD_KEY, RECORD_SECRET_TYPE};
+use crate::apply::revision::{RECORD_KEY, RECORD_SECRET_TYPE, record_name};
 
 /// The API group and version of ClusterOperator and ClusterVersion.
 pub const OPENSHIFT_CONFIG_API_VERSION: &str = "config.openshift.io/v1";
@@ -116,19 +116,25 @@ fn decode_record(secret: &Secret) -> Result<(String, Vec<(String, String)>), Str
     Ok((record.bundle_name, properties))
 }
 
-/// What each ClusterExtension has installed, from its revision record `<name>-revision`.
+/// What each ClusterExtension has installed, from its revision record ([`record_name`]).
 /// Extensions without a record are not installed yet and are left out; records without an
 /// extension are leftovers and are ignored.
 pub fn installed_extensions(extension_names: &[String], records: &[Arc<Secret>]) -> Vec<InstalledExtension> {
     let record_of = |extension: &str| {
-        let expected_name = format!("{extension}-revision");
+        let expected_name = record_name(extension);
         records.iter().find(|s| {
-            let labels = s.metadata.labels.as_ref();
+            let label = |key: &str| {
+                s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(key))
+                    .map(String::as_str)
+            };
             s.metadata.name.as_deref() == Some(expected_name.as_str())
                 && s.type_.as_deref() == Some(RECORD_SECRET_TYPE)
-                && labels.and_then(|l| l.get(LABEL_OWNER_KIND)).map(String::as_str)
-                    == Some("ClusterExtension")
-                && labels.and_then(|l| l.get(LABEL_OWNER_NAME)).map(String::as_str) == Some(extension)
+                && label(LABEL_OWNER_KIND) == Some("ClusterExtension")
+                // A record of another extension whose name was cut to the same Secret name.
+                && label(LABEL_OWNER_NAME).is_none_or(|owner| owner == extension)
         })
     };
     extension_names

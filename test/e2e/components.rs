@@ -1,0 +1,331 @@
+//! The product's processes for end-to-end tests: `olmv1 catalogd` and `olmv1 controller`, run
+//! once per test process against the shared local control plane, and helpers to drive them.
+
+use std::{
+    process::{Child, Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::{
+        core::v1::ServiceAccount,
+        rbac::v1::{ClusterRoleBinding, RoleRef, Subject},
+    },
+    apimachinery::pkg::apis::meta::v1::Condition,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
+};
+use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
+use serde_json::json;
+
+use crate::{fixtures::scratch_dir, support};
+
+/// The system namespace the controller keeps its records in.
+pub const SYSTEM_NAMESPACE: &str = "olmv1-system";
+
+/// How long an install may take on 2 busy cores (pull, apply, scheduler, kwok).
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Tests share the cluster; the kube-apiserver restart test takes it exclusively.
+static CLUSTER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// A test's hold on the cluster, for its whole life.
+pub enum ClusterShare {
+    /// Alongside other tests.
+    Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'static, ()>),
+    /// Alone: no other test runs meanwhile.
+    Exclusive(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'static, ()>),
+}
+
+/// A share of the cluster alongside other tests.
+pub async fn shared_cluster() -> ClusterShare {
+    ClusterShare::Shared(CLUSTER.read().await)
+}
+
+/// The cluster alone, for tests that disturb it.
+pub async fn exclusive_cluster() -> ClusterShare {
+    ClusterShare::Exclusive(CLUSTER.write().await)
+}
+
+/// Restarts kube-apiserver with the command line it runs with and waits for it to be ready
+/// again. Only for a test holding [`exclusive_cluster`].
+pub async fn restart_api_server(share: &ClusterShare) {
+    assert!(matches!(share, ClusterShare::Exclusive(_)), "restarting kube-apiserver needs the cluster alone");
+    let env = support::env();
+    let pid_file = env.dir.join("pids/kube-apiserver.pid");
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv: Vec<String> =
+        cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    // SIGTERM first; kube-apiserver's graceful shutdown can wait long on open watches, so a
+    // crash-like SIGKILL follows after a few seconds.
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let exited = |pid: &str| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Its parent is gone, so nobody may reap it: a zombie has exited too.
+        Ok(stat) => stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'),
+        Err(_) => true,
+    };
+    for _ in 0..50 {
+        if exited(&pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !exited(&pid) {
+        Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    }
+    support::wait_for("the old kube-apiserver to exit", Duration::from_secs(30), || async {
+        if exited(&pid) { Ok(()) } else { Err("running") }
+    })
+    .await;
+    let log = std::fs::OpenOptions::new().append(true).open(env.dir.join("logs/kube-apiserver.log")).unwrap();
+    let child = Command::new("setsid")
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restart kube-apiserver");
+    // setsid execs the server in place: the pid is the server's, for local-down.sh.
+    std::fs::write(&pid_file, child.id().to_string()).unwrap();
+    support::wait_for_every("kube-apiserver to be ready again", Duration::from_secs(90), Duration::from_secs(1), || async {
+        let out = support::kubectl(&["get", "--raw", "/readyz"]);
+        if out.success { Ok(()) } else { Err(out.stderr.clone()) }
+    })
+    .await;
+}
+
+struct Components {
+    catalogd: Child,
+    controller: Mutex<Option<Child>>,
+}
+
+static COMPONENTS: OnceLock<Components> = OnceLock::new();
+
+/// Starts catalogd and the controller once for this test process.
+pub fn ensure_running() {
+    COMPONENTS.get_or_init(|| {
+        let env = support::env();
+        support::kubectl_apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
+        ))
+        .ok();
+        let port = support::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let catalogd = spawn(
+            "catalogd",
+            &[
+                "catalogd",
+                "--catalogs-server-addr",
+                &addr,
+                "--external-address",
+                &addr,
+                "--cache-dir",
+                scratch_dir("catalogd").to_str().unwrap(),
+                "--poll-interval-unit-seconds",
+                "1",
+            ],
+            env,
+        );
+        let controller = spawn_controller(env);
+        Components { catalogd, controller: Mutex::new(Some(controller)) }
+    });
+}
+
+fn spawn_controller(env: &support::TestEnv) -> Child {
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    spawn(
+        "controller",
+        &[
+            "controller",
+            "--system-namespace",
+            SYSTEM_NAMESPACE,
+            "--metrics-addr",
+            &metrics,
+            "--cache-dir",
+            scratch_dir("controller").to_str().unwrap(),
+        ],
+        env,
+    )
+}
+
+fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
+    let log = std::fs::File::create(scratch_dir("logs").join(format!("{role}.log"))).unwrap();
+    env.command(support::olmv1_bin())
+        .args(args)
+        .env("OLMV1_EXIT_WITH_PARENT", "1")
+        .env("RUST_LOG", "info,olmv1=debug")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start olmv1 {role}: {e}"))
+}
+
+/// Kills the controller and starts a new one (as after a crash or a rollout).
+pub fn restart_controller() {
+    let components = COMPONENTS.get().expect("components are running");
+    let mut slot = components.controller.lock().unwrap();
+    if let Some(mut old) = slot.take() {
+        old.kill().ok();
+        old.wait().ok();
+    }
+    *slot = Some(spawn_controller(support::env()));
+    let _ = &components.catalogd;
+}
+
+/// The logs of a component, for failure messages.
+pub fn log_tail(role: &str) -> String {
+    let text = std::fs::read_to_string(scratch_dir("logs").join(format!("{role}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// A namespace with a ServiceAccount `installer` bound to cluster-admin: what the OLM v1 docs
+/// have an admin prepare (broadly, for brevity).
+pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> String {
+    let namespace = support::fresh_namespace(client, prefix).await;
+    create_service_account(client, &namespace, "installer").await;
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta { name: Some(format!("{namespace}-installer")), ..Default::default() },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: "cluster-admin".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "installer".into(),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    namespace
+}
+
+/// Creates a ServiceAccount.
+pub async fn create_service_account(client: &Client, namespace: &str, name: &str) {
+    let account = ServiceAccount {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create service account {namespace}/{name}: {e}"));
+}
+
+/// Creates (or points) a ClusterCatalog at an image, with a priority.
+pub async fn apply_catalog(client: &Client, name: &str, image: &str, priority: i32) {
+    let catalog = json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+        "metadata": {"name": name},
+        "spec": {"priority": priority, "source": {"type": "Image", "image": {"ref": image}}}
+    });
+    Api::<ClusterCatalog>::all(client.clone())
+        .patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(&catalog))
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply ClusterCatalog {name}: {e}"));
+}
+
+/// Waits until a catalog serves the image it points at.
+pub async fn wait_catalog_serving(client: &Client, name: &str) {
+    let api = Api::<ClusterCatalog>::all(client.clone());
+    support::wait_for(&format!("ClusterCatalog {name} Serving"), INSTALL_TIMEOUT, || async {
+        let catalog = api.get(name).await.map_err(|e| e.to_string())?;
+        let status = catalog.status.clone().unwrap_or_default();
+        let serving = status.conditions.iter().any(|c| c.type_ == "Serving" && c.status == "True");
+        let progressed = status.conditions.iter().any(|c| {
+            c.type_ == "Progressing" && c.reason == "Succeeded" && c.observed_generation == catalog.metadata.generation
+        });
+        if serving && progressed { Ok(()) } else { Err(format!("{:?}", status.conditions)) }
+    })
+    .await
+}
+
+/// Applies a ClusterExtension from JSON (server-side apply, so tests can change fields).
+pub async fn apply_extension(client: &Client, extension: serde_json::Value) {
+    let name = extension["metadata"]["name"].as_str().unwrap().to_string();
+    Api::<ClusterExtension>::all(client.clone())
+        .patch(&name, &PatchParams::apply("e2e").force(), &Patch::Apply(&extension))
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply ClusterExtension {name}: {e}"));
+}
+
+/// A ClusterExtension body installing `package` into `namespace` as `installer`.
+pub fn extension(name: &str, namespace: &str, package: &str, catalog: serde_json::Value) -> serde_json::Value {
+    let mut source = json!({"packageName": package});
+    if let serde_json::Value::Object(extra) = catalog {
+        source.as_object_mut().unwrap().extend(extra);
+    }
+    json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": namespace,
+            "serviceAccount": {"name": "installer"},
+            "source": {"sourceType": "Catalog", "catalog": source}
+        }
+    })
+}
+
+/// A condition of a ClusterExtension, if set for its current generation.
+pub fn condition<'a>(ext: &'a ClusterExtension, type_: &str) -> Option<&'a Condition> {
+    ext.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Waits until the ClusterExtension satisfies `check`, showing its conditions on timeout.
+pub async fn wait_extension<F>(client: &Client, name: &str, what: &str, check: F) -> ClusterExtension
+where
+    F: Fn(&ClusterExtension) -> bool,
+{
+    let api = Api::<ClusterExtension>::all(client.clone());
+    let check = &check;
+    let found = tokio::time::timeout(INSTALL_TIMEOUT, async {
+        loop {
+            if let Ok(ext) = api.get(name).await
+                && ext.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().all(|c| c.observed_generation == ext.metadata.generation)
+                })
+                && check(&ext)
+            {
+                return ext;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    match found {
+        Ok(ext) => ext,
+        Err(_) => {
+            let now = api.get(name).await.map(|e| format!("{:#?}", e.status)).unwrap_or_default();
+            panic!(
+                "timed out waiting for ClusterExtension {name}: {what}\nstatus: {now}\ncontroller log:\n{}",
+                log_tail("controller")
+            )
+        }
+    }
+}
+
+/// Waits until the ClusterExtension has `version` installed and rolled out.
+pub async fn wait_installed(client: &Client, name: &str, version: &str) -> ClusterExtension {
+    wait_extension(client, name, &format!("Installed=True with version {version}"), |ext| {
+        let installed = condition(ext, "Installed").is_some_and(|c| c.status == "True");
+        let progressing = condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded");
+        let bundle = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.as_str());
+        installed && progressing && bundle == Some(version)
+    })
+    .await
+}
+
+/// Waits until Progressing carries `reason` and a message containing `text`.
+pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &str) -> ClusterExtension {
+    wait_extension(client, name, &format!("Progressing reason {reason} with {text:?}"), |ext| {
+        condition(ext, "Progressing").is_some_and(|c| c.reason == reason && c.message.contains(text))
+    })
+    .await
+}

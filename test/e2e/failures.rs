@@ -1,0 +1,222 @@
+//! Bad input and broken surroundings: a clear condition, nothing lost, convergence after the fix.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Secret},
+    rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+};
+use kube::{
+    Api,
+    api::{DeleteParams, ObjectMeta, PostParams},
+};
+use olmv1_api::v1::ClusterCatalog;
+use serde_json::json;
+
+use crate::{
+    Scenario, components,
+    fixtures::{self, Bundle, Channel, Package},
+    support, two_versions,
+};
+
+async fn record_catalog(s: &Scenario) -> String {
+    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
+        .get(&format!("{}-revision", s.extension))
+        .await
+        .unwrap();
+    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    data["catalog"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn equal_priority_catalogs_are_refused_and_a_higher_priority_wins() {
+    let s = Scenario::new("priority", two_versions).await;
+    // A second catalog offering the same versions of the same package.
+    let other = format!("{}-other", s.catalog);
+    let mut package = two_versions(&s.package);
+    package.bundles.iter_mut().for_each(|b| b.with_config_map = false);
+    let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{other}"), "v1", &package).await;
+    components::apply_catalog(&s.client, &other, &image, 0).await;
+    components::wait_catalog_serving(&s.client, &other).await;
+
+    s.apply_extension(json!({})).await;
+    let mut names = [s.catalog.clone(), other.clone()];
+    names.sort();
+    let expected = format!(
+        "found bundles for package \"{}\" in multiple catalogs with the same priority [{} {}]",
+        s.package, names[0], names[1]
+    );
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
+    assert_eq!(components::condition(&ext, "Progressing").unwrap().message, expected);
+    assert_eq!(components::condition(&ext, "Installed").unwrap().status, "False");
+
+    components::apply_catalog(&s.client, &other, &image, 1).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    assert_eq!(record_catalog(&s).await, other, "the higher-priority catalog wins");
+}
+
+#[tokio::test]
+async fn a_missing_service_account_is_reported_and_the_install_converges_once_it_exists() {
+    let _cluster = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let package = support::fresh_name("nosa");
+    let catalog = format!("{package}-catalog");
+    let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &two_versions(&package)).await;
+    components::apply_catalog(&client, &catalog, &image, 0).await;
+    components::wait_catalog_serving(&client, &catalog).await;
+    let namespace = support::fresh_namespace(&client, &package).await;
+    let name = format!("{package}-ext");
+    components::apply_extension(&client, components::extension(&name, &namespace, &package, json!({}))).await;
+
+    let expected = format!("service account \"installer\" not found in namespace \"{namespace}\"");
+    let ext = components::wait_progressing(&client, &name, "Retrying", &expected).await;
+    assert_eq!(components::condition(&ext, "Installed").unwrap().message, "No bundle installed");
+
+    // The admin creates the account and grants it: the controller converges by itself.
+    components::create_service_account(&client, &namespace, "installer").await;
+    support::kubectl(&[
+        "create", "clusterrolebinding", &format!("{namespace}-installer"), "--clusterrole=cluster-admin",
+        &format!("--serviceaccount={namespace}:installer"),
+    ])
+    .ok();
+    components::wait_installed(&client, &name, "1.1.0").await;
+}
+
+#[tokio::test]
+async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothing_is_applied() {
+    let _cluster = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let package = support::fresh_name("narrow");
+    let catalog = format!("{package}-catalog");
+    let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &two_versions(&package)).await;
+    components::apply_catalog(&client, &catalog, &image, 0).await;
+    components::wait_catalog_serving(&client, &catalog).await;
+    let namespace = support::fresh_namespace(&client, &package).await;
+    components::create_service_account(&client, &namespace, "installer").await;
+    // Only ConfigMaps in its own namespace.
+    let role = Role {
+        metadata: ObjectMeta { name: Some("configmaps".into()), ..Default::default() },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["".into()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: vec!["*".into()],
+            ..Default::default()
+        }]),
+    };
+    Api::<Role>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &role).await.unwrap();
+    let binding = RoleBinding {
+        metadata: ObjectMeta { name: Some("configmaps".into()), ..Default::default() },
+        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "Role".into(), name: "configmaps".into() },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "installer".into(),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &binding).await.unwrap();
+
+    let name = format!("{package}-ext");
+    components::apply_extension(&client, components::extension(&name, &namespace, &package, json!({}))).await;
+    let ext = components::wait_extension(&client, &name, "a permission preflight failure", |ext| {
+        components::condition(ext, "Progressing").is_some_and(|c| c.message.contains("deployments"))
+    })
+    .await;
+    let message = &components::condition(&ext, "Progressing").unwrap().message;
+    for missing in ["deployments", "customresourcedefinitions", "serviceaccounts", "clusterroles"] {
+        assert!(message.contains(missing), "the message lists {missing}: {message}");
+    }
+    assert!(!message.contains(&format!("configmaps \"{package}-settings\"")), "ConfigMaps are allowed: {message}");
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
+    assert!(deployments.get_opt(&fixtures::deployment_name(&package)).await.unwrap().is_none(), "nothing applied");
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+    assert!(config_maps.get_opt(&format!("{package}-settings")).await.unwrap().is_none(), "nothing applied");
+
+    support::kubectl(&[
+        "create", "clusterrolebinding", &format!("{namespace}-installer"), "--clusterrole=cluster-admin",
+        &format!("--serviceaccount={namespace}:installer"),
+    ])
+    .ok();
+    components::wait_installed(&client, &name, "1.1.0").await;
+}
+
+#[tokio::test]
+async fn an_object_owned_by_someone_else_is_refused_and_left_untouched() {
+    let s = Scenario::new("foreign", two_versions).await;
+    let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
+    let theirs = ConfigMap {
+        metadata: ObjectMeta { name: Some(format!("{}-settings", s.package)), ..Default::default() },
+        data: Some(BTreeMap::from([("owner".to_string(), "someone else".to_string())])),
+        ..Default::default()
+    };
+    config_maps.create(&PostParams::default(), &theirs).await.unwrap();
+
+    s.apply_extension(json!({})).await;
+    let expected = format!("ConfigMap '{}-settings' in namespace '{}'", s.package, s.namespace);
+    let ext = components::wait_progressing(&s.client, &s.extension, "Blocked", &expected).await;
+    assert!(components::condition(&ext, "Progressing").unwrap().message.contains("cannot be managed by olmv1"));
+    let now = config_maps.get(&format!("{}-settings", s.package)).await.unwrap();
+    assert_eq!(now.data.unwrap()["owner"], "someone else");
+    assert!(now.metadata.labels.unwrap_or_default().is_empty(), "no owner label was added");
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_none(), "nothing applied");
+}
+
+#[tokio::test]
+async fn the_installed_extension_keeps_running_when_its_catalog_goes_away() {
+    let s = Scenario::new("nocatalog", two_versions).await;
+    // Only this catalog: when it goes, no catalog matches and the installed bundle is kept.
+    s.apply_extension(json!({"selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": s.catalog}}}))
+        .await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+
+    Api::<ClusterCatalog>::all(s.client.clone()).delete(&s.catalog, &DeleteParams::default()).await.unwrap();
+    // With no catalog, deprecation is unknown; the installed bundle stays (upstream's fallback).
+    let ext = components::wait_extension(&s.client, &s.extension, "deprecation status unknown", |ext| {
+        components::condition(ext, "Deprecated").is_some_and(|c| c.status == "Unknown")
+    })
+    .await;
+    assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
+    assert_eq!(components::condition(&ext, "Progressing").unwrap().reason, "Succeeded");
+    assert_eq!(
+        components::condition(&ext, "Deprecated").unwrap().message,
+        "deprecation status unknown: catalog data unavailable"
+    );
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_installed_extension_keeps_running_when_its_bundle_leaves_the_catalog() {
+    let s = Scenario::new("gone", |p| Package {
+        name: p.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["1.0.0"])],
+        bundles: vec![Bundle::new("1.0.0")],
+        deprecations: vec![],
+    })
+    .await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    let replaced = Package {
+        name: s.package.clone(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["2.0.0"])],
+        bundles: vec![Bundle::new("2.0.0")],
+        deprecations: vec![],
+    };
+    s.republish("v2", &replaced).await;
+    let expected = format!(
+        "error upgrading from currently installed version \"1.0.0\": no bundles found for package \"{}\"",
+        s.package
+    );
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
+    assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
+    assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_some());
+}

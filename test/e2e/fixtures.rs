@@ -1,0 +1,326 @@
+//! Bundles and catalogs for end-to-end tests, built as files and published as images to the
+//! local registry with the project's own `push_dir` (no Docker).
+
+use std::path::{Path, PathBuf};
+
+use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
+use serde_json::{Value, json};
+
+/// How a bundle's CRD looks: `Compatible` versions only add optional fields; `Breaking` changes
+/// a field's type (the CRD upgrade safety preflight must refuse it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrdShape {
+    Base,
+    Compatible,
+    Breaking,
+}
+
+/// One bundle of a test package.
+#[derive(Clone, Debug)]
+pub struct Bundle {
+    pub version: String,
+    pub replaces: Option<String>,
+    pub skips: Vec<String>,
+    pub skip_range: Option<String>,
+    pub crd: CrdShape,
+    /// Whether the bundle ships a ConfigMap `<package>-settings` (dropped ones are pruned).
+    pub with_config_map: bool,
+    /// `olm.maxOpenShiftVersion`, as a raw JSON value.
+    pub max_openshift_version: Option<Value>,
+}
+
+impl Bundle {
+    /// A bundle of `version` with no upgrade edges, the base CRD and the ConfigMap.
+    pub fn new(version: &str) -> Self {
+        Self {
+            version: version.into(),
+            replaces: None,
+            skips: vec![],
+            skip_range: None,
+            crd: CrdShape::Base,
+            with_config_map: true,
+            max_openshift_version: None,
+        }
+    }
+
+    pub fn replaces(mut self, version: &str, package: &str) -> Self {
+        self.replaces = Some(bundle_name(package, version));
+        self
+    }
+
+    pub fn skip_range(mut self, range: &str) -> Self {
+        self.skip_range = Some(range.into());
+        self
+    }
+
+    pub fn crd(mut self, shape: CrdShape) -> Self {
+        self.crd = shape;
+        self
+    }
+
+    pub fn without_config_map(mut self) -> Self {
+        self.with_config_map = false;
+        self
+    }
+
+    pub fn max_openshift_version(mut self, value: Value) -> Self {
+        self.max_openshift_version = Some(value);
+        self
+    }
+}
+
+/// `<package>.v<version>`.
+pub fn bundle_name(package: &str, version: &str) -> String {
+    format!("{package}.v{version}")
+}
+
+/// The API group of a package's CRD: unique per package so tests do not share CRDs.
+pub fn crd_group(package: &str) -> String {
+    format!("{package}.e2e.olmv1.io")
+}
+
+/// The CRD's name.
+pub fn crd_name(package: &str) -> String {
+    format!("widgets.{}", crd_group(package))
+}
+
+/// The operator Deployment's name.
+pub fn deployment_name(package: &str) -> String {
+    format!("{package}-operator")
+}
+
+/// Writes a registry+v1 bundle directory.
+pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
+    let manifests = dir.join("manifests");
+    let metadata = dir.join("metadata");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&metadata).unwrap();
+    std::fs::write(
+        metadata.join("annotations.yaml"),
+        format!(
+            "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
+             operators.operatorframework.io.bundle.manifests.v1: manifests/\n  \
+             operators.operatorframework.io.bundle.metadata.v1: metadata/\n  \
+             operators.operatorframework.io.bundle.package.v1: {package}\n"
+        ),
+    )
+    .unwrap();
+    if let Some(max) = &bundle.max_openshift_version {
+        let properties = json!({"properties": [{"type": "olm.maxOpenShiftVersion", "value": max}]});
+        std::fs::write(metadata.join("properties.yaml"), properties.to_string()).unwrap();
+    }
+    let write_json = |name: &str, value: &Value| {
+        std::fs::write(manifests.join(name), serde_json::to_string_pretty(value).unwrap()).unwrap()
+    };
+    write_json(&format!("{package}.clusterserviceversion.yaml"), &csv(package, bundle));
+    write_json("widgets.crd.yaml", &crd(package, bundle.crd));
+    if bundle.with_config_map {
+        write_json(
+            "settings.configmap.yaml",
+            &json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{package}-settings")},
+                "data": {"version": bundle.version}
+            }),
+        );
+    }
+}
+
+fn csv(package: &str, bundle: &Bundle) -> Value {
+    let operator = deployment_name(package);
+    let group = crd_group(package);
+    json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": bundle_name(package, &bundle.version),
+            "annotations": {"capabilities": "Basic Install"}
+        },
+        "spec": {
+            "displayName": format!("{package} operator"),
+            "version": bundle.version,
+            "installModes": [
+                {"type": "OwnNamespace", "supported": true},
+                {"type": "SingleNamespace", "supported": true},
+                {"type": "MultiNamespace", "supported": false},
+                {"type": "AllNamespaces", "supported": true}
+            ],
+            "customresourcedefinitions": {"owned": [
+                {"name": crd_name(package), "version": "v1", "kind": "Widget", "displayName": "Widget"}
+            ]},
+            "install": {"strategy": "deployment", "spec": {
+                "clusterPermissions": [{
+                    "serviceAccountName": operator,
+                    "rules": [{"apiGroups": [group], "resources": ["widgets", "widgets/status"], "verbs": ["*"]}]
+                }],
+                "permissions": [{
+                    "serviceAccountName": operator,
+                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+                }],
+                "deployments": [{
+                    "name": operator,
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": operator}},
+                        "template": {
+                            "metadata": {"labels": {"app": operator}},
+                            "spec": {
+                                "serviceAccountName": operator,
+                                "containers": [{
+                                    "name": "manager",
+                                    "image": format!("registry.invalid/{package}/manager:v{}", bundle.version)
+                                }]
+                            }
+                        }
+                    }
+                }]
+            }}
+        }
+    })
+}
+
+fn crd(package: &str, shape: CrdShape) -> Value {
+    let mut spec_properties = json!({"size": {"type": "integer"}});
+    match shape {
+        CrdShape::Base => {}
+        CrdShape::Compatible => spec_properties["color"] = json!({"type": "string"}),
+        CrdShape::Breaking => spec_properties["size"] = json!({"type": "string"}),
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name(package)},
+        "spec": {
+            "group": crd_group(package),
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": spec_properties}
+                }}}
+            }]
+        }
+    })
+}
+
+/// A channel: its name and entries (bundle versions, in order, with their edges from the bundles).
+#[derive(Clone, Debug)]
+pub struct Channel {
+    pub name: String,
+    pub versions: Vec<String>,
+}
+
+impl Channel {
+    pub fn new(name: &str, versions: &[&str]) -> Self {
+        Self { name: name.into(), versions: versions.iter().map(|v| v.to_string()).collect() }
+    }
+}
+
+/// A deprecation entry of the package.
+#[derive(Clone, Debug)]
+pub enum Deprecated {
+    Package(String),
+    Channel(String, String),
+    Bundle(String, String),
+}
+
+/// A test package in a catalog.
+#[derive(Clone, Debug)]
+pub struct Package {
+    pub name: String,
+    pub default_channel: String,
+    pub channels: Vec<Channel>,
+    pub bundles: Vec<Bundle>,
+    pub deprecations: Vec<Deprecated>,
+}
+
+/// Publishes every bundle of `package` and a catalog image holding it; returns the catalog's
+/// tag reference.
+pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let mut lines = vec![json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel})];
+    for channel in &package.channels {
+        let entries: Vec<Value> = channel
+            .versions
+            .iter()
+            .map(|version| {
+                let bundle = package.bundles.iter().find(|b| &b.version == version).expect("channel names a bundle");
+                let mut entry = json!({"name": bundle_name(&package.name, version)});
+                if let Some(replaces) = &bundle.replaces {
+                    entry["replaces"] = json!(replaces);
+                }
+                if !bundle.skips.is_empty() {
+                    entry["skips"] = json!(bundle.skips);
+                }
+                if let Some(range) = &bundle.skip_range {
+                    entry["skipRange"] = json!(range);
+                }
+                entry
+            })
+            .collect();
+        lines.push(json!({"schema": "olm.channel", "package": package.name, "name": channel.name, "entries": entries}));
+    }
+    for bundle in &package.bundles {
+        let image = publish_bundle(registry, &package.name, bundle).await;
+        let mut properties = vec![json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}})];
+        if let Some(max) = &bundle.max_openshift_version {
+            properties.push(json!({"type": "olm.maxOpenShiftVersion", "value": max}));
+        }
+        lines.push(json!({
+            "schema": "olm.bundle", "name": bundle_name(&package.name, &bundle.version),
+            "package": package.name, "image": image, "properties": properties
+        }));
+    }
+    if !package.deprecations.is_empty() {
+        let entries: Vec<Value> = package
+            .deprecations
+            .iter()
+            .map(|d| match d {
+                Deprecated::Package(message) => json!({"reference": {"schema": "olm.package"}, "message": message}),
+                Deprecated::Channel(name, message) => {
+                    json!({"reference": {"schema": "olm.channel", "name": name}, "message": message})
+                }
+                Deprecated::Bundle(version, message) => json!({
+                    "reference": {"schema": "olm.bundle", "name": bundle_name(&package.name, version)},
+                    "message": message
+                }),
+            })
+            .collect();
+        lines.push(json!({"schema": "olm.deprecations", "package": package.name, "entries": entries}));
+    }
+    let configs = work.path().join(&package.name);
+    std::fs::create_dir_all(&configs).unwrap();
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(configs.join("catalog.json"), text).unwrap();
+    let reference = format!("{registry}/{repository}:{tag}");
+    push(work.path(), &reference, "/configs", &[("operators.operatorframework.io.index.configs.v1", "/configs")]).await;
+    reference
+}
+
+/// Publishes one bundle image; returns its digest reference.
+pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    write_bundle(dir.path(), package, bundle);
+    let reference = format!("{registry}/e2e/{package}-bundle:v{}", bundle.version);
+    push(dir.path(), &reference, "/", &[("operators.operatorframework.io.bundle.mediatype.v1", "registry+v1")]).await
+}
+
+async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
+    let options = PushOptions {
+        registry: RegistryConfig::default(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        prefix: prefix.into(),
+    };
+    push_dir(dir, reference, &options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot push {reference}: {e}"))
+        .digest_ref
+}
+
+/// A scratch directory kept for the whole test process.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("olmv1-e2e-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

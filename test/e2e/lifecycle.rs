@@ -1,0 +1,136 @@
+//! Lifecycle: uninstall, drift repair, restarts of the controller and of kube-apiserver.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Secret, ServiceAccount},
+        rbac::v1::ClusterRoleBinding,
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use olmv1_api::v1::ClusterExtension;
+use serde_json::json;
+
+use crate::{Scenario, components, fixtures, support, two_versions};
+
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    support::wait_for(&format!("{name} to be deleted"), components::INSTALL_TIMEOUT, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err("still there".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+}
+
+async fn assert_everything_removed(s: &Scenario) {
+    wait_gone(&Api::<ClusterExtension>::all(s.client.clone()), &s.extension).await;
+    wait_gone(&Api::<Deployment>::namespaced(s.client.clone(), &s.namespace), &fixtures::deployment_name(&s.package)).await;
+    wait_gone(&Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace), &format!("{}-settings", s.package)).await;
+    wait_gone(&Api::<CustomResourceDefinition>::all(s.client.clone()), &fixtures::crd_name(&s.package)).await;
+    wait_gone(
+        &Api::<ServiceAccount>::namespaced(s.client.clone(), &s.namespace),
+        &fixtures::deployment_name(&s.package),
+    )
+    .await;
+    wait_gone(
+        &Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE),
+        &format!("{}-revision", s.extension),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_the_extension_removes_everything_it_installed() {
+    let s = Scenario::new("delete", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    Api::<ClusterExtension>::all(s.client.clone()).delete(&s.extension, &DeleteParams::default()).await.unwrap();
+    assert_everything_removed(&s).await;
+}
+
+#[tokio::test]
+async fn deleting_the_extension_completes_when_its_service_account_is_gone() {
+    let s = Scenario::new("delnosa", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    Api::<ServiceAccount>::namespaced(s.client.clone(), &s.namespace)
+        .delete("installer", &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(s.client.clone())
+        .delete(&format!("{}-installer", s.namespace), &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<ClusterExtension>::all(s.client.clone()).delete(&s.extension, &DeleteParams::default()).await.unwrap();
+    // The finalizer does not hang; garbage collection removes what the account cannot.
+    assert_everything_removed(&s).await;
+}
+
+#[tokio::test]
+async fn drift_on_an_applied_object_is_repaired() {
+    let s = Scenario::new("drift", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    let name = fixtures::deployment_name(&s.package);
+    deployments
+        .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
+    support::wait_for("the Deployment's replicas to be restored", components::INSTALL_TIMEOUT, || async {
+        let replicas = deployments.get(&name).await.map_err(|e| e.to_string())?.spec.unwrap().replicas;
+        if replicas == Some(1) { Ok(()) } else { Err(format!("replicas {replicas:?}")) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_controller_restarted_in_the_middle_of_an_install_converges() {
+    let s = Scenario::new("restart", two_versions).await;
+    s.apply_extension(json!({})).await;
+    // Restart as soon as the controller has begun (the finalizer is its first write).
+    let api = Api::<ClusterExtension>::all(s.client.clone());
+    support::wait_for("the controller to pick the extension up", components::INSTALL_TIMEOUT, || async {
+        let ext = api.get(&s.extension).await.map_err(|e| e.to_string())?;
+        if ext.metadata.finalizers.unwrap_or_default().is_empty() { Err("no finalizer yet") } else { Ok(()) }
+            .map_err(str::to_string)
+    })
+    .await;
+    components::restart_controller();
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+}
+
+#[tokio::test]
+async fn a_kube_apiserver_restart_is_survived() {
+    let s = Scenario::new_exclusive("apirestart", two_versions).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    components::restart_api_server(&s.cluster).await;
+    // Reconnected watches and clients keep working: an upgrade asked for after the restart lands.
+    let client = support::client().await;
+    let body = components::extension(&s.extension, &s.namespace, &s.package, json!({"version": "1.1.0"}));
+    support::wait_for_every("the API server to accept writes", Duration::from_secs(60), Duration::from_secs(1), || {
+        let (client, body) = (client.clone(), body.clone());
+        async move {
+            Api::<ClusterExtension>::all(client)
+                .patch(body["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("e2e").force(), &Patch::Apply(&body))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    components::wait_installed(&client, &s.extension, "1.1.0").await;
+}

@@ -1,0 +1,78 @@
+//! End-to-end tests of the ClusterExtension controller on the local control plane: real
+//! kube-apiserver, controller-manager, scheduler and kwok; a real registry; `olmv1 catalogd`
+//! serving ClusterCatalogs over HTTP; `olmv1 controller` installing as the service account.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod components;
+mod fixtures;
+
+mod failures;
+mod install;
+mod lifecycle;
+mod upgrade;
+
+use fixtures::{Bundle, Channel, Package};
+use kube::Client;
+
+/// One test's world: a unique package in its own catalog, and a namespace with an installer.
+pub struct Scenario {
+    pub client: Client,
+    pub package: String,
+    pub catalog: String,
+    pub namespace: String,
+    pub extension: String,
+    pub cluster: components::ClusterShare,
+}
+
+impl Scenario {
+    /// Publishes `package` (built by `make` from a fresh package name) as catalog `:v1`, creates
+    /// the ClusterCatalog and an admin installer namespace, and starts the components.
+    pub async fn new(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+        Self::with_share(components::shared_cluster().await, prefix, make).await
+    }
+
+    /// [`Scenario::new`] for a test that must have the cluster alone.
+    pub async fn new_exclusive(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+        Self::with_share(components::exclusive_cluster().await, prefix, make).await
+    }
+
+    async fn with_share(cluster: components::ClusterShare, prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+        components::ensure_running();
+        let client = support::client().await;
+        let package = support::fresh_name(prefix);
+        let catalog = format!("{package}-catalog");
+        let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &make(&package)).await;
+        components::apply_catalog(&client, &catalog, &image, 0).await;
+        components::wait_catalog_serving(&client, &catalog).await;
+        let namespace = components::namespace_with_admin_installer(&client, &package).await;
+        let extension = format!("{package}-ext");
+        Scenario { client, package, catalog, namespace, extension, cluster }
+    }
+
+    /// Publishes a new version of the catalog image and points the ClusterCatalog at it.
+    pub async fn republish(&self, tag: &str, package: &Package) {
+        let image =
+            fixtures::publish_catalog(support::registry(), &format!("e2e/{}", self.catalog), tag, package).await;
+        components::apply_catalog(&self.client, &self.catalog, &image, 0).await;
+        components::wait_catalog_serving(&self.client, &self.catalog).await;
+    }
+
+    /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.
+    pub async fn apply_extension(&self, catalog_fields: serde_json::Value) {
+        let body = components::extension(&self.extension, &self.namespace, &self.package, catalog_fields);
+        components::apply_extension(&self.client, body).await;
+    }
+}
+
+/// A package with bundles 1.0.0 and 1.1.0 (replaces 1.0.0) in channel `stable`.
+pub fn two_versions(package: &str) -> Package {
+    Package {
+        name: package.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["1.0.0", "1.1.0"])],
+        bundles: vec![Bundle::new("1.0.0"), Bundle::new("1.1.0").replaces("1.0.0", package).crd(fixtures::CrdShape::Compatible)],
+        deprecations: vec![],
+    }
+}

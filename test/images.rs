@@ -1,0 +1,593 @@
+//! Image pulling and pushing against real docker-registry processes: tags and digests, digest
+//! verification, Basic auth (htpasswd), bearer tokens, TLS with a test CA, and hostile layers.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use olmv1::bundle::image::{
+    self, Credential, ImageError, PullOptions, PushOptions, RegistryConfig, UnpackLimits, push_dir,
+    push_layers,
+};
+use support::{RegistryOptions, TestTls, TokenAuth, htpasswd_file, start_registry};
+
+fn fixture(name: &str) -> PathBuf {
+    support::repo_root().join("test/fixtures/images").join(name)
+}
+
+fn labels() -> BTreeMap<String, String> {
+    [("org.example.fixture".to_string(), "simple".to_string())].into()
+}
+
+fn push_options(registry: RegistryConfig) -> PushOptions {
+    PushOptions {
+        registry,
+        labels: labels(),
+        prefix: "/".into(),
+    }
+}
+
+fn files_under(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            out.push(path.strip_prefix(root).unwrap_or(&path).display().to_string());
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn push_then_pull_by_tag_and_by_digest_uses_the_cache() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/fixtures/simple:v1", registry.host_port);
+    let pushed = push_dir(
+        &fixture("simple"),
+        &reference,
+        &push_options(RegistryConfig::default()),
+    )
+    .await
+    .expect("push the fixture");
+    assert_eq!(
+        pushed.digest_ref,
+        format!("{}/fixtures/simple@{}", registry.host_port, pushed.digest)
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let options = PullOptions::new(work.path().join("cache"));
+    let by_tag = image::pull_to_dir(&reference, &options)
+        .await
+        .expect("pull by tag");
+    assert_eq!(by_tag.digest_ref, pushed.digest_ref);
+    assert_eq!(by_tag.labels, labels());
+    let configmap = std::fs::read_to_string(by_tag.dir.join("manifests/configmap.yaml")).unwrap();
+    assert!(configmap.contains("greeting: hello"));
+    assert!(by_tag.dir.join("metadata/annotations.yaml").is_file());
+
+    let by_digest = image::pull_to_dir(&pushed.digest_ref, &options)
+        .await
+        .expect("pull by digest");
+    assert_eq!(by_digest, by_tag, "a digest pull reuses the cache entry");
+
+    // With the registry gone, the digest is still served from the cache: it needs no network.
+    drop(registry);
+    let again = image::pull_to_dir(&pushed.digest_ref, &options)
+        .await
+        .expect("cached pull without registry");
+    assert_eq!(again.dir, by_tag.dir);
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("a tag needs the registry");
+    assert!(err.to_string().contains(&reference), "{err}");
+}
+
+#[tokio::test]
+async fn image_push_cli_publishes_a_catalog_with_its_label() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/catalogs/fixture:latest", registry.host_port);
+    let out = support::run(std::process::Command::new(support::olmv1_bin()).args([
+        "image",
+        "push",
+        fixture("catalog-v1").to_str().unwrap(),
+        &reference,
+        "--prefix",
+        "/configs",
+        "--label",
+        "operators.operatorframework.io.index.configs.v1=/configs",
+    ]))
+    .ok();
+    let digest_ref = out.trim();
+    assert!(
+        digest_ref.starts_with(&format!("{}/catalogs/fixture@sha256:", registry.host_port)),
+        "{out}"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let pulled = image::pull_to_dir(digest_ref, &PullOptions::new(work.path()))
+        .await
+        .expect("pull");
+    assert_eq!(
+        pulled.labels["operators.operatorframework.io.index.configs.v1"],
+        "/configs"
+    );
+    assert!(pulled.dir.join("configs/fixture-op/catalog.yaml").is_file());
+
+    let bad = support::run(std::process::Command::new(support::olmv1_bin()).args([
+        "image",
+        "push",
+        "/nonexistent-dir",
+        &reference,
+    ]))
+    .err();
+    assert!(
+        bad.contains("/nonexistent-dir") && bad.contains(&reference),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn a_corrupted_blob_is_refused_by_digest() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/fixtures/corrupt:v1", registry.host_port);
+    let pushed = push_dir(
+        &fixture("simple"),
+        &reference,
+        &push_options(RegistryConfig::default()),
+    )
+    .await
+    .unwrap();
+
+    // Rewrite the layer's bytes in the registry's storage (same length, different content).
+    let client = image::RegistryClient::new(RegistryConfig::default()).unwrap();
+    let parsed = image::ImageReference::parse(&reference).unwrap();
+    let top = client.fetch_manifest(&parsed, "v1").await.unwrap();
+    let manifest = client.platform_manifest(&parsed, &top).await.unwrap();
+    let layer_hex = manifest.layers[0]
+        .digest
+        .trim_start_matches("sha256:")
+        .to_string();
+    let blob_path = registry
+        .dir
+        .path()
+        .join("storage/docker/registry/v2/blobs/sha256")
+        .join(&layer_hex[..2])
+        .join(&layer_hex)
+        .join("data");
+    let mut bytes = std::fs::read(&blob_path).expect("layer blob in registry storage");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&blob_path, bytes).unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let err = image::pull_to_dir(&pushed.digest_ref, &PullOptions::new(&cache))
+        .await
+        .expect_err("corrupt blob");
+    assert!(matches!(err, ImageError::DigestMismatch { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&pushed.digest_ref) && message.contains("digest mismatch"),
+        "{message}"
+    );
+    assert!(
+        image::cache::lookup(&cache, &pushed.digest).is_none(),
+        "nothing cached"
+    );
+}
+
+#[tokio::test]
+async fn basic_auth_with_htpasswd_and_a_wrong_password() {
+    let auth_dir = tempfile::tempdir().unwrap();
+    let htpasswd = htpasswd_file(auth_dir.path(), "tester", "s3cret");
+    let registry = start_registry(&RegistryOptions {
+        htpasswd: Some(htpasswd),
+        ..Default::default()
+    });
+    let reference = format!("{}/private/simple:v1", registry.host_port);
+    let with_credentials = |password: &str| {
+        let mut config = RegistryConfig::default();
+        config.credentials.insert(
+            registry.host_port.clone(),
+            Credential {
+                username: "tester".into(),
+                password: password.into(),
+            },
+        );
+        config
+    };
+
+    let pushed = push_dir(
+        &fixture("simple"),
+        &reference,
+        &push_options(with_credentials("s3cret")),
+    )
+    .await
+    .expect("push with credentials");
+    let work = tempfile::tempdir().unwrap();
+    let mut options = PullOptions::new(work.path().join("cache"));
+    options.registry = with_credentials("s3cret");
+    let pulled = image::pull_to_dir(&reference, &options)
+        .await
+        .expect("pull with credentials");
+    assert_eq!(pulled.digest_ref, pushed.digest_ref);
+
+    options.cache_dir = work.path().join("cache-2");
+    options.registry = with_credentials("wrong");
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("wrong password");
+    assert!(matches!(err, ImageError::Unauthorized { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&reference) && message.contains("refused the credentials"),
+        "{message}"
+    );
+
+    options.registry = RegistryConfig::default();
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("no credentials");
+    assert!(err.to_string().contains("none are configured"), "{err}");
+}
+
+#[tokio::test]
+async fn tls_registry_with_a_test_ca() {
+    let tls_dir = tempfile::tempdir().unwrap();
+    let tls = TestTls::generate(tls_dir.path());
+    let registry = start_registry(&RegistryOptions {
+        tls: Some(tls.serving.clone()),
+        ..Default::default()
+    });
+    let reference = format!("{}/secure/simple:v1", registry.host_port);
+    let mut trusted = RegistryConfig::default();
+    trusted.add_ca_path(&tls.ca_cert).unwrap();
+
+    let pushed = push_dir(&fixture("simple"), &reference, &push_options(trusted.clone()))
+        .await
+        .expect("push");
+    let work = tempfile::tempdir().unwrap();
+    let mut options = PullOptions::new(work.path().join("cache"));
+    options.registry = trusted;
+    let pulled = image::pull_to_dir(&reference, &options)
+        .await
+        .expect("pull over TLS");
+    assert_eq!(pulled.digest_ref, pushed.digest_ref);
+
+    // Without the CA the TLS handshake fails; falling back to plain HTTP is refused by the server.
+    options.cache_dir = work.path().join("cache-2");
+    options.registry = RegistryConfig::default();
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("untrusted CA");
+    assert!(err.to_string().contains(&reference), "{err}");
+}
+
+/// A bearer-token service: answers every request carrying the right Basic credentials with a
+/// pre-signed JWT (RS256, x5c chain) and records the query strings it was asked with.
+struct TokenService {
+    realm: String,
+    queries: Arc<Mutex<Vec<String>>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+fn openssl(args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl is needed to sign test tokens");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn signed_token(dir: &Path, service: &str, issuer: &str, repository: &str) -> (String, PathBuf) {
+    use base64::Engine;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (key, cert) = (dir.join("signer.key"), dir.join("signer.crt"));
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=olmv1-token-signer",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let der = openssl(&["x509", "-in", cert.to_str().unwrap(), "-outform", "DER"], b"");
+    let header = serde_json::json!({
+        "alg": "RS256", "typ": "JWT",
+        "x5c": [base64::engine::general_purpose::STANDARD.encode(der)],
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = serde_json::json!({
+        "iss": issuer, "sub": "tester", "aud": service, "exp": now + 3600, "nbf": now - 60, "iat": now - 60,
+        "jti": "olmv1-test", "access": [{"type": "repository", "name": repository, "actions": ["pull", "push"]}],
+    });
+    let signing_input = format!(
+        "{}.{}",
+        url.encode(serde_json::to_vec(&header).unwrap()),
+        url.encode(serde_json::to_vec(&claims).unwrap())
+    );
+    let signature = openssl(
+        &["dgst", "-sha256", "-sign", key.to_str().unwrap()],
+        signing_input.as_bytes(),
+    );
+    (format!("{signing_input}.{}", url.encode(signature)), cert)
+}
+
+async fn start_token_service(token: String, user: &str, password: &str) -> TokenService {
+    use base64::Engine;
+    let queries = Arc::new(Mutex::new(Vec::new()));
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    );
+    let recorded = queries.clone();
+    let app = axum::Router::new().route(
+        "/token",
+        axum::routing::get(move |uri: http::Uri, headers: http::HeaderMap| {
+            let (token, expected, recorded) = (token.clone(), expected.clone(), recorded.clone());
+            async move {
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push(uri.query().unwrap_or_default().to_string());
+                let authorized =
+                    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(&expected);
+                if !authorized {
+                    return (http::StatusCode::UNAUTHORIZED, String::from("{}"));
+                }
+                (
+                    http::StatusCode::OK,
+                    serde_json::json!({ "token": token, "expires_in": 3600 }).to_string(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    TokenService {
+        realm: format!("http://{addr}/token"),
+        queries,
+        _server: server,
+    }
+}
+
+#[tokio::test]
+async fn bearer_token_challenge_asks_for_the_repository_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service, issuer, repository) = ("olmv1-test-registry", "olmv1-test-issuer", "tokens/simple");
+    let (token, signer_cert) = signed_token(dir.path(), service, issuer, repository);
+    let tokens = start_token_service(token, "tester", "t0ken").await;
+    let registry = start_registry(&RegistryOptions {
+        token: Some(TokenAuth {
+            realm: tokens.realm.clone(),
+            service: service.into(),
+            issuer: issuer.into(),
+            root_cert_bundle: signer_cert,
+        }),
+        ..Default::default()
+    });
+    let reference = format!("{}/{repository}:v1", registry.host_port);
+    let mut config = RegistryConfig::default();
+    config.credentials.insert(
+        registry.host_port.clone(),
+        Credential {
+            username: "tester".into(),
+            password: "t0ken".into(),
+        },
+    );
+
+    let pushed = push_dir(&fixture("simple"), &reference, &push_options(config.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("push with a token: {e}\nregistry log:\n{}", registry.log()));
+    let work = tempfile::tempdir().unwrap();
+    let mut options = PullOptions::new(work.path().join("cache"));
+    options.registry = config;
+    let pulled = image::pull_to_dir(&reference, &options)
+        .await
+        .expect("pull with a token");
+    assert_eq!(pulled.digest_ref, pushed.digest_ref);
+
+    let queries = tokens.queries.lock().unwrap().clone();
+    let pull_scope = format!("scope=repository%3A{}%3Apull&", repository.replace('/', "%2F"));
+    assert!(
+        queries
+            .iter()
+            .any(|q| q.contains(&pull_scope) && q.contains("service=olmv1-test-registry")),
+        "token requests: {queries:?}"
+    );
+
+    options.cache_dir = work.path().join("cache-2");
+    options
+        .registry
+        .credentials
+        .values_mut()
+        .for_each(|c| c.password = "wrong".into());
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("wrong token password");
+    assert!(matches!(err, ImageError::Unauthorized { .. }), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile layers
+
+fn raw_tar(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, kind, data, link) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(*kind);
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        // Written byte by byte: the tar crate's setters refuse `..`, as a hostile tool would not.
+        header.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+        if let Some(link) = link {
+            header.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+        }
+        header.set_cksum();
+        builder.append(&header, *data).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(data).unwrap();
+    encoder.finish().unwrap()
+}
+
+async fn pull_hostile(
+    registry: &support::RegistryProcess,
+    name: &str,
+    layers: Vec<Vec<u8>>,
+) -> (ImageError, Vec<String>) {
+    let reference = format!("{}/hostile/{name}:v1", registry.host_port);
+    push_layers(&reference, layers, &push_options(RegistryConfig::default()))
+        .await
+        .expect("push hostile layers");
+    let work = tempfile::tempdir().unwrap();
+    let mut options = PullOptions::new(work.path().join("cache"));
+    options.limits = UnpackLimits {
+        max_total_bytes: 16 << 20,
+        max_entries: 10_000,
+    };
+    let err = image::pull_to_dir(&reference, &options)
+        .await
+        .expect_err("hostile image must be refused");
+    let message = err.to_string();
+    assert!(
+        message.contains(&reference),
+        "the error names the image: {message}"
+    );
+    (err, files_under(work.path()))
+}
+
+#[tokio::test]
+async fn hostile_layers_are_refused_and_write_nothing_outside() {
+    use tar::EntryType::{Link, Regular, Symlink};
+    let registry = start_registry(&RegistryOptions::default());
+
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "traversal",
+            gzip(&raw_tar(&[("../../escaped", Regular, b"x", None)])),
+            "escapes the unpack root",
+        ),
+        (
+            "absolute",
+            gzip(&raw_tar(&[("/tmp/escaped", Regular, b"x", None)])),
+            "escapes the unpack root",
+        ),
+        (
+            "symlink",
+            gzip(&raw_tar(&[(
+                "configs/link",
+                Symlink,
+                b"",
+                Some("../../../../etc"),
+            )])),
+            "points outside the unpack root",
+        ),
+        (
+            "symlink-then-write",
+            gzip(&raw_tar(&[
+                ("dir/", tar::EntryType::Directory, b"", None),
+                ("ln", Symlink, b"", Some("dir")),
+                ("ln/escaped", Regular, b"x", None),
+            ])),
+            "through the symbolic link",
+        ),
+        (
+            "hardlink",
+            raw_tar(&[("hard", Link, b"", Some("../../../etc/passwd"))]),
+            "points outside the unpack root",
+        ),
+    ];
+    for (name, layer, expected) in cases {
+        let (err, files) = pull_hostile(&registry, name, vec![layer]).await;
+        assert!(matches!(err, ImageError::Unpack { .. }), "{name}: {err}");
+        assert!(err.to_string().contains(expected), "{name}: {err}");
+        assert!(
+            files.iter().all(|f| f == "cache"),
+            "{name}: a refused image leaves nothing behind, found {files:?}"
+        );
+    }
+
+    // 64 MiB of zeros compress to ~64 KiB; the limit is 16 MiB.
+    let bomb = gzip(&raw_tar(&[("bomb", Regular, &vec![0u8; 64 << 20], None)]));
+    assert!(bomb.len() < 1 << 20);
+    let (err, files) = pull_hostile(&registry, "bomb", vec![bomb]).await;
+    assert!(
+        err.to_string().contains("exceeds the limit of 16777216 bytes"),
+        "{err}"
+    );
+    assert!(files.iter().all(|f| f == "cache"), "{files:?}");
+}
+
+#[tokio::test]
+async fn layers_apply_in_order_with_whiteouts() {
+    use tar::EntryType::Regular;
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/layers/whiteouts:v1", registry.host_port);
+    let base = gzip(&raw_tar(&[
+        ("a/keep", Regular, b"1", None),
+        ("a/drop", Regular, b"2", None),
+        ("b/old", Regular, b"3", None),
+    ]));
+    let top = raw_tar(&[
+        ("a/.wh.drop", Regular, b"", None),
+        ("b/.wh..wh..opq", Regular, b"", None),
+        ("b/new", Regular, b"4", None),
+    ]);
+    push_layers(
+        &reference,
+        vec![base, top],
+        &push_options(RegistryConfig::default()),
+    )
+    .await
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let pulled = image::pull_to_dir(&reference, &PullOptions::new(work.path()))
+        .await
+        .expect("pull");
+    assert_eq!(files_under(&pulled.dir), vec!["a", "a/keep", "b", "b/new"]);
+}

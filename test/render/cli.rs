@@ -1,0 +1,188 @@
+//! `olmv1 render` as a user runs it: from a directory, a catalog, and an image in a real
+//! docker-registry; YAML and JSON output; one clear error and exit status 1.
+
+use std::process::{Command, Output};
+
+use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
+use serde_json::Value;
+
+use crate::common::{fixture_dir, kinds_and_names, load_fixture};
+use crate::support::{RegistryOptions, olmv1_bin, start_registry};
+
+fn olmv1_render(args: &[&str]) -> Output {
+    Command::new(olmv1_bin())
+        .arg("render")
+        .args(args)
+        .output()
+        .expect("run olmv1 render")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "olmv1 render failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 output")
+}
+
+fn expected_objects() -> Vec<Value> {
+    olmv1::bundle::render::render(&load_fixture("webhook-operator"), "ns1", None).expect("renders")
+}
+
+#[test]
+fn renders_a_bundle_directory_as_a_yaml_stream() {
+    let dir = fixture_dir("webhook-operator");
+    let out = stdout(&olmv1_render(&[
+        "--bundle",
+        dir.to_str().expect("utf-8 path"),
+        "--namespace",
+        "ns1",
+    ]));
+    assert!(
+        out.starts_with("---\napiVersion: v1\nkind: ServiceAccount\n"),
+        "{out}"
+    );
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&out).expect("YAML stream parses");
+    assert_eq!(objects, expected_objects());
+}
+
+#[test]
+fn renders_json_as_a_list() {
+    let dir = fixture_dir("webhook-operator");
+    let out = stdout(&olmv1_render(&[
+        "--bundle",
+        dir.to_str().expect("utf-8 path"),
+        "-n",
+        "ns1",
+        "-o",
+        "json",
+    ]));
+    let list: Value = serde_json::from_str(&out).expect("JSON parses");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(
+        list["items"].as_array().cloned().unwrap_or_default(),
+        expected_objects()
+    );
+}
+
+#[test]
+fn renders_a_catalog_bundle_from_its_bundle_objects() {
+    let catalog = crate::real_data::catalogs_root().join("community-operators-v4.16/kube-green");
+    let out = stdout(&olmv1_render(&[
+        "--catalog",
+        catalog.to_str().expect("utf-8 path"),
+        "--bundle-name",
+        "kube-green.v0.7.1",
+        "--namespace",
+        crate::real_data::INSTALL_NS,
+    ]));
+    let snapshot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test/snapshots/render/community-operators-v4.16__kube-green.v0.7.1.yaml");
+    let expected = std::fs::read_to_string(&snapshot).expect("kube-green snapshot exists");
+    assert!(out == expected, "CLI output differs from {snapshot:?}");
+}
+
+#[test]
+fn watch_namespace_selects_single_namespace_mode() {
+    let dir = fixture_dir("single-namespace-operator");
+    let dir = dir.to_str().expect("utf-8 path");
+    let out = stdout(&olmv1_render(&[
+        "--bundle",
+        dir,
+        "-n",
+        "op",
+        "--watch-namespace",
+        "watched",
+        "-o",
+        "json",
+    ]));
+    let list: Value = serde_json::from_str(&out).expect("JSON parses");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let role = items.iter().find(|o| o["kind"] == "Role").expect("a Role");
+    assert_eq!(role["metadata"]["namespace"], "watched");
+
+    let refused = olmv1_render(&["--bundle", dir, "-n", "op"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(refused.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "olmv1 render: invalid ClusterExtension configuration: invalid configuration: required field \"watchNamespace\" is missing\n"
+    );
+}
+
+#[test]
+fn errors_are_one_line_with_exit_status_1() {
+    let catalog = crate::real_data::catalogs_root().join("community-operators-v4.16/kube-green");
+    let missing = olmv1_render(&[
+        "--catalog",
+        catalog.to_str().expect("utf-8 path"),
+        "--bundle-name",
+        "kube-green.v9.9.9",
+        "-n",
+        "x",
+    ]);
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.starts_with("olmv1 render: bundle \"kube-green.v9.9.9\" not found in catalog"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1);
+
+    let bad_config = olmv1_render(&[
+        "--bundle",
+        fixture_dir("webhook-operator").to_str().expect("utf-8 path"),
+        "-n",
+        "x",
+        "--config",
+        "{\"unknownField\": 1}",
+    ]);
+    assert_eq!(bad_config.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad_config.stderr),
+        "olmv1 render: invalid ClusterExtension configuration: invalid configuration: unknown field \"unknownField\"\n"
+    );
+
+    let not_a_bundle = olmv1_render(&["--bundle", "127.0.0.1:1/none/such:v1", "-n", "x"]);
+    assert_eq!(not_a_bundle.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&not_a_bundle.stderr);
+    assert!(
+        stderr.starts_with("olmv1 render: ") && stderr.contains("127.0.0.1:1"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn renders_a_bundle_image_pulled_from_a_registry() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/bundles/webhook-operator:v0.0.1", registry.host_port);
+    let options = PushOptions {
+        registry: RegistryConfig::default(),
+        labels: Default::default(),
+        prefix: "/".into(),
+    };
+    push_dir(&fixture_dir("webhook-operator"), &reference, &options)
+        .await
+        .expect("push the fixture bundle");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let output = tokio::task::spawn_blocking({
+        let cache = cache.path().to_path_buf();
+        move || {
+            olmv1_render(&[
+                "--bundle",
+                &reference,
+                "-n",
+                "ns1",
+                "--cache-dir",
+                cache.to_str().expect("utf-8 path"),
+            ])
+        }
+    })
+    .await
+    .expect("join");
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&stdout(&output)).expect("YAML stream parses");
+    assert_eq!(kinds_and_names(&objects), kinds_and_names(&expected_objects()));
+    assert_eq!(objects, expected_objects());
+}

@@ -1,0 +1,7 @@
+//! Resolution tests: version-range conformance tables, upstream's resolver cases as data, the
+//! real-catalog snapshots, and the `olmv1 resolve` command. None needs a cluster.
+
+mod cases;
+mod cli;
+mod real_catalogs;
+mod version_tables;
