@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use olmv1::{bundle, catalog, controller, resolve};
 
 #[derive(Parser, Debug)]
-#[command(name = "olmv1", version, about = "OLM v1 in Rust: installs and upgrades cluster extensions")]
+#[command(
+    name = "olmv1",
+    version,
+    about = "OLM v1 in Rust: installs and upgrades cluster extensions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -81,6 +81,7 @@ impl Catalogd {
 fn spawn_catalogd(mut command: Command, dir: tempfile::TempDir, port: u16) -> Catalogd {
     let log = std::fs::File::create(dir.path().join("catalogd.log")).unwrap();
     let child = command
+        .env("OLMV1_EXIT_WITH_PARENT", "1")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

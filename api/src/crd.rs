@@ -100,7 +100,10 @@ mod tests {
                 .unwrap();
             assert_eq!(conditions["x-kubernetes-list-type"], "map");
             assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
-            assert_eq!(conditions["items"]["properties"]["status"]["enum"], json!(["True", "False", "Unknown"]));
+            assert_eq!(
+                conditions["items"]["properties"]["status"]["enum"],
+                json!(["True", "False", "Unknown"])
+            );
         }
     }
 }

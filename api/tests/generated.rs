@@ -20,7 +20,10 @@ fn yaml_files(sub: &str) -> Vec<PathBuf> {
 
 #[test]
 fn committed_crds_equal_the_generated_ones() {
-    let committed: String = yaml_files("config/crd").iter().map(|f| fs::read_to_string(f).unwrap()).collect();
+    let committed: String = yaml_files("config/crd")
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap())
+        .collect();
     assert!(
         committed == olmv1_api::crd::crds_yaml(),
         "config/crd/ differs from `olmv1 crd`: run hack/update-crds.sh and commit the result"
@@ -30,20 +33,23 @@ fn committed_crds_equal_the_generated_ones() {
 #[test]
 fn every_sample_deserializes_into_its_kind() {
     let samples = yaml_files("config/samples");
-    assert!(samples.len() >= 6, "config/samples holds the documentation's examples");
+    assert!(
+        samples.len() >= 6,
+        "config/samples holds the documentation's examples"
+    );
     for file in samples {
         let text = fs::read_to_string(&file).unwrap();
         let kind: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
         match kind["kind"].as_str() {
             Some("ClusterExtension") => {
-                let ext: ClusterExtension = serde_saphyr::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                let ext: ClusterExtension =
+                    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 let catalog = ext.spec.source.catalog.expect("samples install from catalogs");
                 assert_eq!(catalog.package_name, "argocd-operator");
             }
             Some("ClusterCatalog") => {
-                let cat: ClusterCatalog = serde_saphyr::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                let cat: ClusterCatalog =
+                    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 assert!(cat.spec.source.image.is_some());
             }
             other => panic!("{}: unexpected kind {other:?}", file.display()),
@@ -61,7 +67,10 @@ fn omitted_fields_take_upstream_defaults_when_read() {
     }))
     .unwrap();
     let catalog = ext.spec.source.catalog.unwrap();
-    assert_eq!(catalog.upgrade_constraint_policy, UpgradeConstraintPolicy::CatalogProvided);
+    assert_eq!(
+        catalog.upgrade_constraint_policy,
+        UpgradeConstraintPolicy::CatalogProvided
+    );
     assert!(catalog.channels.is_empty() && catalog.version.is_none());
 
     let cat: ClusterCatalog = serde_json::from_value(serde_json::json!({

@@ -70,7 +70,11 @@ pub struct ServiceAccountClients {
 impl ServiceAccountClients {
     /// Builds the factory from the controller's own client and config.
     pub fn new(controller: Client, base: Config) -> Self {
-        Self { controller, base, cache: Arc::default() }
+        Self {
+            controller,
+            base,
+            cache: Arc::default(),
+        }
     }
 
     /// A client acting as the service account `namespace/name`.
@@ -85,14 +89,23 @@ impl ServiceAccountClients {
         let client = self.client_with_token(token, namespace, name)?;
         // Renew when less than 10% of the lifetime is left.
         let renew_at = Instant::now() + TOKEN_LIFETIME.mul_f64(0.9);
-        self.cache.write().await.insert(key, CachedToken { client: client.clone(), renew_at });
+        self.cache.write().await.insert(
+            key,
+            CachedToken {
+                client: client.clone(),
+                renew_at,
+            },
+        );
         Ok(client)
     }
 
     /// Forgets the cached token of a service account (e.g. after an authentication failure or
     /// when its ClusterExtension is deleted).
     pub async fn forget(&self, namespace: &str, name: &str) {
-        self.cache.write().await.remove(&(namespace.to_string(), name.to_string()));
+        self.cache
+            .write()
+            .await
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 
     async fn request_token(&self, namespace: &str, name: &str) -> Result<String, IdentityError> {
@@ -105,12 +118,17 @@ impl ServiceAccountClients {
             },
             ..Default::default()
         };
-        match accounts.create_token_request(name, &PostParams::default(), &request).await {
+        match accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+        {
             Ok(response) => Ok(response.status.map(|s| s.token).unwrap_or_default()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(IdentityError::ServiceAccountNotFound {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-            }),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                Err(IdentityError::ServiceAccountNotFound {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                })
+            }
             Err(source) => Err(IdentityError::TokenRequest {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
@@ -123,7 +141,10 @@ impl ServiceAccountClients {
         let mut config = self.base.clone();
         // Only the bearer token: no client certificate, exec plugin or impersonation of the
         // controller's own identity may leak into the service account's client.
-        config.auth_info = AuthInfo { token: Some(token.into()), ..AuthInfo::default() };
+        config.auth_info = AuthInfo {
+            token: Some(token.into()),
+            ..AuthInfo::default()
+        };
         Client::try_from(config).map_err(|source| IdentityError::Client {
             namespace: namespace.to_string(),
             name: name.to_string(),

@@ -65,11 +65,21 @@ impl Planned {
     }
 
     fn api(&self, client: &Client) -> Api<DynamicObject> {
-        api_for(client, &self.resource, self.namespaced, self.object.metadata.namespace.as_deref())
+        api_for(
+            client,
+            &self.resource,
+            self.namespaced,
+            self.object.metadata.namespace.as_deref(),
+        )
     }
 }
 
-fn api_for(client: &Client, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+fn api_for(
+    client: &Client,
+    resource: &ApiResource,
+    namespaced: bool,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     match (namespaced, namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, resource),
         _ => Api::all_with(client.clone(), resource),
@@ -81,13 +91,21 @@ fn api_for(client: &Client, resource: &ApiResource, namespaced: bool, namespace:
 struct ResourceCache(HashMap<GroupVersionKind, (ApiResource, bool)>);
 
 impl ResourceCache {
-    async fn lookup(&mut self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyError> {
+    async fn lookup(
+        &mut self,
+        client: &Client,
+        gvk: &GroupVersionKind,
+    ) -> Result<(ApiResource, bool), ApplyError> {
         if let Some(found) = self.0.get(gvk) {
             return Ok(found.clone());
         }
-        let (resource, caps) = discovery::pinned_kind(client, gvk)
-            .await
-            .map_err(|source| ApplyError::Discovery { gvk: format_gvk(gvk), source })?;
+        let (resource, caps) =
+            discovery::pinned_kind(client, gvk)
+                .await
+                .map_err(|source| ApplyError::Discovery {
+                    gvk: format_gvk(gvk),
+                    source,
+                })?;
         let found = (resource, caps.scope == Scope::Namespaced);
         self.0.insert(gvk.clone(), found.clone());
         Ok(found)
@@ -164,7 +182,11 @@ pub async fn apply(
         applied.push(planned.reference());
     }
     for planned in &crds {
-        wait_crd_established(sa_client, planned.object.metadata.name.as_deref().unwrap_or_default()).await?;
+        wait_crd_established(
+            sa_client,
+            planned.object.metadata.name.as_deref().unwrap_or_default(),
+        )
+        .await?;
     }
     let mut instances = plan(sa_client, owner, &later, &mut resources).await?;
     rest_planned.append(&mut instances);
@@ -185,8 +207,9 @@ async fn plan(
     for value in objects {
         let gvk = gvk_of(value)?;
         let (resource, namespaced) = resources.lookup(client, &gvk).await?;
-        let mut object: DynamicObject = serde_json::from_value((*value).clone())
-            .map_err(|e| ApplyError::InvalidObject(format!("{} is not a Kubernetes object: {e}", format_gvk(&gvk))))?;
+        let mut object: DynamicObject = serde_json::from_value((*value).clone()).map_err(|e| {
+            ApplyError::InvalidObject(format!("{} is not a Kubernetes object: {e}", format_gvk(&gvk)))
+        })?;
         if namespaced && object.metadata.namespace.is_none() {
             object.metadata.namespace = Some(owner.install_namespace.clone());
         }
@@ -194,7 +217,11 @@ async fn plan(
             object.metadata.namespace = None;
         }
         mark_owned(owner, &mut object);
-        planned.push(Planned { resource, namespaced, object });
+        planned.push(Planned {
+            resource,
+            namespaced,
+            object,
+        });
     }
     Ok(planned)
 }
@@ -206,7 +233,12 @@ async fn refuse_foreign(client: &Client, owner: &Owner, planned: &[Planned]) -> 
         match p.api(client).get_opt(&name).await {
             Ok(Some(existing)) if !owner.owns(&existing) => foreign.push(describe(&p.reference())),
             Ok(_) => {}
-            Err(source) => return Err(ApplyError::Read { object: describe(&p.reference()), source }),
+            Err(source) => {
+                return Err(ApplyError::Read {
+                    object: describe(&p.reference()),
+                    source,
+                });
+            }
         }
     }
     if foreign.is_empty() {
@@ -237,7 +269,10 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
         .api(client)
         .patch(&name, &params, &Patch::Apply(&body))
         .await
-        .map_err(|source| ApplyError::Write { object: describe(&planned.reference()), source })?;
+        .map_err(|source| ApplyError::Write {
+            object: describe(&planned.reference()),
+            source,
+        })?;
     Ok(())
 }
 
@@ -246,10 +281,10 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let crd = crds
-            .get(name)
-            .await
-            .map_err(|source| ApplyError::Read { object: format!("CustomResourceDefinition '{name}'"), source })?;
+        let crd = crds.get(name).await.map_err(|source| ApplyError::Read {
+            object: format!("CustomResourceDefinition '{name}'"),
+            source,
+        })?;
         let established = crd
             .status
             .and_then(|s| s.conditions)
@@ -260,14 +295,20 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(ApplyError::NotReady(format!("CustomResourceDefinition '{name}' is not Established yet")));
+            return Err(ApplyError::NotReady(format!(
+                "CustomResourceDefinition '{name}' is not Established yet"
+            )));
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
 /// Deletes, as the service account, the objects of `previous` that `current` no longer has.
-pub async fn prune(sa_client: &Client, previous: &[ObjectRef], current: &[ObjectRef]) -> Result<(), ApplyError> {
+pub async fn prune(
+    sa_client: &Client,
+    previous: &[ObjectRef],
+    current: &[ObjectRef],
+) -> Result<(), ApplyError> {
     let keep: BTreeSet<&ObjectRef> = current.iter().collect();
     let dropped: Vec<ObjectRef> = previous.iter().filter(|o| !keep.contains(o)).cloned().collect();
     delete_all(sa_client, &dropped).await
@@ -280,7 +321,10 @@ pub async fn delete_all(client: &Client, objects: &[ObjectRef]) -> Result<(), Ap
     ordered.sort_by_key(|o| o.kind == "CustomResourceDefinition");
     let mut resources = ResourceCache::default();
     for object in ordered {
-        let (group, version) = object.api_version.rsplit_once('/').unwrap_or(("", &object.api_version));
+        let (group, version) = object
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &object.api_version));
         let gvk = GroupVersionKind::gvk(group, version, &object.kind);
         let (resource, namespaced) = match resources.lookup(client, &gvk).await {
             Ok(found) => found,
@@ -292,7 +336,12 @@ pub async fn delete_all(client: &Client, objects: &[ObjectRef]) -> Result<(), Ap
         match api.delete(&object.name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => return Err(ApplyError::Delete { object: describe(object), source }),
+            Err(source) => {
+                return Err(ApplyError::Delete {
+                    object: describe(object),
+                    source,
+                });
+            }
         }
     }
     Ok(())
@@ -311,8 +360,15 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                 let crd = Api::<CustomResourceDefinition>::all(sa_client.clone())
                     .get(&object.name)
                     .await
-                    .map_err(|source| ApplyError::Read { object: describe(object), source })?;
-                let established = crd.status.and_then(|s| s.conditions).unwrap_or_default().iter()
+                    .map_err(|source| ApplyError::Read {
+                        object: describe(object),
+                        source,
+                    })?;
+                let established = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
                     .any(|c| c.type_ == "Established" && c.status == "True");
                 if !established {
                     return Ok(Some(format!("{} is not Established", describe(object))));
@@ -323,7 +379,10 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                 let deployment = Api::<Deployment>::namespaced(sa_client.clone(), ns)
                     .get(&object.name)
                     .await
-                    .map_err(|source| ApplyError::Read { object: describe(object), source })?;
+                    .map_err(|source| ApplyError::Read {
+                        object: describe(object),
+                        source,
+                    })?;
                 if let Some(waiting) = deployment_rollout(&deployment) {
                     return Ok(Some(format!("{}: {waiting}", describe(object))));
                 }
@@ -351,7 +410,11 @@ fn deployment_rollout(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Op
     if status.replicas.unwrap_or_default() > updated {
         return Some("old replicas are pending termination".into());
     }
-    let available = status.conditions.as_deref().unwrap_or_default().iter()
+    let available = status
+        .conditions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
         .any(|c| c.type_ == "Available" && c.status == "True");
     if !available {
         return Some("not Available yet".into());
@@ -366,8 +429,14 @@ mod tests {
 
     fn deployment(replicas: i32, updated: i32, total: i32, available: bool) -> Deployment {
         Deployment {
-            metadata: kube::api::ObjectMeta { generation: Some(2), ..Default::default() },
-            spec: Some(DeploymentSpec { replicas: Some(replicas), ..Default::default() }),
+            metadata: kube::api::ObjectMeta {
+                generation: Some(2),
+                ..Default::default()
+            },
+            spec: Some(DeploymentSpec {
+                replicas: Some(replicas),
+                ..Default::default()
+            }),
             status: Some(DeploymentStatus {
                 observed_generation: Some(2),
                 replicas: Some(total),
@@ -385,14 +454,29 @@ mod tests {
     #[test]
     fn a_deployment_is_rolled_out_when_every_replica_is_updated_and_it_is_available() {
         assert_eq!(deployment_rollout(&deployment(2, 2, 2, true)), None);
-        assert_eq!(deployment_rollout(&deployment(2, 1, 2, true)).unwrap(), "1 of 2 replicas updated");
-        assert!(deployment_rollout(&deployment(2, 2, 3, true)).unwrap().contains("old replicas"));
-        assert!(deployment_rollout(&deployment(2, 2, 2, false)).unwrap().contains("Available"));
+        assert_eq!(
+            deployment_rollout(&deployment(2, 1, 2, true)).unwrap(),
+            "1 of 2 replicas updated"
+        );
+        assert!(
+            deployment_rollout(&deployment(2, 2, 3, true))
+                .unwrap()
+                .contains("old replicas")
+        );
+        assert!(
+            deployment_rollout(&deployment(2, 2, 2, false))
+                .unwrap()
+                .contains("Available")
+        );
     }
 
     #[test]
     fn owned_objects_carry_the_owner_labels_and_one_controller_reference() {
-        let owner = Owner { name: "ext".into(), uid: "u1".into(), install_namespace: "ns".into() };
+        let owner = Owner {
+            name: "ext".into(),
+            uid: "u1".into(),
+            install_namespace: "ns".into(),
+        };
         let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}
         }))

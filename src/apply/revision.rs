@@ -66,11 +66,7 @@ pub struct ObjectRef {
 mod store {
     use std::collections::BTreeMap;
 
-    use k8s_openapi::{
-        ByteString,
-        api::core::v1::Secret,
-        apimachinery::pkg::apis::meta::v1::OwnerReference,
-    };
+    use k8s_openapi::{ByteString, api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::OwnerReference};
     use kube::{
         Api, Client,
         api::{DeleteParams, ObjectMeta, Patch, PatchParams},
@@ -112,14 +108,22 @@ mod store {
     impl RevisionStore {
         /// A store in `system_namespace`.
         pub fn new(client: Client, system_namespace: &str) -> Self {
-            Self { secrets: Api::namespaced(client, system_namespace) }
+            Self {
+                secrets: Api::namespaced(client, system_namespace),
+            }
         }
 
         /// The installed revision of a ClusterExtension, if any.
         pub async fn load(&self, extension: &str) -> Result<Option<InstalledRevision>, RecordError> {
-            let secret = self.secrets.get_opt(&record_name(extension)).await.map_err(|source| {
-                RecordError::Api { action: "read", extension: extension.into(), source }
-            })?;
+            let secret = self
+                .secrets
+                .get_opt(&record_name(extension))
+                .await
+                .map_err(|source| RecordError::Api {
+                    action: "read",
+                    extension: extension.into(),
+                    source,
+                })?;
             let Some(secret) = secret else { return Ok(None) };
             let data = secret.data.unwrap_or_default();
             let raw = data.get(RECORD_KEY).ok_or_else(|| RecordError::Corrupt {
@@ -128,7 +132,10 @@ mod store {
             })?;
             serde_json::from_slice(&raw.0)
                 .map(Some)
-                .map_err(|e| RecordError::Corrupt { extension: extension.into(), reason: e.to_string() })
+                .map_err(|e| RecordError::Corrupt {
+                    extension: extension.into(),
+                    reason: e.to_string(),
+                })
         }
 
         /// Writes the record, owned by the ClusterExtension (so it goes with it).
@@ -164,16 +171,28 @@ mod store {
             self.secrets
                 .patch(&record_name(extension), &params, &Patch::Apply(&secret))
                 .await
-                .map_err(|source| RecordError::Api { action: "write", extension: extension.into(), source })?;
+                .map_err(|source| RecordError::Api {
+                    action: "write",
+                    extension: extension.into(),
+                    source,
+                })?;
             Ok(())
         }
 
         /// Removes the record (after an uninstall).
         pub async fn delete(&self, extension: &str) -> Result<(), RecordError> {
-            match self.secrets.delete(&record_name(extension), &DeleteParams::default()).await {
+            match self
+                .secrets
+                .delete(&record_name(extension), &DeleteParams::default())
+                .await
+            {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                Err(source) => Err(RecordError::Api { action: "delete", extension: extension.into(), source }),
+                Err(source) => Err(RecordError::Api {
+                    action: "delete",
+                    extension: extension.into(),
+                    source,
+                }),
             }
         }
     }

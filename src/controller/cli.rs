@@ -38,7 +38,11 @@ pub struct ControllerArgs {
     #[arg(long, env = "OLMV1_CACHE_DIR", default_value = "/var/cache/olmv1")]
     pub cache_dir: PathBuf,
     /// Registries reached over plain HTTP (host:port); loopback registries always may be.
-    #[arg(long = "insecure-registry", env = "OLMV1_INSECURE_REGISTRIES", value_delimiter = ',')]
+    #[arg(
+        long = "insecure-registry",
+        env = "OLMV1_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
     pub insecure_registries: Vec<String>,
     /// Extra CA certificates (PEM) trusted for registries and catalog servers.
     #[arg(long = "ca-file", env = "OLMV1_CA_FILE")]
@@ -71,19 +75,31 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         ca_files,
         upgradeable,
     } = args;
-    let config = Config::infer().await.map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-    let client = Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let config = Config::infer()
+        .await
+        .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
+    let client =
+        Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
 
     let mut ca_pems = Vec::new();
     for file in &ca_files {
-        ca_pems.push(std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?);
+        ca_pems
+            .push(std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?);
     }
     let catalog_client = CatalogClient::new(&ca_pems).map_err(|e| e.to_string())?;
-    let mut registry_config = RegistryConfig { insecure_registries, ..RegistryConfig::default() };
+    let mut registry_config = RegistryConfig {
+        insecure_registries,
+        ..RegistryConfig::default()
+    };
     for file in &ca_files {
-        registry_config.add_ca_path(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?;
+        registry_config
+            .add_ca_path(file)
+            .map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?;
     }
-    let pull = PullOptions { registry: registry_config, ..PullOptions::new(cache_dir) };
+    let pull = PullOptions {
+        registry: registry_config,
+        ..PullOptions::new(cache_dir)
+    };
     let upgradeable_config = UpgradeableConfig::from_args(&upgradeable, system_namespace.clone())
         .map_err(|e| format!("invalid --cluster-version: {e}"))?;
 
@@ -113,7 +129,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     readiness.set_ready(true);
     info!(%system_namespace, "olmv1 controller started");
 
-    let gating = tokio::spawn(upgradeable::run(client.clone(), upgradeable_config, upgradeable_metrics));
+    let gating = tokio::spawn(upgradeable::run(
+        client.clone(),
+        upgradeable_config,
+        upgradeable_metrics,
+    ));
     tokio::select! {
         // The ClusterExtension controller stops on SIGTERM/SIGINT after finishing its reconciles.
         _ = cluster_extension::run(ctx, concurrency) => {

@@ -77,12 +77,19 @@ impl LeaderElector {
     }
 
     async fn try_acquire_or_renew(&self) -> Result<bool, LeaderError> {
-        let api_err = |source| LeaderError::Api { namespace: self.namespace.clone(), name: self.name.clone(), source };
+        let api_err = |source| LeaderError::Api {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        };
         let now = Timestamp::now();
         let existing = self.leases.get_opt(&self.name).await.map_err(api_err)?;
         let Some(mut lease) = existing else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..Default::default()
+                },
                 spec: Some(self.spec(now, 0, now)),
             };
             return match self.leases.create(&PostParams::default(), &lease).await {
@@ -93,17 +100,31 @@ impl LeaderElector {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
-        let renewed = spec.renew_time.as_ref().map(|t| t.0).unwrap_or(Timestamp::UNIX_EPOCH);
-        let duration = spec.lease_duration_seconds.unwrap_or(LEASE_DURATION.as_secs() as i32);
+        let renewed = spec
+            .renew_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(Timestamp::UNIX_EPOCH);
+        let duration = spec
+            .lease_duration_seconds
+            .unwrap_or(LEASE_DURATION.as_secs() as i32);
         let expired = now.as_second() > renewed.as_second() + i64::from(duration);
         if holder != self.identity && !expired {
             return Ok(false);
         }
         let transitions = spec.lease_transitions.unwrap_or_default() + i32::from(holder != self.identity);
-        let acquired = if holder == self.identity { spec.acquire_time.map(|t| t.0).unwrap_or(now) } else { now };
+        let acquired = if holder == self.identity {
+            spec.acquire_time.map(|t| t.0).unwrap_or(now)
+        } else {
+            now
+        };
         lease.spec = Some(self.spec(acquired, transitions, now));
         // The resourceVersion in `lease` makes this a compare-and-swap.
-        match self.leases.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .leases
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
             Err(e) => Err(api_err(e)),

@@ -48,32 +48,63 @@ impl Metrics {
             installed_now: Mutex::default(),
         };
         let sub = registry.sub_registry_with_prefix("olmv1_clusterextension");
-        sub.register("reconcile", "Reconciles of ClusterExtensions", metrics.runs.clone());
-        sub.register("reconcile_failures", "Failed reconciles by error category", metrics.failures.clone());
-        sub.register("reconcile_duration_seconds", "Reconcile duration", metrics.duration.clone());
-        sub.register("installed_bundle", "1 for each ClusterExtension's installed bundle", metrics.installed.clone());
+        sub.register(
+            "reconcile",
+            "Reconciles of ClusterExtensions",
+            metrics.runs.clone(),
+        );
+        sub.register(
+            "reconcile_failures",
+            "Failed reconciles by error category",
+            metrics.failures.clone(),
+        );
+        sub.register(
+            "reconcile_duration_seconds",
+            "Reconcile duration",
+            metrics.duration.clone(),
+        );
+        sub.register(
+            "installed_bundle",
+            "1 for each ClusterExtension's installed bundle",
+            metrics.installed.clone(),
+        );
         metrics
     }
 
     /// Counts a reconcile and records its duration when the guard drops.
     pub fn reconcile_timer(&self) -> ReconcileTimer<'_> {
         self.runs.inc();
-        ReconcileTimer { metrics: self, start: Instant::now() }
+        ReconcileTimer {
+            metrics: self,
+            start: Instant::now(),
+        }
     }
 
     /// Counts a failure by category.
     pub fn reconcile_failed(&self, category: &str) {
-        self.failures.get_or_create(&ErrorLabels { error: category.to_string() }).inc();
+        self.failures
+            .get_or_create(&ErrorLabels {
+                error: category.to_string(),
+            })
+            .inc();
     }
 
     /// Records which bundle an extension has installed (`None`: nothing).
     pub fn set_installed(&self, extension: &str, bundle: Option<&str>) {
         let mut now = self.installed_now.lock().expect("metrics lock poisoned");
         if let Some(old) = now.remove(extension) {
-            self.installed.remove(&InstalledLabels { extension: extension.into(), bundle: old });
+            self.installed.remove(&InstalledLabels {
+                extension: extension.into(),
+                bundle: old,
+            });
         }
         if let Some(bundle) = bundle {
-            self.installed.get_or_create(&InstalledLabels { extension: extension.into(), bundle: bundle.into() }).set(1);
+            self.installed
+                .get_or_create(&InstalledLabels {
+                    extension: extension.into(),
+                    bundle: bundle.into(),
+                })
+                .set(1);
             now.insert(extension.into(), bundle.into());
         }
     }
@@ -113,8 +144,15 @@ struct ServerState {
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
-pub async fn serve_operations(addr: SocketAddr, registry: Registry, readiness: Readiness) -> std::io::Result<()> {
-    let state = ServerState { registry: Arc::new(registry), readiness };
+pub async fn serve_operations(
+    addr: SocketAddr,
+    registry: Registry,
+    readiness: Readiness,
+) -> std::io::Result<()> {
+    let state = ServerState {
+        registry: Arc::new(registry),
+        readiness,
+    };
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
@@ -130,7 +168,10 @@ async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse 
     match encode(&mut body, &state.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         )
             .into_response(),

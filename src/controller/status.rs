@@ -101,9 +101,23 @@ mod tests {
     #[test]
     fn an_unchanged_status_keeps_its_transition_time() {
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, "Installed", ConditionStatus::False, "Failed", "a", Some(1));
+        set_condition(
+            &mut conditions,
+            "Installed",
+            ConditionStatus::False,
+            "Failed",
+            "a",
+            Some(1),
+        );
         let first = conditions[0].last_transition_time.clone();
-        set_condition(&mut conditions, "Installed", ConditionStatus::False, "Failed", "b", Some(2));
+        set_condition(
+            &mut conditions,
+            "Installed",
+            ConditionStatus::False,
+            "Failed",
+            "b",
+            Some(2),
+        );
         assert_eq!(conditions[0].last_transition_time, first);
         assert_eq!(conditions[0].message, "b");
         assert_eq!(conditions[0].observed_generation, Some(2));

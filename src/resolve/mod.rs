@@ -328,7 +328,7 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
     // The deprecation returned is that of the last candidate appended, as upstream.
     let deprecation = found.last().and_then(|c| c.package.deprecation().cloned());
     if found.len() > 1 {
-        found.sort_by(|a, b| b.catalog.priority.cmp(&a.catalog.priority));
+        found.sort_by_key(|c| std::cmp::Reverse(c.catalog.priority));
         if found[0].catalog.priority != found[1].catalog.priority {
             found.truncate(1);
         }

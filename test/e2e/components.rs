@@ -53,19 +53,30 @@ pub async fn exclusive_cluster() -> ClusterShare {
 /// Restarts kube-apiserver with the command line it runs with and waits for it to be ready
 /// again. Only for a test holding [`exclusive_cluster`].
 pub async fn restart_api_server(share: &ClusterShare) {
-    assert!(matches!(share, ClusterShare::Exclusive(_)), "restarting kube-apiserver needs the cluster alone");
+    assert!(
+        matches!(share, ClusterShare::Exclusive(_)),
+        "restarting kube-apiserver needs the cluster alone"
+    );
     let env = support::env();
     let pid_file = env.dir.join("pids/kube-apiserver.pid");
     let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-    let argv: Vec<String> =
-        cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let argv: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
     // SIGTERM first; kube-apiserver's graceful shutdown can wait long on open watches, so a
     // crash-like SIGKILL follows after a few seconds.
     assert!(Command::new("kill").arg(&pid).status().unwrap().success());
     let exited = |pid: &str| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // Its parent is gone, so nobody may reap it: a zombie has exited too.
-        Ok(stat) => stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'),
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => true,
     };
     for _ in 0..50 {
@@ -77,11 +88,16 @@ pub async fn restart_api_server(share: &ClusterShare) {
     if !exited(&pid) {
         Command::new("kill").args(["-KILL", &pid]).status().unwrap();
     }
-    support::wait_for("the old kube-apiserver to exit", Duration::from_secs(30), || async {
-        if exited(&pid) { Ok(()) } else { Err("running") }
-    })
+    support::wait_for(
+        "the old kube-apiserver to exit",
+        Duration::from_secs(30),
+        || async { if exited(&pid) { Ok(()) } else { Err("running") } },
+    )
     .await;
-    let log = std::fs::OpenOptions::new().append(true).open(env.dir.join("logs/kube-apiserver.log")).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(env.dir.join("logs/kube-apiserver.log"))
+        .unwrap();
     let child = Command::new("setsid")
         .args(&argv)
         .stdin(Stdio::null())
@@ -91,10 +107,24 @@ pub async fn restart_api_server(share: &ClusterShare) {
         .expect("restart kube-apiserver");
     // setsid execs the server in place: the pid is the server's, for local-down.sh.
     std::fs::write(&pid_file, child.id().to_string()).unwrap();
-    support::wait_for_every("kube-apiserver to be ready again", Duration::from_secs(90), Duration::from_secs(1), || async {
-        let out = support::kubectl(&["get", "--raw", "/readyz"]);
-        if out.success { Ok(()) } else { Err(out.stderr.clone()) }
-    })
+    // Reaped when hack/local-down.sh stops it at the end of the run.
+    std::thread::spawn(move || {
+        let mut child = child;
+        child.wait().ok();
+    });
+    support::wait_for_every(
+        "kube-apiserver to be ready again",
+        Duration::from_secs(90),
+        Duration::from_secs(1),
+        || async {
+            let out = support::kubectl(&["get", "--raw", "/readyz"]);
+            if out.success {
+                Ok(())
+            } else {
+                Err(out.stderr.clone())
+            }
+        },
+    )
     .await;
 }
 
@@ -131,7 +161,10 @@ pub fn ensure_running() {
             env,
         );
         let controller = spawn_controller(env);
-        Components { catalogd, controller: Mutex::new(Some(controller)) }
+        Components {
+            catalogd,
+            controller: Mutex::new(Some(controller)),
+        }
     });
 }
 
@@ -190,7 +223,10 @@ pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> St
     let namespace = support::fresh_namespace(client, prefix).await;
     create_service_account(client, &namespace, "installer").await;
     let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(format!("{namespace}-installer")), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(format!("{namespace}-installer")),
+            ..Default::default()
+        },
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".into(),
             kind: "ClusterRole".into(),
@@ -203,14 +239,20 @@ pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> St
             ..Default::default()
         }]),
     };
-    Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     namespace
 }
 
 /// Creates a ServiceAccount.
 pub async fn create_service_account(client: &Client, namespace: &str, name: &str) {
     let account = ServiceAccount {
-        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     Api::<ServiceAccount>::namespaced(client.clone(), namespace)
@@ -235,15 +277,28 @@ pub async fn apply_catalog(client: &Client, name: &str, image: &str, priority: i
 /// Waits until a catalog serves the image it points at.
 pub async fn wait_catalog_serving(client: &Client, name: &str) {
     let api = Api::<ClusterCatalog>::all(client.clone());
-    support::wait_for(&format!("ClusterCatalog {name} Serving"), INSTALL_TIMEOUT, || async {
-        let catalog = api.get(name).await.map_err(|e| e.to_string())?;
-        let status = catalog.status.clone().unwrap_or_default();
-        let serving = status.conditions.iter().any(|c| c.type_ == "Serving" && c.status == "True");
-        let progressed = status.conditions.iter().any(|c| {
-            c.type_ == "Progressing" && c.reason == "Succeeded" && c.observed_generation == catalog.metadata.generation
-        });
-        if serving && progressed { Ok(()) } else { Err(format!("{:?}", status.conditions)) }
-    })
+    support::wait_for(
+        &format!("ClusterCatalog {name} Serving"),
+        INSTALL_TIMEOUT,
+        || async {
+            let catalog = api.get(name).await.map_err(|e| e.to_string())?;
+            let status = catalog.status.clone().unwrap_or_default();
+            let serving = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Serving" && c.status == "True");
+            let progressed = status.conditions.iter().any(|c| {
+                c.type_ == "Progressing"
+                    && c.reason == "Succeeded"
+                    && c.observed_generation == catalog.metadata.generation
+            });
+            if serving && progressed {
+                Ok(())
+            } else {
+                Err(format!("{:?}", status.conditions))
+            }
+        },
+    )
     .await
 }
 
@@ -251,13 +306,22 @@ pub async fn wait_catalog_serving(client: &Client, name: &str) {
 pub async fn apply_extension(client: &Client, extension: serde_json::Value) {
     let name = extension["metadata"]["name"].as_str().unwrap().to_string();
     Api::<ClusterExtension>::all(client.clone())
-        .patch(&name, &PatchParams::apply("e2e").force(), &Patch::Apply(&extension))
+        .patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&extension),
+        )
         .await
         .unwrap_or_else(|e| panic!("cannot apply ClusterExtension {name}: {e}"));
 }
 
 /// A ClusterExtension body installing `package` into `namespace` as `installer`.
-pub fn extension(name: &str, namespace: &str, package: &str, catalog: serde_json::Value) -> serde_json::Value {
+pub fn extension(
+    name: &str,
+    namespace: &str,
+    package: &str,
+    catalog: serde_json::Value,
+) -> serde_json::Value {
     let mut source = json!({"packageName": package});
     if let serde_json::Value::Object(extra) = catalog {
         source.as_object_mut().unwrap().extend(extra);
@@ -289,7 +353,9 @@ where
         loop {
             if let Ok(ext) = api.get(name).await
                 && ext.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().all(|c| c.observed_generation == ext.metadata.generation)
+                    s.conditions
+                        .iter()
+                        .all(|c| c.observed_generation == ext.metadata.generation)
                 })
                 && check(&ext)
             {
@@ -302,7 +368,11 @@ where
     match found {
         Ok(ext) => ext,
         Err(_) => {
-            let now = api.get(name).await.map(|e| format!("{:#?}", e.status)).unwrap_or_default();
+            let now = api
+                .get(name)
+                .await
+                .map(|e| format!("{:#?}", e.status))
+                .unwrap_or_default();
             panic!(
                 "timed out waiting for ClusterExtension {name}: {what}\nstatus: {now}\ncontroller log:\n{}",
                 log_tail("controller")
@@ -313,19 +383,31 @@ where
 
 /// Waits until the ClusterExtension has `version` installed and rolled out.
 pub async fn wait_installed(client: &Client, name: &str, version: &str) -> ClusterExtension {
-    wait_extension(client, name, &format!("Installed=True with version {version}"), |ext| {
-        let installed = condition(ext, "Installed").is_some_and(|c| c.status == "True");
-        let progressing = condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded");
-        let bundle = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.as_str());
-        installed && progressing && bundle == Some(version)
-    })
+    wait_extension(
+        client,
+        name,
+        &format!("Installed=True with version {version}"),
+        |ext| {
+            let installed = condition(ext, "Installed").is_some_and(|c| c.status == "True");
+            let progressing = condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded");
+            let bundle = ext
+                .status
+                .as_ref()
+                .and_then(|s| s.install.as_ref())
+                .map(|i| i.bundle.version.as_str());
+            installed && progressing && bundle == Some(version)
+        },
+    )
     .await
 }
 
 /// Waits until Progressing carries `reason` and a message containing `text`.
 pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &str) -> ClusterExtension {
-    wait_extension(client, name, &format!("Progressing reason {reason} with {text:?}"), |ext| {
-        condition(ext, "Progressing").is_some_and(|c| c.reason == reason && c.message.contains(text))
-    })
+    wait_extension(
+        client,
+        name,
+        &format!("Progressing reason {reason} with {text:?}"),
+        |ext| condition(ext, "Progressing").is_some_and(|c| c.reason == reason && c.message.contains(text)),
+    )
     .await
 }

@@ -48,12 +48,19 @@ async fn equal_priority_catalogs_are_refused_and_a_higher_priority_wins() {
         s.package, names[0], names[1]
     );
     let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
-    assert_eq!(components::condition(&ext, "Progressing").unwrap().message, expected);
+    assert_eq!(
+        components::condition(&ext, "Progressing").unwrap().message,
+        expected
+    );
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "False");
 
     components::apply_catalog(&s.client, &other, &image, 1).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
-    assert_eq!(record_catalog(&s).await, other, "the higher-priority catalog wins");
+    assert_eq!(
+        record_catalog(&s).await,
+        other,
+        "the higher-priority catalog wins"
+    );
 }
 
 #[tokio::test]
@@ -63,21 +70,37 @@ async fn a_missing_service_account_is_reported_and_the_install_converges_once_it
     let client = support::client().await;
     let package = support::fresh_name("nosa");
     let catalog = format!("{package}-catalog");
-    let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &two_versions(&package)).await;
+    let image = fixtures::publish_catalog(
+        support::registry(),
+        &format!("e2e/{catalog}"),
+        "v1",
+        &two_versions(&package),
+    )
+    .await;
     components::apply_catalog(&client, &catalog, &image, 0).await;
     components::wait_catalog_serving(&client, &catalog).await;
     let namespace = support::fresh_namespace(&client, &package).await;
     let name = format!("{package}-ext");
-    components::apply_extension(&client, components::extension(&name, &namespace, &package, json!({}))).await;
+    components::apply_extension(
+        &client,
+        components::extension(&name, &namespace, &package, json!({})),
+    )
+    .await;
 
     let expected = format!("service account \"installer\" not found in namespace \"{namespace}\"");
     let ext = components::wait_progressing(&client, &name, "Retrying", &expected).await;
-    assert_eq!(components::condition(&ext, "Installed").unwrap().message, "No bundle installed");
+    assert_eq!(
+        components::condition(&ext, "Installed").unwrap().message,
+        "No bundle installed"
+    );
 
     // The admin creates the account and grants it: the controller converges by itself.
     components::create_service_account(&client, &namespace, "installer").await;
     support::kubectl(&[
-        "create", "clusterrolebinding", &format!("{namespace}-installer"), "--clusterrole=cluster-admin",
+        "create",
+        "clusterrolebinding",
+        &format!("{namespace}-installer"),
+        "--clusterrole=cluster-admin",
         &format!("--serviceaccount={namespace}:installer"),
     ])
     .ok();
@@ -91,14 +114,23 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
     let client = support::client().await;
     let package = support::fresh_name("narrow");
     let catalog = format!("{package}-catalog");
-    let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &two_versions(&package)).await;
+    let image = fixtures::publish_catalog(
+        support::registry(),
+        &format!("e2e/{catalog}"),
+        "v1",
+        &two_versions(&package),
+    )
+    .await;
     components::apply_catalog(&client, &catalog, &image, 0).await;
     components::wait_catalog_serving(&client, &catalog).await;
     let namespace = support::fresh_namespace(&client, &package).await;
     components::create_service_account(&client, &namespace, "installer").await;
     // Only ConfigMaps in its own namespace.
     let role = Role {
-        metadata: ObjectMeta { name: Some("configmaps".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("configmaps".into()),
+            ..Default::default()
+        },
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["".into()]),
             resources: Some(vec!["configmaps".into()]),
@@ -106,10 +138,20 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
             ..Default::default()
         }]),
     };
-    Api::<Role>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &role).await.unwrap();
+    Api::<Role>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
     let binding = RoleBinding {
-        metadata: ObjectMeta { name: Some("configmaps".into()), ..Default::default() },
-        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "Role".into(), name: "configmaps".into() },
+        metadata: ObjectMeta {
+            name: Some("configmaps".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: "configmaps".into(),
+        },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name: "installer".into(),
@@ -117,26 +159,61 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
             ..Default::default()
         }]),
     };
-    Api::<RoleBinding>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &binding).await.unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 
     let name = format!("{package}-ext");
-    components::apply_extension(&client, components::extension(&name, &namespace, &package, json!({}))).await;
+    components::apply_extension(
+        &client,
+        components::extension(&name, &namespace, &package, json!({})),
+    )
+    .await;
     let ext = components::wait_extension(&client, &name, "a permission preflight failure", |ext| {
         components::condition(ext, "Progressing").is_some_and(|c| c.message.contains("deployments"))
     })
     .await;
     let message = &components::condition(&ext, "Progressing").unwrap().message;
-    for missing in ["deployments", "customresourcedefinitions", "serviceaccounts", "clusterroles"] {
-        assert!(message.contains(missing), "the message lists {missing}: {message}");
+    for missing in [
+        "deployments",
+        "customresourcedefinitions",
+        "serviceaccounts",
+        "clusterroles",
+    ] {
+        assert!(
+            message.contains(missing),
+            "the message lists {missing}: {message}"
+        );
     }
-    assert!(!message.contains(&format!("configmaps \"{package}-settings\"")), "ConfigMaps are allowed: {message}");
+    assert!(
+        !message.contains(&format!("configmaps \"{package}-settings\"")),
+        "ConfigMaps are allowed: {message}"
+    );
     let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
-    assert!(deployments.get_opt(&fixtures::deployment_name(&package)).await.unwrap().is_none(), "nothing applied");
+    assert!(
+        deployments
+            .get_opt(&fixtures::deployment_name(&package))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing applied"
+    );
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
-    assert!(config_maps.get_opt(&format!("{package}-settings")).await.unwrap().is_none(), "nothing applied");
+    assert!(
+        config_maps
+            .get_opt(&format!("{package}-settings"))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing applied"
+    );
 
     support::kubectl(&[
-        "create", "clusterrolebinding", &format!("{namespace}-installer"), "--clusterrole=cluster-admin",
+        "create",
+        "clusterrolebinding",
+        &format!("{namespace}-installer"),
+        "--clusterrole=cluster-admin",
         &format!("--serviceaccount={namespace}:installer"),
     ])
     .ok();
@@ -148,45 +225,83 @@ async fn an_object_owned_by_someone_else_is_refused_and_left_untouched() {
     let s = Scenario::new("foreign", two_versions).await;
     let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
     let theirs = ConfigMap {
-        metadata: ObjectMeta { name: Some(format!("{}-settings", s.package)), ..Default::default() },
-        data: Some(BTreeMap::from([("owner".to_string(), "someone else".to_string())])),
+        metadata: ObjectMeta {
+            name: Some(format!("{}-settings", s.package)),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "owner".to_string(),
+            "someone else".to_string(),
+        )])),
         ..Default::default()
     };
     config_maps.create(&PostParams::default(), &theirs).await.unwrap();
 
     s.apply_extension(json!({})).await;
-    let expected = format!("ConfigMap '{}-settings' in namespace '{}'", s.package, s.namespace);
+    let expected = format!(
+        "ConfigMap '{}-settings' in namespace '{}'",
+        s.package, s.namespace
+    );
     let ext = components::wait_progressing(&s.client, &s.extension, "Blocked", &expected).await;
-    assert!(components::condition(&ext, "Progressing").unwrap().message.contains("cannot be managed by olmv1"));
+    assert!(
+        components::condition(&ext, "Progressing")
+            .unwrap()
+            .message
+            .contains("cannot be managed by olmv1")
+    );
     let now = config_maps.get(&format!("{}-settings", s.package)).await.unwrap();
     assert_eq!(now.data.unwrap()["owner"], "someone else");
-    assert!(now.metadata.labels.unwrap_or_default().is_empty(), "no owner label was added");
+    assert!(
+        now.metadata.labels.unwrap_or_default().is_empty(),
+        "no owner label was added"
+    );
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_none(), "nothing applied");
+    assert!(
+        deployments
+            .get_opt(&fixtures::deployment_name(&s.package))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing applied"
+    );
 }
 
 #[tokio::test]
 async fn the_installed_extension_keeps_running_when_its_catalog_goes_away() {
     let s = Scenario::new("nocatalog", two_versions).await;
     // Only this catalog: when it goes, no catalog matches and the installed bundle is kept.
-    s.apply_extension(json!({"selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": s.catalog}}}))
-        .await;
+    s.apply_extension(
+        json!({"selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": s.catalog}}}),
+    )
+    .await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 
-    Api::<ClusterCatalog>::all(s.client.clone()).delete(&s.catalog, &DeleteParams::default()).await.unwrap();
+    Api::<ClusterCatalog>::all(s.client.clone())
+        .delete(&s.catalog, &DeleteParams::default())
+        .await
+        .unwrap();
     // With no catalog, deprecation is unknown; the installed bundle stays (upstream's fallback).
     let ext = components::wait_extension(&s.client, &s.extension, "deprecation status unknown", |ext| {
         components::condition(ext, "Deprecated").is_some_and(|c| c.status == "Unknown")
     })
     .await;
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
-    assert_eq!(components::condition(&ext, "Progressing").unwrap().reason, "Succeeded");
+    assert_eq!(
+        components::condition(&ext, "Progressing").unwrap().reason,
+        "Succeeded"
+    );
     assert_eq!(
         components::condition(&ext, "Deprecated").unwrap().message,
         "deprecation status unknown: catalog data unavailable"
     );
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_some());
+    assert!(
+        deployments
+            .get_opt(&fixtures::deployment_name(&s.package))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -218,5 +333,11 @@ async fn the_installed_extension_keeps_running_when_its_bundle_leaves_the_catalo
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
     assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(deployments.get_opt(&fixtures::deployment_name(&s.package)).await.unwrap().is_some());
+    assert!(
+        deployments
+            .get_opt(&fixtures::deployment_name(&s.package))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

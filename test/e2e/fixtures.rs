@@ -112,7 +112,10 @@ pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
     let write_json = |name: &str, value: &Value| {
         std::fs::write(manifests.join(name), serde_json::to_string_pretty(value).unwrap()).unwrap()
     };
-    write_json(&format!("{package}.clusterserviceversion.yaml"), &csv(package, bundle));
+    write_json(
+        &format!("{package}.clusterserviceversion.yaml"),
+        &csv(package, bundle),
+    );
     write_json("widgets.crd.yaml", &crd(package, bundle.crd));
     if bundle.with_config_map {
         write_json(
@@ -213,7 +216,10 @@ pub struct Channel {
 
 impl Channel {
     pub fn new(name: &str, versions: &[&str]) -> Self {
-        Self { name: name.into(), versions: versions.iter().map(|v| v.to_string()).collect() }
+        Self {
+            name: name.into(),
+            versions: versions.iter().map(|v| v.to_string()).collect(),
+        }
     }
 }
 
@@ -239,13 +245,19 @@ pub struct Package {
 /// tag reference.
 pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
     let work = tempfile::tempdir().unwrap();
-    let mut lines = vec![json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel})];
+    let mut lines = vec![
+        json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel}),
+    ];
     for channel in &package.channels {
         let entries: Vec<Value> = channel
             .versions
             .iter()
             .map(|version| {
-                let bundle = package.bundles.iter().find(|b| &b.version == version).expect("channel names a bundle");
+                let bundle = package
+                    .bundles
+                    .iter()
+                    .find(|b| &b.version == version)
+                    .expect("channel names a bundle");
                 let mut entry = json!({"name": bundle_name(&package.name, version)});
                 if let Some(replaces) = &bundle.replaces {
                     entry["replaces"] = json!(replaces);
@@ -263,7 +275,9 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
     }
     for bundle in &package.bundles {
         let image = publish_bundle(registry, &package.name, bundle).await;
-        let mut properties = vec![json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}})];
+        let mut properties = vec![
+            json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}}),
+        ];
         if let Some(max) = &bundle.max_openshift_version {
             properties.push(json!({"type": "olm.maxOpenShiftVersion", "value": max}));
         }
@@ -277,7 +291,9 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
             .deprecations
             .iter()
             .map(|d| match d {
-                Deprecated::Package(message) => json!({"reference": {"schema": "olm.package"}, "message": message}),
+                Deprecated::Package(message) => {
+                    json!({"reference": {"schema": "olm.package"}, "message": message})
+                }
                 Deprecated::Channel(name, message) => {
                     json!({"reference": {"schema": "olm.channel", "name": name}, "message": message})
                 }
@@ -294,7 +310,13 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(configs.join("catalog.json"), text).unwrap();
     let reference = format!("{registry}/{repository}:{tag}");
-    push(work.path(), &reference, "/configs", &[("operators.operatorframework.io.index.configs.v1", "/configs")]).await;
+    push(
+        work.path(),
+        &reference,
+        "/configs",
+        &[("operators.operatorframework.io.index.configs.v1", "/configs")],
+    )
+    .await;
     reference
 }
 
@@ -303,13 +325,25 @@ pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> S
     let dir = tempfile::tempdir().unwrap();
     write_bundle(dir.path(), package, bundle);
     let reference = format!("{registry}/e2e/{package}-bundle:v{}", bundle.version);
-    push(dir.path(), &reference, "/", &[("operators.operatorframework.io.bundle.mediatype.v1", "registry+v1")]).await
+    push(
+        dir.path(),
+        &reference,
+        "/",
+        &[(
+            "operators.operatorframework.io.bundle.mediatype.v1",
+            "registry+v1",
+        )],
+    )
+    .await
 }
 
 async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
     let options = PushOptions {
         registry: RegistryConfig::default(),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         prefix: prefix.into(),
     };
     push_dir(dir, reference, &options)

@@ -17,12 +17,26 @@ async fn installs_the_latest_bundle_of_a_channel_with_upstream_status() {
     let ext = components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 
     let status = ext.status.as_ref().unwrap();
-    assert_eq!(status.install.as_ref().unwrap().bundle.name, fixtures::bundle_name(&s.package, "1.1.0"));
+    assert_eq!(
+        status.install.as_ref().unwrap().bundle.name,
+        fixtures::bundle_name(&s.package, "1.1.0")
+    );
     let installed = components::condition(&ext, "Installed").unwrap();
     assert_eq!(installed.reason, "Succeeded");
-    assert!(installed.message.starts_with("Installed bundle ") && installed.message.ends_with(" successfully"));
-    assert!(installed.message.contains(&format!("e2e/{}-bundle@sha256:", s.package)), "{}", installed.message);
-    assert_eq!(components::condition(&ext, "Progressing").unwrap().message, "Desired state reached");
+    assert!(
+        installed.message.starts_with("Installed bundle ") && installed.message.ends_with(" successfully")
+    );
+    assert!(
+        installed
+            .message
+            .contains(&format!("e2e/{}-bundle@sha256:", s.package)),
+        "{}",
+        installed.message
+    );
+    assert_eq!(
+        components::condition(&ext, "Progressing").unwrap().message,
+        "Desired state reached"
+    );
     for (type_, message) in [
         ("Deprecated", "not deprecated"),
         ("PackageDeprecated", "package not deprecated"),
@@ -30,10 +44,17 @@ async fn installs_the_latest_bundle_of_a_channel_with_upstream_status() {
         ("BundleDeprecated", "bundle not deprecated"),
     ] {
         let c = components::condition(&ext, type_).unwrap_or_else(|| panic!("{type_} is set"));
-        assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "NotDeprecated", message));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("False", "NotDeprecated", message)
+        );
     }
     for c in &status.conditions {
-        assert_eq!(c.observed_generation, ext.metadata.generation, "{} carries observedGeneration", c.type_);
+        assert_eq!(
+            c.observed_generation, ext.metadata.generation,
+            "{} carries observedGeneration",
+            c.type_
+        );
     }
 
     // The operator runs, owned by the extension.
@@ -45,25 +66,48 @@ async fn installs_the_latest_bundle_of_a_channel_with_upstream_status() {
     assert_eq!(labels["olm.operatorframework.io/owner-kind"], "ClusterExtension");
     assert_eq!(labels["olm.operatorframework.io/owner-name"], s.extension);
     let image = &deployment.spec.unwrap().template.spec.unwrap().containers[0].image;
-    assert_eq!(image.as_deref(), Some(format!("registry.invalid/{}/manager:v1.1.0", s.package).as_str()));
+    assert_eq!(
+        image.as_deref(),
+        Some(format!("registry.invalid/{}/manager:v1.1.0", s.package).as_str())
+    );
 
     // kubectl shows upstream's columns.
     let table = support::kubectl(&["get", "clusterextension", &s.extension]).ok();
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "INSTALLED", "BUNDLE", "VERSION", "INSTALLED", "PROGRESSING", "AGE"]);
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "INSTALLED",
+            "BUNDLE",
+            "VERSION",
+            "INSTALLED",
+            "PROGRESSING",
+            "AGE"
+        ]
+    );
     let row = table.lines().nth(1).unwrap();
-    assert!(row.contains(&fixtures::bundle_name(&s.package, "1.1.0")) && row.contains("1.1.0") && row.contains("True"));
+    assert!(
+        row.contains(&fixtures::bundle_name(&s.package, "1.1.0"))
+            && row.contains("1.1.0")
+            && row.contains("True")
+    );
 
     // The revision record knows what is installed, for restarts, upgrades and gating.
     let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
         .get(&format!("{}-revision", s.extension))
         .await
         .unwrap();
-    let data: serde_json::Value =
-        serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
     assert_eq!(data["bundleName"], fixtures::bundle_name(&s.package, "1.1.0"));
     assert_eq!(data["catalog"], s.catalog);
-    assert!(data["objects"].as_array().unwrap().iter().any(|o| o["kind"] == "Deployment"));
+    assert!(
+        data["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "Deployment")
+    );
 }
 
 #[tokio::test]
@@ -71,7 +115,10 @@ async fn an_exact_version_pins_the_install() {
     let s = Scenario::new("pinned", two_versions).await;
     s.apply_extension(json!({"version": "1.0.0"})).await;
     let ext = components::wait_installed(&s.client, &s.extension, "1.0.0").await;
-    assert_eq!(ext.status.unwrap().install.unwrap().bundle.name, fixtures::bundle_name(&s.package, "1.0.0"));
+    assert_eq!(
+        ext.status.unwrap().install.unwrap().bundle.name,
+        fixtures::bundle_name(&s.package, "1.0.0")
+    );
 }
 
 #[tokio::test]

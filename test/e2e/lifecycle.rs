@@ -23,21 +23,37 @@ async fn wait_gone<K>(api: &Api<K>, name: &str)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    support::wait_for(&format!("{name} to be deleted"), components::INSTALL_TIMEOUT, || async {
-        match api.get_opt(name).await {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => Err("still there".to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    })
+    support::wait_for(
+        &format!("{name} to be deleted"),
+        components::INSTALL_TIMEOUT,
+        || async {
+            match api.get_opt(name).await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err("still there".to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
     .await
 }
 
 async fn assert_everything_removed(s: &Scenario) {
     wait_gone(&Api::<ClusterExtension>::all(s.client.clone()), &s.extension).await;
-    wait_gone(&Api::<Deployment>::namespaced(s.client.clone(), &s.namespace), &fixtures::deployment_name(&s.package)).await;
-    wait_gone(&Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace), &format!("{}-settings", s.package)).await;
-    wait_gone(&Api::<CustomResourceDefinition>::all(s.client.clone()), &fixtures::crd_name(&s.package)).await;
+    wait_gone(
+        &Api::<Deployment>::namespaced(s.client.clone(), &s.namespace),
+        &fixtures::deployment_name(&s.package),
+    )
+    .await;
+    wait_gone(
+        &Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace),
+        &format!("{}-settings", s.package),
+    )
+    .await;
+    wait_gone(
+        &Api::<CustomResourceDefinition>::all(s.client.clone()),
+        &fixtures::crd_name(&s.package),
+    )
+    .await;
     wait_gone(
         &Api::<ServiceAccount>::namespaced(s.client.clone(), &s.namespace),
         &fixtures::deployment_name(&s.package),
@@ -55,7 +71,10 @@ async fn deleting_the_extension_removes_everything_it_installed() {
     let s = Scenario::new("delete", two_versions).await;
     s.apply_extension(json!({})).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
-    Api::<ClusterExtension>::all(s.client.clone()).delete(&s.extension, &DeleteParams::default()).await.unwrap();
+    Api::<ClusterExtension>::all(s.client.clone())
+        .delete(&s.extension, &DeleteParams::default())
+        .await
+        .unwrap();
     assert_everything_removed(&s).await;
 }
 
@@ -72,7 +91,10 @@ async fn deleting_the_extension_completes_when_its_service_account_is_gone() {
         .delete(&format!("{}-installer", s.namespace), &DeleteParams::default())
         .await
         .unwrap();
-    Api::<ClusterExtension>::all(s.client.clone()).delete(&s.extension, &DeleteParams::default()).await.unwrap();
+    Api::<ClusterExtension>::all(s.client.clone())
+        .delete(&s.extension, &DeleteParams::default())
+        .await
+        .unwrap();
     // The finalizer does not hang; garbage collection removes what the account cannot.
     assert_everything_removed(&s).await;
 }
@@ -85,13 +107,31 @@ async fn drift_on_an_applied_object_is_repaired() {
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
     let name = fixtures::deployment_name(&s.package);
     deployments
-        .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
         .await
         .unwrap();
-    support::wait_for("the Deployment's replicas to be restored", components::INSTALL_TIMEOUT, || async {
-        let replicas = deployments.get(&name).await.map_err(|e| e.to_string())?.spec.unwrap().replicas;
-        if replicas == Some(1) { Ok(()) } else { Err(format!("replicas {replicas:?}")) }
-    })
+    support::wait_for(
+        "the Deployment's replicas to be restored",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let replicas = deployments
+                .get(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .spec
+                .unwrap()
+                .replicas;
+            if replicas == Some(1) {
+                Ok(())
+            } else {
+                Err(format!("replicas {replicas:?}"))
+            }
+        },
+    )
     .await;
 }
 
@@ -101,11 +141,19 @@ async fn a_controller_restarted_in_the_middle_of_an_install_converges() {
     s.apply_extension(json!({})).await;
     // Restart as soon as the controller has begun (the finalizer is its first write).
     let api = Api::<ClusterExtension>::all(s.client.clone());
-    support::wait_for("the controller to pick the extension up", components::INSTALL_TIMEOUT, || async {
-        let ext = api.get(&s.extension).await.map_err(|e| e.to_string())?;
-        if ext.metadata.finalizers.unwrap_or_default().is_empty() { Err("no finalizer yet") } else { Ok(()) }
+    support::wait_for(
+        "the controller to pick the extension up",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let ext = api.get(&s.extension).await.map_err(|e| e.to_string())?;
+            if ext.metadata.finalizers.unwrap_or_default().is_empty() {
+                Err("no finalizer yet")
+            } else {
+                Ok(())
+            }
             .map_err(str::to_string)
-    })
+        },
+    )
     .await;
     components::restart_controller();
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
@@ -120,17 +168,31 @@ async fn a_kube_apiserver_restart_is_survived() {
     components::restart_api_server(&s.cluster).await;
     // Reconnected watches and clients keep working: an upgrade asked for after the restart lands.
     let client = support::client().await;
-    let body = components::extension(&s.extension, &s.namespace, &s.package, json!({"version": "1.1.0"}));
-    support::wait_for_every("the API server to accept writes", Duration::from_secs(60), Duration::from_secs(1), || {
-        let (client, body) = (client.clone(), body.clone());
-        async move {
-            Api::<ClusterExtension>::all(client)
-                .patch(body["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("e2e").force(), &Patch::Apply(&body))
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-    })
+    let body = components::extension(
+        &s.extension,
+        &s.namespace,
+        &s.package,
+        json!({"version": "1.1.0"}),
+    );
+    support::wait_for_every(
+        "the API server to accept writes",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let (client, body) = (client.clone(), body.clone());
+            async move {
+                Api::<ClusterExtension>::all(client)
+                    .patch(
+                        body["metadata"]["name"].as_str().unwrap(),
+                        &PatchParams::apply("e2e").force(),
+                        &Patch::Apply(&body),
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        },
+    )
     .await;
     components::wait_installed(&client, &s.extension, "1.1.0").await;
 }

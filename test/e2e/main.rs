@@ -38,23 +38,45 @@ impl Scenario {
         Self::with_share(components::exclusive_cluster().await, prefix, make).await
     }
 
-    async fn with_share(cluster: components::ClusterShare, prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+    async fn with_share(
+        cluster: components::ClusterShare,
+        prefix: &str,
+        make: impl FnOnce(&str) -> Package,
+    ) -> Scenario {
         components::ensure_running();
         let client = support::client().await;
         let package = support::fresh_name(prefix);
         let catalog = format!("{package}-catalog");
-        let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{catalog}"), "v1", &make(&package)).await;
+        let image = fixtures::publish_catalog(
+            support::registry(),
+            &format!("e2e/{catalog}"),
+            "v1",
+            &make(&package),
+        )
+        .await;
         components::apply_catalog(&client, &catalog, &image, 0).await;
         components::wait_catalog_serving(&client, &catalog).await;
         let namespace = components::namespace_with_admin_installer(&client, &package).await;
         let extension = format!("{package}-ext");
-        Scenario { client, package, catalog, namespace, extension, cluster }
+        Scenario {
+            client,
+            package,
+            catalog,
+            namespace,
+            extension,
+            cluster,
+        }
     }
 
     /// Publishes a new version of the catalog image and points the ClusterCatalog at it.
     pub async fn republish(&self, tag: &str, package: &Package) {
-        let image =
-            fixtures::publish_catalog(support::registry(), &format!("e2e/{}", self.catalog), tag, package).await;
+        let image = fixtures::publish_catalog(
+            support::registry(),
+            &format!("e2e/{}", self.catalog),
+            tag,
+            package,
+        )
+        .await;
         components::apply_catalog(&self.client, &self.catalog, &image, 0).await;
         components::wait_catalog_serving(&self.client, &self.catalog).await;
     }
@@ -72,7 +94,12 @@ pub fn two_versions(package: &str) -> Package {
         name: package.into(),
         default_channel: "stable".into(),
         channels: vec![Channel::new("stable", &["1.0.0", "1.1.0"])],
-        bundles: vec![Bundle::new("1.0.0"), Bundle::new("1.1.0").replaces("1.0.0", package).crd(fixtures::CrdShape::Compatible)],
+        bundles: vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", package)
+                .crd(fixtures::CrdShape::Compatible),
+        ],
         deprecations: vec![],
     }
 }

@@ -26,7 +26,10 @@ async fn manager_image(s: &Scenario) -> String {
         .get(&fixtures::deployment_name(&s.package))
         .await
         .unwrap();
-    deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap()
+    deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -48,7 +51,11 @@ async fn a_newer_version_without_an_upgrade_edge_waits_until_self_certified() {
 
     // 2.0.0 has no edge from 1.0.0. The package deprecation in the same catalog shows that the
     // controller did re-resolve against the new content, and still kept 1.0.0.
-    let mut next = only(&s.package, vec![Bundle::new("1.0.0"), Bundle::new("2.0.0")], &["1.0.0", "2.0.0"]);
+    let mut next = only(
+        &s.package,
+        vec![Bundle::new("1.0.0"), Bundle::new("2.0.0")],
+        &["1.0.0", "2.0.0"],
+    );
     next.deprecations = vec![Deprecated::Package("use the new package".into())];
     s.republish("v2", &next).await;
     let ext = components::wait_extension(&s.client, &s.extension, "PackageDeprecated=True", |ext| {
@@ -58,7 +65,8 @@ async fn a_newer_version_without_an_upgrade_edge_waits_until_self_certified() {
     assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
     assert!(manager_image(&s).await.ends_with(":v1.0.0"));
 
-    s.apply_extension(json!({"upgradeConstraintPolicy": "SelfCertified"})).await;
+    s.apply_extension(json!({"upgradeConstraintPolicy": "SelfCertified"}))
+        .await;
     components::wait_installed(&s.client, &s.extension, "2.0.0").await;
 }
 
@@ -86,7 +94,10 @@ async fn changing_the_channel_follows_the_new_channel() {
     let s = Scenario::new("channel", |p| Package {
         name: p.into(),
         default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0", "1.1.0"]), Channel::new("fast", &["1.0.0", "1.1.0", "1.2.0"])],
+        channels: vec![
+            Channel::new("stable", &["1.0.0", "1.1.0"]),
+            Channel::new("fast", &["1.0.0", "1.1.0", "1.2.0"]),
+        ],
         bundles: vec![
             Bundle::new("1.0.0"),
             Bundle::new("1.1.0").replaces("1.0.0", p),
@@ -108,16 +119,27 @@ async fn an_upgrade_that_drops_an_object_prunes_it() {
     components::wait_installed(&s.client, &s.extension, "1.0.0").await;
     let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
     let settings = format!("{}-settings", s.package);
-    assert!(config_maps.get_opt(&settings).await.unwrap().is_some(), "1.0.0 ships the ConfigMap");
+    assert!(
+        config_maps.get_opt(&settings).await.unwrap().is_some(),
+        "1.0.0 ships the ConfigMap"
+    );
 
     let next = only(
         &s.package,
-        vec![Bundle::new("1.0.0"), Bundle::new("1.1.0").replaces("1.0.0", &s.package).without_config_map()],
+        vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", &s.package)
+                .without_config_map(),
+        ],
         &["1.0.0", "1.1.0"],
     );
     s.republish("v2", &next).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
-    assert!(config_maps.get_opt(&settings).await.unwrap().is_none(), "the dropped ConfigMap is pruned");
+    assert!(
+        config_maps.get_opt(&settings).await.unwrap().is_none(),
+        "the dropped ConfigMap is pruned"
+    );
 }
 
 #[tokio::test]
@@ -128,20 +150,42 @@ async fn an_upgrade_that_breaks_a_crd_is_refused_and_the_old_version_keeps_runni
 
     let next = only(
         &s.package,
-        vec![Bundle::new("1.0.0"), Bundle::new("1.1.0").replaces("1.0.0", &s.package).crd(CrdShape::Breaking)],
+        vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", &s.package)
+                .crd(CrdShape::Breaking),
+        ],
         &["1.0.0", "1.1.0"],
     );
     s.republish("v2", &next).await;
     let ext = components::wait_extension(&s.client, &s.extension, "the CRD upgrade safety refusal", |ext| {
-        components::condition(ext, "Progressing")
-            .is_some_and(|c| c.message.contains(&format!("validating upgrade for CRD \"{}\"", fixtures::crd_name(&s.package))))
+        components::condition(ext, "Progressing").is_some_and(|c| {
+            c.message.contains(&format!(
+                "validating upgrade for CRD \"{}\"",
+                fixtures::crd_name(&s.package)
+            ))
+        })
     })
     .await;
     let progressing = components::condition(&ext, "Progressing").unwrap();
     assert!(progressing.message.contains("type"), "{}", progressing.message);
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
-    assert_eq!(ext.status.as_ref().unwrap().install.as_ref().unwrap().bundle.version, "1.0.0");
-    assert!(manager_image(&s).await.ends_with(":v1.0.0"), "the old operator keeps running");
+    assert_eq!(
+        ext.status
+            .as_ref()
+            .unwrap()
+            .install
+            .as_ref()
+            .unwrap()
+            .bundle
+            .version,
+        "1.0.0"
+    );
+    assert!(
+        manager_image(&s).await.ends_with(":v1.0.0"),
+        "the old operator keeps running"
+    );
 }
 
 #[tokio::test]
@@ -156,14 +200,22 @@ async fn deprecations_in_the_catalog_show_as_conditions() {
         package
     })
     .await;
-    s.apply_extension(json!({"version": "1.0.0", "channels": ["stable"]})).await;
+    s.apply_extension(json!({"version": "1.0.0", "channels": ["stable"]}))
+        .await;
     let ext = components::wait_installed(&s.client, &s.extension, "1.0.0").await;
     let check = |type_: &str, message: &str| {
         let c = components::condition(&ext, type_).unwrap();
-        assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("True", "Deprecated", message), "{type_}");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("True", "Deprecated", message),
+            "{type_}"
+        );
     };
     check("PackageDeprecated", "the package moves to example-next");
     check("ChannelDeprecated", "stable is frozen");
     check("BundleDeprecated", "1.0.0 has a known bug");
-    check("Deprecated", "the package moves to example-next\nstable is frozen\n1.0.0 has a known bug");
+    check(
+        "Deprecated",
+        "the package moves to example-next\nstable is frozen\n1.0.0 has a known bug",
+    );
 }

@@ -13,13 +13,17 @@ const REF_DIGEST_ALGORITHM_RULE: &str = r#"self.find('(@.*:)') != "" ? self.find
 const REF_DIGEST_ALGORITHM_MESSAGE: &str = r#"digest algorithm is not valid. valid algorithms must start with an uppercase or lowercase alpha character followed by alphanumeric characters and may contain the "-", "_", "+", and "." characters."#;
 const REF_DIGEST_LENGTH_RULE: &str =
     r#"self.find('(@.*:)') != "" ? self.find(':.*$').substring(1).size() >= 32 : true"#;
-const REF_DIGEST_LENGTH_MESSAGE: &str = "digest is not valid. the encoded string must be at least 32 characters";
+const REF_DIGEST_LENGTH_MESSAGE: &str =
+    "digest is not valid. the encoded string must be at least 32 characters";
 const REF_DIGEST_HEX_RULE: &str =
     r#"self.find('(@.*:)') != "" ? self.find(':.*$').matches(':[0-9A-Fa-f]*$') : true"#;
 const REF_DIGEST_HEX_MESSAGE: &str =
     "digest is not valid. the encoded string must only contain hex characters (A-F, a-f, 0-9)";
 
 /// The desired state of a ClusterCatalog.
+// NB: kube's printcolumn(...) arguments repeat `type_ = ...`, which clippy takes for duplicated
+// attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "olm.operatorframework.io",

@@ -11,6 +11,9 @@ use super::validation::{
 
 /// The desired state of a ClusterExtension: which package to install from which catalogs, into
 /// which namespace, with which service account.
+// NB: kube's printcolumn(...) arguments repeat `type_ = ...`, which clippy takes for duplicated
+// attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "olm.operatorframework.io",
@@ -19,8 +22,16 @@ use super::validation::{
     status = "ClusterExtensionStatus",
     derive = "PartialEq",
     doc = "ClusterExtension is the Schema for the clusterextensions API",
-    printcolumn(name = "Installed Bundle", type_ = "string", json_path = ".status.install.bundle.name"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.install.bundle.version"),
+    printcolumn(
+        name = "Installed Bundle",
+        type_ = "string",
+        json_path = ".status.install.bundle.name"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.install.bundle.version"
+    ),
     printcolumn(
         name = "Installed",
         type_ = "string",

@@ -675,7 +675,9 @@ impl RegistryClient {
                 // itself may be reached so (insecure or loopback).
                 let realm_is_loopback = url.host_str().is_some_and(super::reference::is_loopback_host);
                 if url.scheme() != "https" && !(self.config.allows_plain_http(image) || realm_is_loopback) {
-                    return Err(unauthorized(format!("refusing the token realm {realm:?}: not HTTPS")));
+                    return Err(unauthorized(format!(
+                        "refusing the token realm {realm:?}: not HTTPS"
+                    )));
                 }
                 {
                     let mut query = url.query_pairs_mut();

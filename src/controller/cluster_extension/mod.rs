@@ -77,9 +77,20 @@ impl Context {
         pull: PullOptions,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let reporter = Reporter { controller: "olmv1-controller".into(), instance: std::env::var("POD_NAME").ok() };
+        let reporter = Reporter {
+            controller: "olmv1-controller".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         let recorder = Recorder::new(client.clone(), reporter);
-        Self { client, identities, revisions, catalogs, pull, recorder, metrics }
+        Self {
+            client,
+            identities,
+            revisions,
+            catalogs,
+            pull,
+            recorder,
+            metrics,
+        }
     }
 }
 
@@ -95,12 +106,24 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         // Catalog content changed (or a catalog came or went): every extension may resolve
         // differently. Upstream re-enqueues all of them too.
-        .watches(Api::<ClusterCatalog>::all(client.clone()), watcher::Config::default(), move |_| {
-            catalog_store.state().iter().map(|ext| ObjectRef::from_obj(&**ext)).collect::<Vec<_>>()
-        })
+        .watches(
+            Api::<ClusterCatalog>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| {
+                catalog_store
+                    .state()
+                    .iter()
+                    .map(|ext| ObjectRef::from_obj(&**ext))
+                    .collect::<Vec<_>>()
+            },
+        )
         // The objects the controller applied: rollouts progress, drift is repaired.
         .watches(Api::<Deployment>::all(client.clone()), owned.clone(), owner_of)
-        .watches(Api::<CustomResourceDefinition>::all(client.clone()), owned, owner_of)
+        .watches(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            owned,
+            owner_of,
+        )
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -148,7 +171,8 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
         write_status(ctx, &name, &new_status).await?;
         publish_events(ext, &outcome, ctx).await;
     }
-    ctx.metrics.set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
+    ctx.metrics
+        .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
     Ok(match &outcome.result {
         Ok(steps::Progress::Done) => {
             info!(%name, bundle = ?outcome.installed_bundle().map(|b| &b.bundle_name), "reconciled");
@@ -180,21 +204,36 @@ async fn write_status(
         "kind": "ClusterExtension",
         "status": status,
     });
-    api.patch_status(name, &PatchParams::apply(STATUS_FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
-        .map_err(Error::StatusWrite)?;
+    api.patch_status(
+        name,
+        &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::StatusWrite)?;
     Ok(())
 }
 
 async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &Context) {
-    let previous = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.name.clone());
+    let previous = ext
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| i.bundle.name.clone());
     let event = match (&outcome.result, outcome.installed_bundle()) {
         (Ok(steps::Progress::Done), Some(now)) if previous.as_deref() != Some(&now.bundle_name) => {
-            let (reason, action) = if previous.is_some() { ("Upgraded", "Upgrade") } else { ("Installed", "Install") };
+            let (reason, action) = if previous.is_some() {
+                ("Upgraded", "Upgrade")
+            } else {
+                ("Installed", "Install")
+            };
             Event {
                 type_: EventType::Normal,
                 reason: reason.into(),
-                note: Some(format!("{reason} bundle {} version {}", now.bundle_name, now.bundle_version)),
+                note: Some(format!(
+                    "{reason} bundle {} version {}",
+                    now.bundle_name, now.bundle_version
+                )),
                 action: action.into(),
                 secondary: None,
             }
@@ -202,7 +241,12 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
         (Err(error), _) => Event {
             type_: EventType::Warning,
             reason: error.category().into(),
-            note: Some(crate::controller::status::truncate_message(&error.to_string()).chars().take(1024).collect()),
+            note: Some(
+                crate::controller::status::truncate_message(&error.to_string())
+                    .chars()
+                    .take(1024)
+                    .collect(),
+            ),
             action: "Reconcile".into(),
             secondary: None,
         },
@@ -218,7 +262,11 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
 /// garbage collector still removes them: the finalizer never hangs on a missing account.
 async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
     let name = ext.name_any();
-    let record = ctx.revisions.load(&name).await.map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
+    let record = ctx
+        .revisions
+        .load(&name)
+        .await
+        .map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
     if let Some(record) = record {
         let (namespace, account) = (&ext.spec.namespace, &ext.spec.service_account.name);
         match ctx.identities.client_for(namespace, account).await {
@@ -227,10 +275,15 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
                     warn!(%name, error = %e, "uninstall as the service account failed; leaving the rest to garbage collection");
                 }
             }
-            Err(e) => warn!(%name, error = %e, "service account unavailable; garbage collection removes the objects"),
+            Err(e) => {
+                warn!(%name, error = %e, "service account unavailable; garbage collection removes the objects")
+            }
         }
         ctx.identities.forget(namespace, account).await;
-        ctx.revisions.delete(&name).await.map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
+        ctx.revisions
+            .delete(&name)
+            .await
+            .map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
         let event = Event {
             type_: EventType::Normal,
             reason: "Uninstalled".into(),

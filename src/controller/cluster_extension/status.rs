@@ -2,9 +2,7 @@
 
 use olmv1_api::v1::{
     BundleMetadata, ClusterExtension, ClusterExtensionInstallStatus, ClusterExtensionStatus,
-    conditions::{
-        REASON_FAILED, REASON_ROLLING_OUT, REASON_SUCCEEDED, TYPE_INSTALLED, TYPE_PROGRESSING,
-    },
+    conditions::{REASON_FAILED, REASON_ROLLING_OUT, REASON_SUCCEEDED, TYPE_INSTALLED, TYPE_PROGRESSING},
 };
 
 use super::steps::{Outcome, Progress};
@@ -20,7 +18,10 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
     // Installed: the record's bundle once it is rolled out; while a new revision rolls out or a
     // step fails, what was installed stays installed (the old bundle keeps running).
     let previously_installed = previous.install.is_some()
-        && previous.conditions.iter().any(|c| c.type_ == TYPE_INSTALLED && c.status == "True");
+        && previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == TYPE_INSTALLED && c.status == "True");
     match (&outcome.result, &outcome.record) {
         (Ok(Progress::Done), Some(record)) => {
             status.install = Some(ClusterExtensionInstallStatus {
@@ -31,7 +32,14 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
                 },
             });
             let message = format!("Installed bundle {} successfully", record.image);
-            set_condition(conditions, TYPE_INSTALLED, ConditionStatus::True, REASON_SUCCEEDED, &message, generation);
+            set_condition(
+                conditions,
+                TYPE_INSTALLED,
+                ConditionStatus::True,
+                REASON_SUCCEEDED,
+                &message,
+                generation,
+            );
         }
         _ if previously_installed => {
             // Keep the condition, refreshing only its observedGeneration.
@@ -49,11 +57,25 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
                 },
             });
             let message = format!("Installed bundle {} successfully", record.image);
-            set_condition(conditions, TYPE_INSTALLED, ConditionStatus::True, REASON_SUCCEEDED, &message, generation);
+            set_condition(
+                conditions,
+                TYPE_INSTALLED,
+                ConditionStatus::True,
+                REASON_SUCCEEDED,
+                &message,
+                generation,
+            );
         }
         _ => {
             status.install = None;
-            set_condition(conditions, TYPE_INSTALLED, ConditionStatus::False, REASON_FAILED, "No bundle installed", generation);
+            set_condition(
+                conditions,
+                TYPE_INSTALLED,
+                ConditionStatus::False,
+                REASON_FAILED,
+                "No bundle installed",
+                generation,
+            );
         }
     }
 
@@ -66,13 +88,25 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
             "Desired state reached",
             generation,
         ),
-        Ok(Progress::RollingOut(waiting)) => {
-            set_condition(conditions, TYPE_PROGRESSING, ConditionStatus::True, REASON_ROLLING_OUT, waiting, generation)
-        }
+        Ok(Progress::RollingOut(waiting)) => set_condition(
+            conditions,
+            TYPE_PROGRESSING,
+            ConditionStatus::True,
+            REASON_ROLLING_OUT,
+            waiting,
+            generation,
+        ),
         Err(error) => {
             let message = sanitize_network_error(&error.to_string());
             let status = ConditionStatus::from_bool(!error.is_terminal());
-            set_condition(conditions, TYPE_PROGRESSING, status, error.reason(), &message, generation);
+            set_condition(
+                conditions,
+                TYPE_PROGRESSING,
+                status,
+                error.reason(),
+                &message,
+                generation,
+            );
         }
     }
 
@@ -82,7 +116,14 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
             "False" => ConditionStatus::False,
             _ => ConditionStatus::Unknown,
         };
-        set_condition(conditions, condition.type_, status, condition.reason, &condition.message, generation);
+        set_condition(
+            conditions,
+            condition.type_,
+            status,
+            condition.reason,
+            &condition.message,
+            generation,
+        );
     }
     status
 }

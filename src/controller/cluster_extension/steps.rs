@@ -1,7 +1,6 @@
 //! The reconcile pipeline, one function per step. Steps only read and apply; status is computed
 //! from the [`Outcome`] afterwards and written once.
 
-
 use kube::{Api, ResourceExt, api::ListParams};
 use olmv1_api::v1::{
     AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
@@ -63,7 +62,13 @@ struct Target {
 /// Runs every step and says how far it got.
 pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
     let name = ext.name_any();
-    let channels = ext.spec.source.catalog.as_ref().map(|c| c.channels.clone()).unwrap_or_default();
+    let channels = ext
+        .spec
+        .source
+        .catalog
+        .as_ref()
+        .map(|c| c.channels.clone())
+        .unwrap_or_default();
 
     // Step: read the installed revision.
     let installed = match ctx.revisions.load(&name).await {
@@ -102,7 +107,11 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         Some(d) => resolve::deprecation_conditions(d.as_ref(), true, &channels, installed_name),
         None => resolve::deprecation_conditions(None, false, &channels, installed_name),
     };
-    Outcome { record, deprecation, result: result.map(|(_, progress)| progress) }
+    Outcome {
+        record,
+        deprecation,
+        result: result.map(|(_, progress)| progress),
+    }
 }
 
 /// The deprecation data of the resolved package: `None` when the catalogs were not consulted
@@ -121,13 +130,19 @@ async fn resolve_bundle(
             terminal: true,
         });
     };
-    let selector = resolve::CatalogSelector::new(filter.selector.as_ref())
-        .map_err(|e| StepError::Resolve { message: format!("desired catalog selector is invalid: {e}"), terminal: true })?;
+    let selector =
+        resolve::CatalogSelector::new(filter.selector.as_ref()).map_err(|e| StepError::Resolve {
+            message: format!("desired catalog selector is invalid: {e}"),
+            terminal: true,
+        })?;
 
     let catalogs = Api::<ClusterCatalog>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|e| StepError::Resolve { message: format!("error listing catalogs: {e}"), terminal: false })?;
+        .map_err(|e| StepError::Resolve {
+            message: format!("error listing catalogs: {e}"),
+            terminal: false,
+        })?;
     let mut inputs = Vec::with_capacity(catalogs.items.len());
     let mut any_selected = false;
     let mut walk_error = None;
@@ -169,10 +184,16 @@ async fn resolve_bundle(
         release: None,
     });
     let result = match walk_error {
-        Some(message) => Err(StepError::Resolve { message, terminal: false }),
+        Some(message) => Err(StepError::Resolve {
+            message,
+            terminal: false,
+        }),
         None => resolve::ResolveRequest::from_cluster_extension(ext, installed_bundle)
             .and_then(|request| resolve::resolve(&request, &inputs))
-            .map_err(|e| StepError::Resolve { terminal: e.is_terminal(), message: e.to_string() }),
+            .map_err(|e| StepError::Resolve {
+                terminal: e.is_terminal(),
+                message: e.to_string(),
+            }),
     };
 
     match result {
@@ -187,7 +208,10 @@ async fn resolve_bundle(
                     .bundle
                     .properties
                     .iter()
-                    .map(|p| BundleProperty { type_: p.type_.to_string(), value: p.value.clone() })
+                    .map(|p| BundleProperty {
+                        type_: p.type_.to_string(),
+                        value: p.value.clone(),
+                    })
                     .collect(),
             },
             Some(resolution.deprecation.clone()),
@@ -195,8 +219,13 @@ async fn resolve_bundle(
         Err(error) => {
             // Upstream's handleResolutionError: keep the installed bundle only when nothing else
             // is asked for and no catalog matches the selector (catalogs removed).
-            let Some(installed) = installed else { return Err(error) };
-            let pinned_elsewhere = filter.version.as_deref().is_some_and(|v| !v.is_empty() && v != installed.bundle_version);
+            let Some(installed) = installed else {
+                return Err(error);
+            };
+            let pinned_elsewhere = filter
+                .version
+                .as_deref()
+                .is_some_and(|v| !v.is_empty() && v != installed.bundle_version);
             if pinned_elsewhere || any_selected {
                 return Err(error);
             }
@@ -228,16 +257,33 @@ async fn install_target(
     // Step: unpack.
     let pulled = pull_to_dir(&target.image, &ctx.pull).await.map_err(|source| {
         let (bundle, version) = bundle_err(target);
-        StepError::Pull { bundle, version, source }
+        StepError::Pull {
+            bundle,
+            version,
+            source,
+        }
     })?;
     let bundle = RegistryV1Bundle::from_dir(&pulled.dir).map_err(|source| {
         let (bundle, version) = bundle_err(target);
-        StepError::Load { bundle, version, source }
+        StepError::Load {
+            bundle,
+            version,
+            source,
+        }
     })?;
-    let config = ext.spec.config.as_ref().and_then(|c| c.inline.clone()).map(Value::Object);
+    let config = ext
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.inline.clone())
+        .map(Value::Object);
     let rendered = render::render(&bundle, &ext.spec.namespace, config.as_ref()).map_err(|source| {
         let (bundle, version) = bundle_err(target);
-        StepError::Render { bundle, version, source }
+        StepError::Render {
+            bundle,
+            version,
+            source,
+        }
     })?;
 
     // Step: preflights, as the service account's permissions and the cluster's CRDs say.
@@ -247,7 +293,11 @@ async fn install_target(
     let previous = installed.map(|r| r.objects.as_slice()).unwrap_or_default();
     let preflight_err = |source| {
         let (bundle, version) = bundle_err(target);
-        StepError::Preflight { bundle, version, source }
+        StepError::Preflight {
+            bundle,
+            version,
+            source,
+        }
     };
     preflight::check_permissions(
         &ctx.client,
@@ -266,21 +316,30 @@ async fn install_target(
         .map(|p| p.crd_upgrade_safety.enforcement)
         .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
     if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
-        preflight::check_crd_upgrades(&sa_client, &rendered).await.map_err(preflight_err)?;
+        preflight::check_crd_upgrades(&sa_client, &rendered)
+            .await
+            .map_err(preflight_err)?;
     }
 
     // Step: apply, record, prune.
     let apply_err = |source| {
         let (bundle, version) = bundle_err(target);
-        StepError::Apply { bundle, version, source }
+        StepError::Apply {
+            bundle,
+            version,
+            source,
+        }
     };
     let owner = Owner {
         name: ext.name_any(),
         uid: ext.uid().unwrap_or_default(),
         install_namespace: namespace.clone(),
     };
-    let applied = objects::apply(&sa_client, &owner, &rendered).await.map_err(apply_err)?;
-    let same_bundle = installed.is_some_and(|r| r.bundle_name == target.bundle_name && r.image == pulled.digest_ref);
+    let applied = objects::apply(&sa_client, &owner, &rendered)
+        .await
+        .map_err(apply_err)?;
+    let same_bundle =
+        installed.is_some_and(|r| r.bundle_name == target.bundle_name && r.image == pulled.digest_ref);
     let mut properties = target.properties.clone();
     for property in &bundle.properties {
         if !properties.contains(property) {
@@ -307,10 +366,15 @@ async fn install_target(
             .await
             .map_err(StepError::ReadInstalled)?;
     }
-    objects::prune(&sa_client, previous, &record.objects).await.map_err(apply_err)?;
+    objects::prune(&sa_client, previous, &record.objects)
+        .await
+        .map_err(apply_err)?;
 
     // Step: wait for readiness.
-    let progress = match objects::rollout_status(&sa_client, &record.objects).await.map_err(apply_err)? {
+    let progress = match objects::rollout_status(&sa_client, &record.objects)
+        .await
+        .map_err(apply_err)?
+    {
         None => Progress::Done,
         Some(waiting) => Progress::RollingOut(waiting),
     };
