@@ -2,9 +2,11 @@
 # Runs the product end to end on the local control plane:
 #   1. installs what is missing and starts the local control plane with the CRDs (hack/local-up.sh),
 #      or reuses the one already running in the demo directory;
-#   2. (later issues) starts `olmv1 catalogd` and `olmv1 controller` against it;
-#   3. creates the sample's namespace and installer ServiceAccount, applies a sample ClusterCatalog
-#      and ClusterExtension from config/samples, and shows them.
+#   2. publishes the demo's example-operator bundle and its catalog to the local registry with
+#      `olmv1 image push` (no Docker);
+#   3. starts `olmv1 catalogd` (serving ClusterCatalogs over HTTP) and `olmv1 controller`;
+#   4. prepares the install namespace and a narrowly-privileged installer ServiceAccount, applies a
+#      ClusterCatalog and a ClusterExtension, and waits until the extension is Installed=True.
 # The environment keeps running afterwards: `source .local/demo/env.sh` to use kubectl against it.
 #
 # Usage: hack/demo.sh [up]     bring it up (default)
@@ -12,25 +14,44 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
+demo="$here/demo"
 export OLMV1_ENV_DIR=${OLMV1_ENV_DIR:-$repo/.local/demo}
 log() { echo "demo: $*" >&2; }
-
-catalog_sample="$repo/config/samples/olm_v1_clustercatalog.yaml"
-extension_sample="$repo/config/samples/olm_v1_clusterextension.yaml"
 
 running() { # the env file exists and its API server answers
   [[ -f "$OLMV1_ENV_DIR/env.sh" ]] || return 1
   (source "$OLMV1_ENV_DIR/env.sh" && "$OLMV1_KUBECTL" get --raw /readyz >/dev/null 2>&1)
 }
 
+olmv1="$repo/target/debug/olmv1"
+
 # start_olmv1 ROLE ARGS...: runs `olmv1 ARGS...` in the background, logs in logs/olmv1@ROLE.log;
 # hack/local-down.sh stops it with the rest (pid file pids/olmv1@ROLE.pid).
 start_olmv1() {
   local role=$1
   shift
-  (cd "$repo" && cargo build -q --bin olmv1)
-  "$repo/target/debug/olmv1" "$@" >"$OLMV1_ENV_DIR/logs/olmv1@$role.log" 2>&1 </dev/null &
-  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
+  if [[ -f "$pid_file" ]] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+    kill "$(cat "$pid_file")" 2>/dev/null || true
+    sleep 1
+  fi
+  "$olmv1" "$@" >"$OLMV1_ENV_DIR/logs/olmv1@$role.log" 2>&1 </dev/null &
+  echo $! >"$pid_file"
+}
+
+# publish: the bundle image, then the catalog image whose bundle references point at it.
+publish() {
+  local bundle_ref="$OLMV1_REGISTRY/demo/example-operator-bundle:v1.0.0"
+  "$olmv1" image push "$demo/bundles/v1.0.0" "$bundle_ref" \
+    --label operators.operatorframework.io.bundle.mediatype.v1=registry+v1 >/dev/null
+  local configs
+  configs=$(mktemp -d)
+  cp -r "$demo/catalog/." "$configs/"
+  sed -i "s|REGISTRY|$OLMV1_REGISTRY|g" "$configs/example-operator/catalog.yaml"
+  "$olmv1" image push "$configs" "$OLMV1_REGISTRY/demo/catalog:latest" --prefix /configs \
+    --label operators.operatorframework.io.index.configs.v1=/configs >/dev/null
+  rm -rf "$configs"
+  log "published $bundle_ref and $OLMV1_REGISTRY/demo/catalog:latest"
 }
 
 up() {
@@ -38,30 +59,35 @@ up() {
   if running; then
     log "reusing the environment in $OLMV1_ENV_DIR"
   else
-    # A stale directory (e.g. after a reboot): clear it first.
-    if [[ -d "$OLMV1_ENV_DIR" ]]; then "$here/local-down.sh" "$OLMV1_ENV_DIR" 2>/dev/null || true; fi
+    [[ -d "$OLMV1_ENV_DIR" ]] && "$here/local-down.sh" "$OLMV1_ENV_DIR" 2>/dev/null || true
     "$here/local-up.sh" >/dev/null
   fi
   # shellcheck disable=SC1091
   source "$OLMV1_ENV_DIR/env.sh"
+  (cd "$repo" && cargo build -q --bin olmv1)
 
-  # The controllers join here as their issues land, e.g.:
-  #   start_olmv1 catalogd catalogd --kubeconfig "$KUBECONFIG" ...
-  #   start_olmv1 controller controller --kubeconfig "$KUBECONFIG" ...
+  publish
+  kubectl create namespace olmv1-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  local catalogd_port
+  catalogd_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  start_olmv1 catalogd catalogd --catalogs-server-addr "127.0.0.1:$catalogd_port" \
+    --external-address "127.0.0.1:$catalogd_port" --cache-dir "$OLMV1_ENV_DIR/catalogd-cache"
+  start_olmv1 controller controller --system-namespace olmv1-system --cache-dir "$OLMV1_ENV_DIR/controller-cache" \
+    --metrics-addr 127.0.0.1:0
+  log "started olmv1 catalogd (http://127.0.0.1:$catalogd_port) and olmv1 controller; logs in $OLMV1_ENV_DIR/logs"
 
-  # What the documentation asks an admin to prepare: the install namespace and a ServiceAccount
-  # the extension is installed with (cluster-admin here for brevity; the docs show narrower RBAC).
-  local ns sa
-  ns=$(sed -n 's/^  namespace: *//p' "$extension_sample")
-  sa=$(sed -n '/serviceAccount:/,/name:/s/^ *name: *//p' "$extension_sample")
-  kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  kubectl -n "$ns" create serviceaccount "$sa" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  kubectl create clusterrolebinding "$sa-installer" --clusterrole=cluster-admin \
-    --serviceaccount="$ns:$sa" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-
-  kubectl apply -f "$catalog_sample" -f "$extension_sample"
+  kubectl apply -f "$demo/installer-rbac.yaml" >/dev/null
+  sed "s|REGISTRY|$OLMV1_REGISTRY|g" "$demo/clustercatalog.yaml" | kubectl apply -f -
+  kubectl apply -f "$demo/clusterextension.yaml"
+  if ! kubectl wait --for=condition=Installed clusterextension/example-operator --timeout=180s >/dev/null; then
+    kubectl get clusterextension example-operator -o yaml >&2
+    tail -n 20 "$OLMV1_ENV_DIR/logs/olmv1@controller.log" >&2
+    log "the ClusterExtension did not reach Installed=True"
+    exit 1
+  fi
   kubectl get clustercatalogs,clusterextensions
-  log "up. Use it with: source $OLMV1_ENV_DIR/env.sh   Stop it with: hack/demo.sh down"
+  kubectl -n example get deployments,serviceaccounts,configmaps
+  log "up: example-operator is Installed=True. Use it with: source $OLMV1_ENV_DIR/env.sh   Stop it with: hack/demo.sh down"
 }
 
 case ${1:-up} in

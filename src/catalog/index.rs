@@ -136,6 +136,59 @@ impl CatalogIndex {
     pub fn is_empty(&self) -> bool {
         self.packages.is_empty()
     }
+
+    /// An estimate of the heap memory the index holds (shared strings counted once), for
+    /// benchmarks and metrics.
+    pub fn approx_heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let mut seen: HashSet<*const u8> = HashSet::new();
+        let mut arc = |s: &Arc<str>| if seen.insert(s.as_ptr()) { s.len() + 16 } else { 0 };
+        let mut total = 0usize;
+        for (key, p) in &self.packages {
+            total += arc(key) + size_of::<PackageIndex>() + size_of::<Arc<str>>();
+            total += p.default_channel.as_ref().map_or(0, &mut arc);
+            for c in &p.channels {
+                total += size_of::<ChannelIndex>() + arc(&c.name);
+                for e in &c.entries {
+                    total += size_of::<ChannelEntryIndex>() + arc(&e.name);
+                    total += e.replaces.as_ref().map_or(0, &mut arc);
+                    total +=
+                        e.skips.iter().map(&mut arc).sum::<usize>() + e.skips.len() * size_of::<Arc<str>>();
+                    total += e.skip_range.as_ref().map_or(0, |s| s.len() + 16);
+                    total += e.skip_range_parsed.as_ref().map_or(0, |r| r.as_str().len() + 128);
+                }
+            }
+            for b in &p.bundles {
+                total += size_of::<BundleIndex>() + arc(&b.name) + arc(&b.image);
+                total += b
+                    .properties
+                    .iter()
+                    .map(|pr| size_of::<Property>() + pr.type_.len() + json_heap_bytes(&pr.value))
+                    .sum::<usize>();
+            }
+            total += p
+                .deprecations
+                .iter()
+                .map(|d| serde_json::to_vec(d).map_or(0, |v| v.len() * 2))
+                .sum::<usize>();
+        }
+        total
+    }
+}
+
+fn json_heap_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let node = std::mem::size_of::<Value>();
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.iter().map(|x| node + json_heap_bytes(x)).sum(),
+        // A BTreeMap entry: key, value and node overhead.
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, x)| k.len() + node + 32 + json_heap_bytes(x))
+            .sum(),
+        _ => 0,
+    }
 }
 
 impl PackageIndex {

@@ -143,6 +143,20 @@ pub fn ensure_running() {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
         ))
         .ok();
+        // The OpenShift config API, so that the controller's Upgradeable gating is active from
+        // the start (it looks for the API only now and then while it is absent).
+        for crd in ["clusterversions", "clusteroperators"] {
+            let path =
+                support::repo_root().join(format!("test/fixtures/openshift/{crd}.config.openshift.io.yaml"));
+            support::kubectl(&["apply", "--server-side", "-f", path.to_str().unwrap()]).ok();
+        }
+        support::kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/clusterversions.config.openshift.io",
+            "crd/clusteroperators.config.openshift.io",
+        ])
+        .ok();
         let port = support::free_port();
         let addr = format!("127.0.0.1:{port}");
         let catalogd = spawn(

@@ -9,6 +9,7 @@ mod components;
 mod fixtures;
 
 mod failures;
+mod gating;
 mod install;
 mod lifecycle;
 mod upgrade;
