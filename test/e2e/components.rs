@@ -157,6 +157,15 @@ pub fn ensure_running() {
             "crd/clusteroperators.config.openshift.io",
         ])
         .ok();
+        // The components run with the identities and RBAC of config/: the tests prove that the
+        // least privilege written there is enough.
+        for file in [
+            "config/manager/namespace.yaml",
+            "config/rbac/controller.yaml",
+            "config/rbac/catalogd.yaml",
+        ] {
+            support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
+        }
         let port = support::free_port();
         let addr = format!("127.0.0.1:{port}");
         let catalogd = spawn(
@@ -199,9 +208,33 @@ fn spawn_controller(env: &support::TestEnv) -> Child {
     )
 }
 
+/// A kubeconfig for `olmv1-system/<account>` with a TokenRequest token.
+fn kubeconfig_for(account: &str, env: &support::TestEnv) -> std::path::PathBuf {
+    let token = support::kubectl(&[
+        "-n",
+        SYSTEM_NAMESPACE,
+        "create",
+        "token",
+        account,
+        "--duration=24h",
+    ])
+    .ok();
+    let path = scratch_dir("kubeconfigs").join(account);
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "default",
+        "clusters": [{"name": "local", "cluster": {
+            "server": env.api_server, "certificate-authority": env.ca_cert}}],
+        "users": [{"name": account, "user": {"token": token.trim()}}],
+        "contexts": [{"name": "default", "context": {"cluster": "local", "user": account}}]
+    });
+    std::fs::write(&path, kubeconfig.to_string()).unwrap();
+    path
+}
+
 fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
     let log = std::fs::File::create(scratch_dir("logs").join(format!("{role}.log"))).unwrap();
     env.command(support::olmv1_bin())
+        .env("KUBECONFIG", kubeconfig_for(&format!("olmv1-{role}"), env))
         .args(args)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
         .env("RUST_LOG", "info,olmv1=debug")
