@@ -52,11 +52,14 @@ if [[ ! -x "$bin/kwok" ]]; then
 fi
 
 # kwok's standalone binary has no built-in stages: keep the stage YAMLs from its module beside it.
+# The node heartbeat (every 20-45 s) keeps the fake node inside the controller-manager's 50 s grace
+# period: without it the node lifecycle controller marks every pod on it not Ready, for good.
 stages="$bin/../kwok-stages"
-if [[ ! -f "$stages/pod-ready.yaml" ]]; then
+if [[ ! -f "$stages/pod-ready.yaml" || ! -f "$stages/node-heartbeat.yaml" ]]; then
   mkdir -p "$stages"
   moddir=$(cd "$here/tools" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   cp "$moddir/kustomize/stage/node/fast/node-initialize.yaml" "$stages/"
+  cp "$moddir/kustomize/stage/node/heartbeat/node-heartbeat.yaml" "$stages/"
   for s in pod-ready pod-complete pod-delete; do
     cp "$moddir/kustomize/stage/pod/fast/$s.yaml" "$stages/"
   done

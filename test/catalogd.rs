@@ -107,6 +107,45 @@ async fn serve_standalone(name: &str, dir: &Path) -> Catalogd {
     catalogd
 }
 
+#[tokio::test]
+async fn standalone_serves_over_tls_with_a_test_ca() {
+    let tls_dir = tempfile::tempdir().unwrap();
+    let tls = support::TestTls::generate(tls_dir.path());
+    let port = support::free_port();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = Command::new(support::olmv1_bin());
+    command.args(["catalogd", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    command
+        .arg("--catalog")
+        .arg(format!("fixture={}", fixture("catalog-v2").display()));
+    command
+        .arg("--tls-cert")
+        .arg(&tls.serving.cert)
+        .arg("--tls-key")
+        .arg(&tls.serving.key);
+    let mut catalogd = spawn_catalogd(command, work, port);
+    catalogd.wait_listening().await;
+
+    let ca = std::fs::read(&tls.ca_cert).unwrap();
+    let client = CatalogClient::new(&[ca]).unwrap();
+    let body = client
+        .fetch_all(&format!("https://127.0.0.1:{port}/catalogs/fixture"))
+        .await
+        .expect("HTTPS fetch");
+    assert!(body == expected_jsonl(&read_dir_metas(&fixture("catalog-v2")).unwrap()));
+
+    let untrusted = CatalogClient::new(&[]).unwrap();
+    let err = untrusted
+        .fetch_all(&format!("https://127.0.0.1:{port}/catalogs/fixture"))
+        .await;
+    assert!(err.is_err(), "a client without the test CA must not connect");
+    let plain = reqwest::get(format!("http://127.0.0.1:{port}/catalogs/fixture/api/v1/all")).await;
+    assert!(
+        plain.map(|r| r.status() != 200).unwrap_or(true),
+        "no plain HTTP on a TLS listener"
+    );
+}
+
 /// `olmv1 catalogd` in cluster mode, reconciling the ClusterCatalogs labelled `selector`.
 async fn run_cluster_catalogd(selector: &str, extra: &[&str]) -> Catalogd {
     let env = support::env();
@@ -570,7 +609,12 @@ async fn a_pinned_image_without_the_configs_label_is_blocked() {
         .unwrap();
 
     let selector_value = support::fresh_name("sel");
-    let _catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
+    // This one also elects a leader first (the only test here that does: the Lease is shared).
+    let _catalogd = run_cluster_catalogd(
+        &format!("olmv1.test/catalogd={selector_value}"),
+        &["--leader-elect", "--leader-election-namespace", "default"],
+    )
+    .await;
     let api: Api<ClusterCatalog> = Api::all(support::client().await);
     let name = support::fresh_name("nolabel");
     api.create(

@@ -285,13 +285,7 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
             object: format!("CustomResourceDefinition '{name}'"),
             source,
         })?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
+        if is_established(&crd) {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
@@ -301,6 +295,13 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+fn is_established(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> bool {
+    let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|c| c.type_ == "Established" && c.status == "True")
 }
 
 /// Deletes, as the service account, the objects of `previous` that `current` no longer has.
@@ -364,13 +365,7 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                         object: describe(object),
                         source,
                     })?;
-                let established = crd
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                if !established {
+                if !is_established(&crd) {
                     return Ok(Some(format!("{} is not Established", describe(object))));
                 }
             }

@@ -23,6 +23,9 @@ pub const BUNDLE_OBJECT_PROPERTY: &str = "olm.bundle.object";
 const MANIFESTS_DIR: &str = "manifests";
 /// Largest manifest file read from a bundle directory.
 const MAX_MANIFEST_FILE_BYTES: u64 = 64 << 20;
+/// Deepest nesting accepted in a manifest. Real CRDs nest under 40 levels; the bound keeps the
+/// recursive parsers and the typed CRD conversion well inside a 2 MiB thread stack.
+pub const MAX_MANIFEST_DEPTH: usize = 64;
 
 /// Catalog property types that `opm render` derives from the bundle itself (or that carry the
 /// manifests); every other catalog property came from the CSV annotation or properties.yaml.
@@ -168,6 +171,11 @@ impl RegistryV1Bundle {
                 .map_err(|e| LoadError::Invalid(format!("{place}: invalid base64: {e}")))?;
             let object: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| LoadError::Invalid(format!("{place}: invalid JSON manifest: {e}")))?;
+            if json_depth(&object) > MAX_MANIFEST_DEPTH {
+                return Err(LoadError::Invalid(format!(
+                    "{place}: manifest nests deeper than {MAX_MANIFEST_DEPTH} levels"
+                )));
+            }
             for doc in flatten_lists(object) {
                 check_object_header(&doc).map_err(|e| LoadError::Invalid(format!("{place}: {e}")))?;
                 objects.push((place.clone(), doc));
@@ -293,7 +301,7 @@ pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
     // nodes), still bounded (the file itself is at most MAX_MANIFEST_FILE_BYTES).
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
-            max_depth: 512,
+            max_depth: MAX_MANIFEST_DEPTH,
             max_nodes: 20_000_000,
             max_events: 50_000_000,
             max_documents: 100_000,
@@ -312,6 +320,22 @@ pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
         }
     }
     Ok(out)
+}
+
+/// Nesting depth of a JSON value (scalars 0), computed without recursion.
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
 }
 
 /// Expands `kind: ...List` objects with `items` into their items.
@@ -419,21 +443,59 @@ mod tests {
         assert_eq!(names, ["a", "b", "c"]);
     }
 
+    /// A CRD whose schema nests `properties` `levels` times, as YAML.
+    fn deep_crd(levels: usize) -> String {
+        let mut text = String::from(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: deep.example.com}\n\
+             spec:\n  group: example.com\n  names: {kind: Deep, plural: deep}\n  scope: Namespaced\n  versions:\n  \
+             - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n",
+        );
+        let mut indent = "        ".to_string();
+        for i in 0..levels {
+            text.push_str(&format!(
+                "{indent}type: object\n{indent}properties:\n{indent}  p{i}:\n"
+            ));
+            indent.push_str("    ");
+        }
+        text.push_str(&format!("{indent}type: string\n"));
+        text
+    }
+
     #[test]
-    fn deep_and_large_manifests_parse() {
-        let mut text = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata:\n");
-        let mut indent = String::from("  ");
-        for i in 0..150 {
-            text.push_str(&format!("{indent}k{i}:\n"));
-            indent.push_str("  ");
-        }
-        text.push_str(&format!("{indent}leaf: x\n"));
-        text.push_str("wide:\n");
+    fn deep_and_large_manifests_parse_on_a_default_stack() {
+        // 28 schema levels nest 62 deep, just inside the limit, and load (YAML, then the typed
+        // CRD round trip) on a 2 MiB test thread in a debug build.
+        let objects = parse_manifest_stream(&deep_crd(28)).expect("deep CRD parses");
+        let crd = normalise_crd(objects.into_iter().next().expect("one object")).expect("typed round trip");
+        assert_eq!(crd["metadata"]["name"], "deep.example.com");
+        let mut wide = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: wide}\nwide:\n");
         for i in 0..300_000 {
-            text.push_str(&format!("- {i}\n"));
+            wide.push_str(&format!("- {i}\n"));
         }
-        let objects = parse_manifest_stream(&text).expect("parses");
+        let objects = parse_manifest_stream(&wide).expect("wide manifest parses");
         assert_eq!(objects[0]["wide"].as_array().map(Vec::len), Some(300_000));
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_an_error_not_a_crash() {
+        let err = parse_manifest_stream(&deep_crd(40)).expect_err("too deep");
+        assert!(!err.is_empty());
+        let mut deep = serde_json::json!("leaf");
+        for _ in 0..100 {
+            deep = serde_json::json!({ "a": deep });
+        }
+        assert_eq!(json_depth(&deep), 100);
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": deep});
+        let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
+        let props = [BundleProperty {
+            type_: BUNDLE_OBJECT_PROPERTY.into(),
+            value: serde_json::json!({"data": data}),
+        }];
+        let err = RegistryV1Bundle::from_catalog_bundle("p", "p.v1", &props).expect_err("too deep");
+        assert_eq!(
+            err.to_string(),
+            "bundle \"p.v1\" olm.bundle.object #0: manifest nests deeper than 64 levels"
+        );
     }
 
     #[test]

@@ -10,6 +10,10 @@ use std::time::Duration;
 use super::server::{CatalogStore, TlsFiles, serve};
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
+use crate::controller::leader::LeaderElector;
+
+/// The leader election Lease of catalogd (upstream's name).
+const LEASE_NAME: &str = "catalogd-operator-lock";
 
 /// Arguments of `olmv1 catalogd`.
 #[derive(clap::Args, Debug)]
@@ -51,6 +55,13 @@ pub struct ClusterArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// Elect a leader on a Lease before reconciling (for more than one replica); every replica
+    /// serves, and only the leader has content (others answer 404, as upstream).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, default_value = "olmv1-system")]
+    pub leader_election_namespace: String,
     /// Reconcile only the ClusterCatalogs matching this label selector (all by default).
     #[arg(long, default_value = "")]
     pub selector: String,
@@ -187,16 +198,41 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
         selector: args.selector,
     };
-    let context = Arc::new(Context::new(client, store.clone(), Arc::new(registry), settings));
+    let context = Arc::new(Context::new(
+        client.clone(),
+        store.clone(),
+        Arc::new(registry),
+        settings,
+    ));
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, store, tls, async move {
         let _ = server_stopped.await;
     }));
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("olmv1-catalogd-{}", std::process::id()));
+    let elector = LeaderElector::new(client, &args.leader_election_namespace, LEASE_NAME, &identity);
+    if args.leader_elect {
+        tracing::info!(%identity, "waiting for leadership");
+        tokio::select! {
+            acquired = elector.acquire() => acquired.map_err(|e| e.to_string())?,
+            () = shutdown_signal() => {
+                let _ = stop_server.send(());
+                return Ok(());
+            }
+        }
+    }
     // The controller stops on SIGINT/SIGTERM; then the server drains.
-    crate::controller::cluster_catalog::run(context).await;
+    let lost = tokio::select! {
+        () = crate::controller::cluster_catalog::run(context) => false,
+        () = elector.hold(), if args.leader_elect => true,
+    };
     let _ = stop_server.send(());
+    if lost {
+        return Err("lost leadership; exiting so another replica can lead".into());
+    }
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) => Err(format!("catalog server task failed: {e}")),

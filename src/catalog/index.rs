@@ -515,3 +515,68 @@ impl<'de> Deserialize<'de> for LeanProperty {
         d.deserialize_map(MapV)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(objects: &[&str]) -> Result<CatalogIndex, CatalogError> {
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("t.json"), i as u32 + 1)
+            })
+            .collect::<Result<_, _>>()?;
+        CatalogIndex::from_metas(&metas)
+    }
+
+    #[test]
+    fn duplicates_are_errors_worded_as_opm_validate() {
+        let pkg = r#"{"schema":"olm.package","name":"p"}"#;
+        assert_eq!(
+            index(&[pkg, pkg]).unwrap_err().to_string(),
+            r#"duplicate package "p""#
+        );
+        let ch = r#"{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"b"}]}"#;
+        assert_eq!(
+            index(&[ch, ch]).unwrap_err().to_string(),
+            r#"package "p" has duplicate channel "c""#
+        );
+        let dup_entry =
+            r#"{"schema":"olm.channel","package":"p","name":"c","entries":[{"name":"b"},{"name":"b"}]}"#;
+        assert_eq!(
+            index(&[dup_entry]).unwrap_err().to_string(),
+            r#"invalid package "p", channel "c": duplicate entry "b""#
+        );
+        let b = r#"{"schema":"olm.bundle","package":"p","name":"b","image":"i"}"#;
+        assert_eq!(
+            index(&[b, b]).unwrap_err().to_string(),
+            r#"package "p" has duplicate bundle "b""#
+        );
+    }
+
+    #[test]
+    fn large_properties_are_not_kept_and_versions_are_read() {
+        let b = r#"{"image":"img","name":"p.v1","package":"p","properties":[{"type":"olm.bundle.object","value":{"data":"AAAA"}},{"type":"olm.package","value":{"packageName":"p","version":"1.0.0+2"}},{"value":{"annotations":{}},"type":"olm.csv.metadata"},{"type":"olm.maxOpenShiftVersion","value":"4.19"}],"schema":"olm.bundle"}"#;
+        let idx = index(&[b]).unwrap();
+        let bundle = idx.package("p").unwrap().bundle("p.v1").unwrap();
+        let types: Vec<&str> = bundle.properties.iter().map(|p| p.type_.as_str()).collect();
+        assert_eq!(types, ["olm.package", "olm.maxOpenShiftVersion"]);
+        assert_eq!(bundle.version.as_ref().unwrap().status_version(), "1.0.0+2");
+        assert!(idx.approx_heap_bytes() > 0);
+    }
+
+    #[test]
+    fn malformed_objects_name_origin_and_object() {
+        let err =
+            index(&[r#"{"schema":"olm.bundle","package":"p","name":"b","properties":"nope"}"#]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(r#"t.json: object #1 (olm.bundle "b"): "#),
+            "{err}"
+        );
+        let err = index(&[r#"{"name":"x"}"#]).unwrap_err();
+        assert!(err.to_string().contains("missing root schema field"), "{err}");
+    }
+}

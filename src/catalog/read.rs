@@ -50,18 +50,21 @@ fn walk(
     let mut entries = Vec::new();
     for entry in fs::read_dir(&dir).map_err(|e| CatalogError::io(&dir, e))? {
         let entry = entry.map_err(|e| CatalogError::io(&dir, e))?;
-        entries.push(entry.file_name());
+        // As fs.WalkDir: symlinks are not followed into directories (no loops); a symlink is
+        // read as a file, and one that points at a directory fails to read.
+        let is_dir = entry
+            .file_type()
+            .map_err(|e| CatalogError::io(&entry.path(), e))?
+            .is_dir();
+        entries.push((entry.file_name(), is_dir));
     }
     entries.sort();
-    for name in entries {
+    for (name, is_dir) in entries {
         if name == INDEX_IGNORE_FILE {
             continue;
         }
         let rel = rel_dir.join(&name);
         let path = root.join(&rel);
-        // Follow symlinks as fs.WalkDir's Stat-based callers do for files.
-        let file_type = fs::metadata(&path).map_err(|e| CatalogError::io(&path, e))?;
-        let is_dir = file_type.is_dir();
         if rules
             .iter()
             .rev()
@@ -345,6 +348,44 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(streamed, metas);
+    }
+
+    #[test]
+    fn directory_walk_is_lexical_honours_indexignore_and_does_not_follow_symlinked_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fs::create_dir_all(root.join("b/docs")).unwrap();
+        fs::create_dir_all(root.join("a")).unwrap();
+        fs::write(root.join(".indexignore"), "*.md\n").unwrap();
+        fs::write(root.join("b/.indexignore"), "docs/\n").unwrap();
+        fs::write(root.join("README.md"), "not fbc").unwrap();
+        fs::write(root.join("b/docs/x.yaml"), "not: fbc").unwrap();
+        fs::write(root.join("b/catalog.yaml"), "schema: olm.package\nname: b\n").unwrap();
+        fs::write(
+            root.join("a/catalog.json"),
+            r#"{"schema":"olm.package","name":"a"}"#,
+        )
+        .unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root, root.join("a/loop")).unwrap();
+        let files: Vec<String> = list_fbc_files(root)
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+            .collect();
+        #[cfg(unix)]
+        assert_eq!(files, ["a/catalog.json", "a/loop", "b/catalog.yaml"]);
+        // The symlinked directory is read as a file and fails with an error naming it.
+        #[cfg(unix)]
+        assert!(read_dir_metas(root).unwrap_err().to_string().contains("a/loop"));
+        #[cfg(unix)]
+        fs::remove_file(root.join("a/loop")).unwrap();
+        let names: Vec<String> = read_dir_metas(root)
+            .unwrap()
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
     }
 
     #[test]

@@ -180,6 +180,9 @@ pub fn ensure_running() {
                 scratch_dir("catalogd").to_str().unwrap(),
                 "--poll-interval-unit-seconds",
                 "1",
+                // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
+                "--selector",
+                "!olmv1.test/catalogd",
             ],
             env,
         );
@@ -208,33 +211,17 @@ fn spawn_controller(env: &support::TestEnv) -> Child {
     )
 }
 
-/// A kubeconfig for `olmv1-system/<account>` with a TokenRequest token.
-fn kubeconfig_for(account: &str, env: &support::TestEnv) -> std::path::PathBuf {
-    let token = support::kubectl(&[
-        "-n",
-        SYSTEM_NAMESPACE,
-        "create",
-        "token",
-        account,
-        "--duration=24h",
-    ])
-    .ok();
-    let path = scratch_dir("kubeconfigs").join(account);
-    let kubeconfig = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "default",
-        "clusters": [{"name": "local", "cluster": {
-            "server": env.api_server, "certificate-authority": env.ca_cert}}],
-        "users": [{"name": account, "user": {"token": token.trim()}}],
-        "contexts": [{"name": "default", "context": {"cluster": "local", "user": account}}]
-    });
-    std::fs::write(&path, kubeconfig.to_string()).unwrap();
-    path
-}
-
 fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
     let log = std::fs::File::create(scratch_dir("logs").join(format!("{role}.log"))).unwrap();
     env.command(support::olmv1_bin())
-        .env("KUBECONFIG", kubeconfig_for(&format!("olmv1-{role}"), env))
+        .env(
+            "KUBECONFIG",
+            support::service_account_kubeconfig(
+                SYSTEM_NAMESPACE,
+                &format!("olmv1-{role}"),
+                &scratch_dir("kubeconfigs").join(role),
+            ),
+        )
         .args(args)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
         .env("RUST_LOG", "info,olmv1=debug")
@@ -269,6 +256,12 @@ pub fn log_tail(role: &str) -> String {
 pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> String {
     let namespace = support::fresh_namespace(client, prefix).await;
     create_service_account(client, &namespace, "installer").await;
+    grant_cluster_admin(client, &namespace).await;
+    namespace
+}
+
+/// Binds `<namespace>/installer` to cluster-admin (ClusterRoleBinding `<namespace>-installer`).
+pub async fn grant_cluster_admin(client: &Client, namespace: &str) {
     let binding = ClusterRoleBinding {
         metadata: ObjectMeta {
             name: Some(format!("{namespace}-installer")),
@@ -282,7 +275,7 @@ pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> St
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name: "installer".into(),
-            namespace: Some(namespace.clone()),
+            namespace: Some(namespace.to_string()),
             ..Default::default()
         }]),
     };
@@ -290,7 +283,6 @@ pub async fn namespace_with_admin_installer(client: &Client, prefix: &str) -> St
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    namespace
 }
 
 /// Creates a ServiceAccount.
@@ -309,10 +301,10 @@ pub async fn create_service_account(client: &Client, namespace: &str, name: &str
 }
 
 /// Creates (or points) a ClusterCatalog at an image, with a priority.
-pub async fn apply_catalog(client: &Client, name: &str, image: &str, priority: i32) {
+pub async fn apply_catalog(client: &Client, name: &str, image: &str, priority: i32, package: &str) {
     let catalog = json!({
         "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {PACKAGE_LABEL: package}},
         "spec": {"priority": priority, "source": {"type": "Image", "image": {"ref": image}}}
     });
     Api::<ClusterCatalog>::all(client.clone())
@@ -320,6 +312,10 @@ pub async fn apply_catalog(client: &Client, name: &str, image: &str, priority: i
         .await
         .unwrap_or_else(|e| panic!("cannot apply ClusterCatalog {name}: {e}"));
 }
+
+/// Labels each test's catalogs with the test's package, and each ClusterExtension selects them:
+/// catalogs other tests leave behind (or break on purpose) do not take part in its resolution.
+pub const PACKAGE_LABEL: &str = "olmv1.test/e2e-package";
 
 /// Waits until a catalog serves the image it points at.
 pub async fn wait_catalog_serving(client: &Client, name: &str) {
@@ -369,7 +365,10 @@ pub fn extension(
     package: &str,
     catalog: serde_json::Value,
 ) -> serde_json::Value {
-    let mut source = json!({"packageName": package});
+    let mut source = json!({
+        "packageName": package,
+        "selector": {"matchLabels": {PACKAGE_LABEL: package}}
+    });
     if let serde_json::Value::Object(extra) = catalog {
         source.as_object_mut().unwrap().extend(extra);
     }

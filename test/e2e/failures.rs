@@ -37,7 +37,7 @@ async fn equal_priority_catalogs_are_refused_and_a_higher_priority_wins() {
     let mut package = two_versions(&s.package);
     package.bundles.iter_mut().for_each(|b| b.with_config_map = false);
     let image = fixtures::publish_catalog(support::registry(), &format!("e2e/{other}"), "v1", &package).await;
-    components::apply_catalog(&s.client, &other, &image, 0).await;
+    components::apply_catalog(&s.client, &other, &image, 0, &s.package).await;
     components::wait_catalog_serving(&s.client, &other).await;
 
     s.apply_extension(json!({})).await;
@@ -54,7 +54,7 @@ async fn equal_priority_catalogs_are_refused_and_a_higher_priority_wins() {
     );
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "False");
 
-    components::apply_catalog(&s.client, &other, &image, 1).await;
+    components::apply_catalog(&s.client, &other, &image, 1, &s.package).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
     assert_eq!(
         record_catalog(&s).await,
@@ -65,65 +65,29 @@ async fn equal_priority_catalogs_are_refused_and_a_higher_priority_wins() {
 
 #[tokio::test]
 async fn a_missing_service_account_is_reported_and_the_install_converges_once_it_exists() {
-    let _cluster = components::shared_cluster().await;
-    components::ensure_running();
-    let client = support::client().await;
-    let package = support::fresh_name("nosa");
-    let catalog = format!("{package}-catalog");
-    let image = fixtures::publish_catalog(
-        support::registry(),
-        &format!("e2e/{catalog}"),
-        "v1",
-        &two_versions(&package),
-    )
-    .await;
-    components::apply_catalog(&client, &catalog, &image, 0).await;
-    components::wait_catalog_serving(&client, &catalog).await;
-    let namespace = support::fresh_namespace(&client, &package).await;
-    let name = format!("{package}-ext");
-    components::apply_extension(
-        &client,
-        components::extension(&name, &namespace, &package, json!({})),
-    )
-    .await;
+    let s = Scenario::without_installer("nosa", two_versions).await;
+    s.apply_extension(json!({})).await;
 
-    let expected = format!("service account \"installer\" not found in namespace \"{namespace}\"");
-    let ext = components::wait_progressing(&client, &name, "Retrying", &expected).await;
+    let expected = format!(
+        "service account \"installer\" not found in namespace \"{}\"",
+        s.namespace
+    );
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
     assert_eq!(
         components::condition(&ext, "Installed").unwrap().message,
         "No bundle installed"
     );
 
     // The admin creates the account and grants it: the controller converges by itself.
-    components::create_service_account(&client, &namespace, "installer").await;
-    support::kubectl(&[
-        "create",
-        "clusterrolebinding",
-        &format!("{namespace}-installer"),
-        "--clusterrole=cluster-admin",
-        &format!("--serviceaccount={namespace}:installer"),
-    ])
-    .ok();
-    components::wait_installed(&client, &name, "1.1.0").await;
+    components::create_service_account(&s.client, &s.namespace, "installer").await;
+    components::grant_cluster_admin(&s.client, &s.namespace).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 }
 
 #[tokio::test]
 async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothing_is_applied() {
-    let _cluster = components::shared_cluster().await;
-    components::ensure_running();
-    let client = support::client().await;
-    let package = support::fresh_name("narrow");
-    let catalog = format!("{package}-catalog");
-    let image = fixtures::publish_catalog(
-        support::registry(),
-        &format!("e2e/{catalog}"),
-        "v1",
-        &two_versions(&package),
-    )
-    .await;
-    components::apply_catalog(&client, &catalog, &image, 0).await;
-    components::wait_catalog_serving(&client, &catalog).await;
-    let namespace = support::fresh_namespace(&client, &package).await;
+    let s = Scenario::without_installer("narrow", two_versions).await;
+    let (client, namespace, package) = (s.client.clone(), s.namespace.clone(), s.package.clone());
     components::create_service_account(&client, &namespace, "installer").await;
     // Only ConfigMaps in its own namespace.
     let role = Role {
@@ -164,13 +128,8 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
         .await
         .unwrap();
 
-    let name = format!("{package}-ext");
-    components::apply_extension(
-        &client,
-        components::extension(&name, &namespace, &package, json!({})),
-    )
-    .await;
-    let ext = components::wait_extension(&client, &name, "a permission preflight failure", |ext| {
+    s.apply_extension(json!({})).await;
+    let ext = components::wait_extension(&client, &s.extension, "a permission preflight failure", |ext| {
         components::condition(ext, "Progressing").is_some_and(|c| c.message.contains("deployments"))
     })
     .await;
@@ -209,15 +168,8 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
         "nothing applied"
     );
 
-    support::kubectl(&[
-        "create",
-        "clusterrolebinding",
-        &format!("{namespace}-installer"),
-        "--clusterrole=cluster-admin",
-        &format!("--serviceaccount={namespace}:installer"),
-    ])
-    .ok();
-    components::wait_installed(&client, &name, "1.1.0").await;
+    components::grant_cluster_admin(&client, &namespace).await;
+    components::wait_installed(&client, &s.extension, "1.1.0").await;
 }
 
 #[tokio::test]

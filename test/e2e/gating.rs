@@ -98,14 +98,7 @@ async fn an_installed_bundle_with_an_old_max_openshift_version_blocks_the_next_m
     .await;
 
     // Back to 1.0.0 blocks again; deleting the extension unblocks.
-    let mut body = components::extension(
-        &s.extension,
-        &s.namespace,
-        &s.package,
-        json!({"version": "1.0.0", "upgradeConstraintPolicy": "SelfCertified"}),
-    );
-    body["spec"]["install"] = json!({"preflight": {"crdUpgradeSafety": {"enforcement": "None"}}});
-    components::apply_extension(&s.client, body).await;
+    s.roll_back_to("1.0.0").await;
     components::wait_installed(&s.client, &s.extension, "1.0.0").await;
     wait_upgradeable(&s.client, "Upgradeable=False after the rollback", |c| {
         c["status"] == "False"

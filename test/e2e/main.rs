@@ -31,18 +31,24 @@ impl Scenario {
     /// Publishes `package` (built by `make` from a fresh package name) as catalog `:v1`, creates
     /// the ClusterCatalog and an admin installer namespace, and starts the components.
     pub async fn new(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
-        Self::with_share(components::shared_cluster().await, prefix, make).await
+        Self::with_share(components::shared_cluster().await, prefix, make, true).await
+    }
+
+    /// [`Scenario::new`] with a bare namespace: no installer ServiceAccount, no grants.
+    pub async fn without_installer(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+        Self::with_share(components::shared_cluster().await, prefix, make, false).await
     }
 
     /// [`Scenario::new`] for a test that must have the cluster alone.
     pub async fn new_exclusive(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
-        Self::with_share(components::exclusive_cluster().await, prefix, make).await
+        Self::with_share(components::exclusive_cluster().await, prefix, make, true).await
     }
 
     async fn with_share(
         cluster: components::ClusterShare,
         prefix: &str,
         make: impl FnOnce(&str) -> Package,
+        with_installer: bool,
     ) -> Scenario {
         components::ensure_running();
         let client = support::client().await;
@@ -55,9 +61,13 @@ impl Scenario {
             &make(&package),
         )
         .await;
-        components::apply_catalog(&client, &catalog, &image, 0).await;
+        components::apply_catalog(&client, &catalog, &image, 0, &package).await;
         components::wait_catalog_serving(&client, &catalog).await;
-        let namespace = components::namespace_with_admin_installer(&client, &package).await;
+        let namespace = if with_installer {
+            components::namespace_with_admin_installer(&client, &package).await
+        } else {
+            support::fresh_namespace(&client, &package).await
+        };
         let extension = format!("{package}-ext");
         Scenario {
             client,
@@ -78,8 +88,22 @@ impl Scenario {
             package,
         )
         .await;
-        components::apply_catalog(&self.client, &self.catalog, &image, 0).await;
+        components::apply_catalog(&self.client, &self.catalog, &image, 0, &self.package).await;
         components::wait_catalog_serving(&self.client, &self.catalog).await;
+    }
+
+    /// Forces `version` with SelfCertified and no CRD upgrade safety check: the documented way
+    /// to roll back (an older CRD usually lacks fields the newer one added).
+    pub async fn roll_back_to(&self, version: &str) {
+        let mut body = components::extension(
+            &self.extension,
+            &self.namespace,
+            &self.package,
+            serde_json::json!({"version": version, "upgradeConstraintPolicy": "SelfCertified"}),
+        );
+        body["spec"]["install"] =
+            serde_json::json!({"preflight": {"crdUpgradeSafety": {"enforcement": "None"}}});
+        components::apply_extension(&self.client, body).await;
     }
 
     /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.

@@ -77,14 +77,7 @@ async fn self_certified_rolls_back_to_an_older_version() {
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 
     // 1.0.0's CRD lacks a field 1.1.0 added: a rollback the admin accepts explicitly.
-    let mut body = components::extension(
-        &s.extension,
-        &s.namespace,
-        &s.package,
-        json!({"version": "1.0.0", "upgradeConstraintPolicy": "SelfCertified"}),
-    );
-    body["spec"]["install"] = json!({"preflight": {"crdUpgradeSafety": {"enforcement": "None"}}});
-    components::apply_extension(&s.client, body).await;
+    s.roll_back_to("1.0.0").await;
     components::wait_installed(&s.client, &s.extension, "1.0.0").await;
     assert!(manager_image(&s).await.ends_with(":v1.0.0"));
 }

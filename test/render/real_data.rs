@@ -339,7 +339,9 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
             tally.bundles,
             tally.all_namespaces_rendered,
             tally.own_namespace_attempted,
-            tally.own_namespace_rendered
+            tally.own_namespace_rendered,
+            tally.single_namespace_attempted,
+            tally.single_namespace_rendered,
         ),
         EXPECTED_COUNTS,
         "counts changed: {tally:#?}"

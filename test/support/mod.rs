@@ -672,3 +672,19 @@ impl TestTls {
         }
     }
 }
+
+/// Writes a kubeconfig that authenticates as `namespace/account` with a TokenRequest token (24 h)
+/// to `path`, for running a component with its own least-privilege identity.
+pub fn service_account_kubeconfig(namespace: &str, account: &str, path: &Path) -> PathBuf {
+    let env = env();
+    let token = kubectl(&["-n", namespace, "create", "token", account, "--duration=24h"]).ok();
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "default",
+        "clusters": [{"name": "local", "cluster": {"server": env.api_server, "certificate-authority": env.ca_cert}}],
+        "users": [{"name": account, "user": {"token": token.trim()}}],
+        "contexts": [{"name": "default", "context": {"cluster": "local", "user": account}}]
+    });
+    std::fs::write(path, kubeconfig.to_string())
+        .unwrap_or_else(|e| panic!("cannot write kubeconfig {}: {e}", path.display()));
+    path.to_path_buf()
+}

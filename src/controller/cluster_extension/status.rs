@@ -6,6 +6,7 @@ use olmv1_api::v1::{
 };
 
 use super::steps::{Outcome, Progress};
+use crate::apply::revision::InstalledRevision;
 use crate::controller::status::{ConditionStatus, sanitize_network_error, set_condition};
 
 /// The status after a reconcile. Conditions that do not change keep their transition times.
@@ -13,8 +14,6 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
     let generation = ext.metadata.generation;
     let previous = ext.status.clone().unwrap_or_default();
     let mut status = previous.clone();
-    let conditions = &mut status.conditions;
-
     // Installed: the record's bundle once it is rolled out; while a new revision rolls out or a
     // step fails, what was installed stays installed (the old bundle keeps running).
     let previously_installed = previous.install.is_some()
@@ -23,53 +22,19 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
             .iter()
             .any(|c| c.type_ == TYPE_INSTALLED && c.status == "True");
     match (&outcome.result, &outcome.record) {
-        (Ok(Progress::Done), Some(record)) => {
-            status.install = Some(ClusterExtensionInstallStatus {
-                bundle: BundleMetadata {
-                    name: record.bundle_name.clone(),
-                    version: record.bundle_version.clone(),
-                    release: None,
-                },
-            });
-            let message = format!("Installed bundle {} successfully", record.image);
-            set_condition(
-                conditions,
-                TYPE_INSTALLED,
-                ConditionStatus::True,
-                REASON_SUCCEEDED,
-                &message,
-                generation,
-            );
-        }
+        (Ok(Progress::Done), Some(record)) => set_installed(&mut status, record, generation),
         _ if previously_installed => {
             // Keep the condition, refreshing only its observedGeneration.
-            if let Some(installed) = conditions.iter_mut().find(|c| c.type_ == TYPE_INSTALLED) {
+            if let Some(installed) = status.conditions.iter_mut().find(|c| c.type_ == TYPE_INSTALLED) {
                 installed.observed_generation = generation;
             }
         }
-        (Err(_), Some(record)) => {
-            // A record without a status (status was lost): the record's bundle was applied.
-            status.install = Some(ClusterExtensionInstallStatus {
-                bundle: BundleMetadata {
-                    name: record.bundle_name.clone(),
-                    version: record.bundle_version.clone(),
-                    release: None,
-                },
-            });
-            let message = format!("Installed bundle {} successfully", record.image);
-            set_condition(
-                conditions,
-                TYPE_INSTALLED,
-                ConditionStatus::True,
-                REASON_SUCCEEDED,
-                &message,
-                generation,
-            );
-        }
+        // A record without a status (status was lost): the record's bundle was applied.
+        (Err(_), Some(record)) => set_installed(&mut status, record, generation),
         _ => {
             status.install = None;
             set_condition(
-                conditions,
+                &mut status.conditions,
                 TYPE_INSTALLED,
                 ConditionStatus::False,
                 REASON_FAILED,
@@ -79,6 +44,7 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
         }
     }
 
+    let conditions = &mut status.conditions;
     match &outcome.result {
         Ok(Progress::Done) => set_condition(
             conditions,
@@ -126,4 +92,24 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome) -> ClusterExtensionSta
         );
     }
     status
+}
+
+/// Installed=True for the record's bundle, as upstream words it.
+fn set_installed(status: &mut ClusterExtensionStatus, record: &InstalledRevision, generation: Option<i64>) {
+    status.install = Some(ClusterExtensionInstallStatus {
+        bundle: BundleMetadata {
+            name: record.bundle_name.clone(),
+            version: record.bundle_version.clone(),
+            release: None,
+        },
+    });
+    let message = format!("Installed bundle {} successfully", record.image);
+    set_condition(
+        &mut status.conditions,
+        TYPE_INSTALLED,
+        ConditionStatus::True,
+        REASON_SUCCEEDED,
+        &message,
+        generation,
+    );
 }
