@@ -4,13 +4,14 @@
 //! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
+use crate::controller::status::{ConditionStatus, set_condition};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -187,18 +188,18 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
         set_condition(
             &mut status.conditions,
             TYPE_PROGRESSING,
-            "True",
+            ConditionStatus::True,
             REASON_SUCCEEDED,
             MESSAGE_UNAVAILABLE_MODE,
-            generation,
+            Some(generation),
         );
         set_condition(
             &mut status.conditions,
             TYPE_SERVING,
-            "False",
+            ConditionStatus::False,
             REASON_USER_SPECIFIED_UNAVAILABLE,
             MESSAGE_UNAVAILABLE_MODE,
-            generation,
+            Some(generation),
         );
         write_status(&api, &name, &old_status, &status).await?;
         if has_finalizer {
@@ -429,10 +430,10 @@ fn set_serving(status: &mut ClusterCatalogStatus, state: &StoredState, base_url:
     set_condition(
         &mut status.conditions,
         TYPE_SERVING,
-        "True",
+        ConditionStatus::True,
         REASON_AVAILABLE,
         MESSAGE_SERVING,
-        state.observed_generation,
+        Some(state.observed_generation),
     );
 }
 
@@ -443,10 +444,10 @@ fn set_not_serving(status: &mut ClusterCatalogStatus, generation: i64) {
     set_condition(
         &mut status.conditions,
         TYPE_SERVING,
-        "False",
+        ConditionStatus::False,
         REASON_UNAVAILABLE,
         "",
-        generation,
+        Some(generation),
     );
 }
 
@@ -455,70 +456,28 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
         None => set_condition(
             &mut status.conditions,
             TYPE_PROGRESSING,
-            "True",
+            ConditionStatus::True,
             REASON_SUCCEEDED,
             MESSAGE_SUCCEEDED,
-            generation,
+            Some(generation),
         ),
         Some(e) if e.is_terminal() => set_condition(
             &mut status.conditions,
             TYPE_PROGRESSING,
-            "False",
+            ConditionStatus::False,
             REASON_BLOCKED,
             &e.to_string(),
-            generation,
+            Some(generation),
         ),
         Some(e) => set_condition(
             &mut status.conditions,
             TYPE_PROGRESSING,
-            "True",
+            ConditionStatus::True,
             REASON_RETRYING,
             &e.to_string(),
-            generation,
+            Some(generation),
         ),
     }
-}
-
-/// Sets a condition as `meta.SetStatusCondition` does: the transition time changes only with the status.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    observed_generation: i64,
-) {
-    let message = truncate_message(message);
-    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
-        if existing.status != status {
-            existing.status = status.to_string();
-            existing.last_transition_time = Time(jiff::Timestamp::now());
-        }
-        existing.reason = reason.to_string();
-        existing.message = message;
-        existing.observed_generation = Some(observed_generation);
-        return;
-    }
-    conditions.push(Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: Some(observed_generation),
-        last_transition_time: Time(jiff::Timestamp::now()),
-    });
-}
-
-fn truncate_message(message: &str) -> String {
-    use olmv1_api::v1::conditions::{MAX_CONDITION_MESSAGE_LEN, TRUNCATED_MESSAGE_SUFFIX};
-    if message.len() <= MAX_CONDITION_MESSAGE_LEN {
-        return message.to_string();
-    }
-    let mut end = MAX_CONDITION_MESSAGE_LEN - TRUNCATED_MESSAGE_SUFFIX.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{TRUNCATED_MESSAGE_SUFFIX}", &message[..end])
 }
 
 fn time_truncated(t: SystemTime) -> Time {
@@ -597,18 +556,6 @@ async fn patch_finalizers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn conditions_keep_transition_time_while_status_holds() {
-        let mut conditions = Vec::new();
-        set_condition(&mut conditions, TYPE_SERVING, "True", REASON_AVAILABLE, "a", 1);
-        let first = conditions[0].last_transition_time.clone();
-        set_condition(&mut conditions, TYPE_SERVING, "True", REASON_AVAILABLE, "b", 2);
-        assert_eq!(conditions.len(), 1);
-        assert_eq!(conditions[0].last_transition_time, first);
-        assert_eq!(conditions[0].message, "b");
-        assert_eq!(conditions[0].observed_generation, Some(2));
-    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

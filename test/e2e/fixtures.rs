@@ -358,3 +358,94 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Rebuilds some bundles of a real package of a shared catalog as images in the local registry
+/// (from their `olm.bundle.object` properties, which hold every manifest), and publishes a catalog
+/// with that package reduced to those bundles, their image references rewritten to the registry.
+/// Returns the catalog's reference.
+pub async fn publish_real_package(
+    registry: &str,
+    catalog_dir: &Path,
+    package: &str,
+    bundles: &[&str],
+    tag: &str,
+) -> String {
+    use base64::Engine;
+    let mut lines = Vec::new();
+    let mut found = Vec::new();
+    let mut metas = Vec::new();
+    olmv1::catalog::for_each_dir_meta(&catalog_dir.join(package), |meta| {
+        metas.push(meta);
+        Ok(())
+    })
+    .unwrap();
+    for meta in metas {
+        let mut object: Value = serde_json::from_slice(&meta.blob).unwrap();
+        match &*meta.schema {
+            "olm.channel" => {
+                let entries = object["entries"].as_array().unwrap();
+                let kept: Vec<Value> = entries
+                    .iter()
+                    .filter(|e| bundles.contains(&e["name"].as_str().unwrap()))
+                    .cloned()
+                    .collect();
+                if kept.is_empty() {
+                    continue;
+                }
+                object["entries"] = json!(kept);
+            }
+            "olm.bundle" => {
+                let name = object["name"].as_str().unwrap().to_string();
+                if !bundles.contains(&name.as_str()) {
+                    continue;
+                }
+                let dir = tempfile::tempdir().unwrap();
+                let manifests = dir.path().join("manifests");
+                std::fs::create_dir_all(&manifests).unwrap();
+                std::fs::create_dir_all(dir.path().join("metadata")).unwrap();
+                std::fs::write(
+                    dir.path().join("metadata/annotations.yaml"),
+                    format!(
+                        "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
+                         operators.operatorframework.io.bundle.package.v1: {package}\n"
+                    ),
+                )
+                .unwrap();
+                let properties = object["properties"].as_array().unwrap();
+                for (i, property) in properties
+                    .iter()
+                    .filter(|p| p["type"] == "olm.bundle.object")
+                    .enumerate()
+                {
+                    let data = property["value"]["data"].as_str().unwrap();
+                    let manifest = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+                    std::fs::write(manifests.join(format!("{i:02}.json")), manifest).unwrap();
+                }
+                let reference = format!("{registry}/real/{name}:bundle");
+                let image = push(dir.path(), &reference, "/", &[]).await;
+                object["image"] = json!(image);
+                found.push(name);
+            }
+            _ => {}
+        }
+        lines.push(object.to_string());
+    }
+    assert_eq!(
+        found.len(),
+        bundles.len(),
+        "every bundle is in the shared catalog: found {found:?}"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let configs = work.path().join(package);
+    std::fs::create_dir_all(&configs).unwrap();
+    std::fs::write(configs.join("catalog.json"), lines.join("\n")).unwrap();
+    let reference = format!("{registry}/real/{package}-catalog:{tag}");
+    push(
+        work.path(),
+        &reference,
+        "/configs",
+        &[("operators.operatorframework.io.index.configs.v1", "/configs")],
+    )
+    .await;
+    reference
+}

@@ -12,6 +12,7 @@ mod failures;
 mod gating;
 mod install;
 mod lifecycle;
+mod real;
 mod upgrade;
 
 use fixtures::{Bundle, Channel, Package};
