@@ -88,7 +88,29 @@ pub struct BundleIndex {
     /// Whether the first deprecation object of the package names this bundle.
     pub deprecated: bool,
     /// Every property except `olm.bundle.object` and `olm.csv.metadata`.
-    pub properties: Vec<Property>,
+    pub properties: Vec<IndexedProperty>,
+}
+
+/// A property as the index keeps it: the type (a shared string) and the value as compact JSON
+/// text, which costs far less memory than a parsed value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedProperty {
+    /// The property type, e.g. `olm.gvk`.
+    pub type_: Arc<str>,
+    /// The value as compact JSON.
+    pub value_json: Box<str>,
+}
+
+impl IndexedProperty {
+    /// The value, parsed.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.value_json).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The property in the full model's form.
+    pub fn to_property(&self) -> Property {
+        Property { type_: self.type_.to_string(), value: self.value() }
+    }
 }
 
 impl CatalogIndex {
@@ -163,7 +185,7 @@ impl CatalogIndex {
                 total += b
                     .properties
                     .iter()
-                    .map(|pr| size_of::<Property>() + pr.type_.len() + json_heap_bytes(&pr.value))
+                    .map(|pr| size_of::<IndexedProperty>() + arc(&pr.type_) + pr.value_json.len())
                     .sum::<usize>();
             }
             total += p
@@ -333,6 +355,15 @@ impl CatalogIndexBuilder {
             )));
         }
         let version = bundle_version(&b.name, &b.properties.0);
+        let properties = b
+            .properties
+            .0
+            .into_iter()
+            .map(|p| IndexedProperty {
+                type_: self.intern(&p.type_),
+                value_json: serde_json::to_string(&p.value).unwrap_or_default().into_boxed_str(),
+            })
+            .collect();
         let name = self.intern(&b.name);
         let image: Arc<str> = Arc::from(b.image.as_str());
         let pkg = self.package_mut(&b.package);
@@ -341,7 +372,7 @@ impl CatalogIndexBuilder {
             image,
             version,
             deprecated: false,
-            properties: b.properties.0,
+            properties,
         });
         Ok(())
     }
@@ -561,7 +592,7 @@ mod tests {
         let b = r#"{"image":"img","name":"p.v1","package":"p","properties":[{"type":"olm.bundle.object","value":{"data":"AAAA"}},{"type":"olm.package","value":{"packageName":"p","version":"1.0.0+2"}},{"value":{"annotations":{}},"type":"olm.csv.metadata"},{"type":"olm.maxOpenShiftVersion","value":"4.19"}],"schema":"olm.bundle"}"#;
         let idx = index(&[b]).unwrap();
         let bundle = idx.package("p").unwrap().bundle("p.v1").unwrap();
-        let types: Vec<&str> = bundle.properties.iter().map(|p| p.type_.as_str()).collect();
+        let types: Vec<&str> = bundle.properties.iter().map(|p| &*p.type_).collect();
         assert_eq!(types, ["olm.package", "olm.maxOpenShiftVersion"]);
         assert_eq!(bundle.version.as_ref().unwrap().status_version(), "1.0.0+2");
         assert!(idx.approx_heap_bytes() > 0);
