@@ -52,18 +52,18 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Child mode: load one catalog one way, print `peak_rss_kib index_bytes`.
-fn child(format: &str, name: &str) {
-    let dir = root().join(name);
+/// Child mode: load one catalog one way, print `peak_rss_kib index_bytes`. `dir NAME` reads the
+/// YAML directory; `jsonl FILE` streams a JSONL file line by line; `jsonl-buffer FILE` reads the
+/// whole file first (as a client holding an HTTP body does).
+fn child(format: &str, arg: &str) {
     let index = match format {
-        "dir" => CatalogIndex::from_dir(&dir).expect("dir indexes"),
-        _ => {
-            // The JSONL is produced first and its buffer kept, as a server holding it would.
-            let data = jsonl_of(&dir);
-            let index = CatalogIndex::from_jsonl(data.clone(), name).expect("jsonl indexes");
-            drop(data);
-            index
+        "dir" => CatalogIndex::from_dir(&root().join(arg)).expect("dir indexes"),
+        "jsonl" => {
+            let file = std::io::BufReader::new(std::fs::File::open(arg).expect("jsonl file opens"));
+            CatalogIndex::from_jsonl_reader(file, arg, 64 << 20).expect("jsonl indexes")
         }
+        _ => CatalogIndex::from_jsonl(Bytes::from(std::fs::read(arg).expect("jsonl reads")), arg)
+            .expect("indexes"),
     };
     println!("{} {}", status_kib("VmHWM:"), index.approx_heap_bytes());
 }
@@ -87,9 +87,9 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## Catalog parse + index ({cores} cores, best of {RUNS})\n");
     println!(
-        "| catalog | YAML dir MB | YAML dir → metas MB/s | YAML dir → index MB/s | JSONL MB | JSONL → index MB/s | index KiB | index / YAML | peak RSS dir MiB | peak RSS JSONL MiB |"
+        "| catalog | YAML dir MB | YAML dir → metas MB/s | YAML dir → index MB/s | JSONL MB | JSONL → index MB/s | index KiB | index / YAML | peak RSS dir MiB | peak RSS JSONL streamed MiB | peak RSS JSONL buffered MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for name in CATALOGS {
         let dir = root().join(name);
         let yaml_bytes = dir_bytes(&dir);
@@ -106,9 +106,18 @@ fn main() {
         let index = CatalogIndex::from_jsonl(jsonl.clone(), name).expect("indexes");
         let index_bytes = index.approx_heap_bytes();
         let exe = std::env::current_exe().expect("bench exe");
+        let jsonl_file =
+            std::env::temp_dir().join(format!("olmv1-bench-{name}-{}.jsonl", std::process::id()));
+        std::fs::write(&jsonl_file, &jsonl).expect("temp jsonl writes");
+        let jsonl_path = jsonl_file.display().to_string();
         let rss = |format: &str| -> f64 {
+            let arg = if format == "dir" {
+                name
+            } else {
+                jsonl_path.as_str()
+            };
             let out = Command::new(&exe)
-                .args(["--child", format, name])
+                .args(["--child", format, arg])
                 .output()
                 .expect("child runs");
             let text = String::from_utf8_lossy(&out.stdout);
@@ -120,7 +129,7 @@ fn main() {
         };
         let mb = |b: usize| b as f64 / 1e6;
         println!(
-            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.2}% | {:.0} | {:.0} |",
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.2}% | {:.0} | {:.0} | {:.0} |",
             mb(yaml_bytes),
             mb(yaml_bytes) / metas_secs,
             mb(yaml_bytes) / index_secs,
@@ -130,7 +139,9 @@ fn main() {
             100.0 * index_bytes as f64 / yaml_bytes as f64,
             rss("dir"),
             rss("jsonl"),
+            rss("jsonl-buffer"),
         );
+        let _ = std::fs::remove_file(&jsonl_file);
         let _ = Arc::new(index);
     }
 }

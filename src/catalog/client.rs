@@ -99,7 +99,78 @@ impl CatalogClient {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// Answers one request on loopback with `status`, `body` and extra headers; returns the base
+    /// URL and the request text.
+    async fn serve_once(
+        status: &'static str,
+        headers: &'static str,
+        body: Vec<u8>,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let base = format!("http://{}/catalogs/c", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buf).await.expect("read request");
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            let head = format!(
+                "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            String::from_utf8_lossy(&request).into_owned()
+        });
+        (base, task)
+    }
+
+    #[tokio::test]
+    async fn fetches_gzip_bodies_and_refuses_other_statuses_and_oversized_bodies() {
+        let jsonl = b"{\"name\":\"p\",\"schema\":\"olm.package\"}\n".repeat(100);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&jsonl).unwrap();
+        let (base, server) = serve_once("200 OK", "Content-Encoding: gzip\r\n", gz.finish().unwrap()).await;
+        let client = CatalogClient::new(&[]).unwrap();
+        assert_eq!(client.fetch_all(&base).await.unwrap(), jsonl);
+        let request = server.await.unwrap().to_lowercase();
+        assert!(
+            request.starts_with("get /catalogs/c/api/v1/all http/1.1"),
+            "{request}"
+        );
+        assert!(request.contains("accept-encoding: gzip"), "{request}");
+
+        let (base, server) = serve_once("404 Not Found", "", b"404 Not Found".to_vec()).await;
+        let err = client.fetch_all(&base).await.unwrap_err().to_string();
+        assert!(
+            err.ends_with("error: received unexpected response status code 404"),
+            "{err}"
+        );
+        server.await.unwrap();
+
+        let (base, server) = serve_once("200 OK", "", jsonl.clone()).await;
+        let err = client
+            .with_max_body_bytes(100)
+            .fetch_all(&base)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("body larger than 100 bytes"), "{err}");
+        let _ = server.await;
+    }
 
     #[test]
     fn all_url_joins_paths() {

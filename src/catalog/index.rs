@@ -109,7 +109,10 @@ impl IndexedProperty {
 
     /// The property in the full model's form.
     pub fn to_property(&self) -> Property {
-        Property { type_: self.type_.to_string(), value: self.value() }
+        Property {
+            type_: self.type_.to_string(),
+            value: self.value(),
+        }
     }
 }
 
@@ -134,6 +137,20 @@ impl CatalogIndex {
     pub fn from_jsonl(data: Bytes, origin: &str) -> Result<CatalogIndex, CatalogError> {
         let mut builder = CatalogIndexBuilder::default();
         for meta in read::jsonl_metas(data, Arc::from(origin)) {
+            builder.add(&meta?)?;
+        }
+        builder.finish()
+    }
+
+    /// Indexes JSONL read line by line (a file or a streamed body), never holding it whole;
+    /// a line longer than `max_line_bytes` is an error.
+    pub fn from_jsonl_reader<R: std::io::BufRead>(
+        reader: R,
+        origin: &str,
+        max_line_bytes: usize,
+    ) -> Result<CatalogIndex, CatalogError> {
+        let mut builder = CatalogIndexBuilder::default();
+        for meta in read::JsonlReader::new(reader, Arc::from(origin), max_line_bytes) {
             builder.add(&meta?)?;
         }
         builder.finish()
@@ -195,21 +212,6 @@ impl CatalogIndex {
                 .sum::<usize>();
         }
         total
-    }
-}
-
-fn json_heap_bytes(v: &serde_json::Value) -> usize {
-    use serde_json::Value;
-    let node = std::mem::size_of::<Value>();
-    match v {
-        Value::String(s) => s.len(),
-        Value::Array(a) => a.iter().map(|x| node + json_heap_bytes(x)).sum(),
-        // A BTreeMap entry: key, value and node overhead.
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, x)| k.len() + node + 32 + json_heap_bytes(x))
-            .sum(),
-        _ => 0,
     }
 }
 
@@ -361,7 +363,9 @@ impl CatalogIndexBuilder {
             .into_iter()
             .map(|p| IndexedProperty {
                 type_: self.intern(&p.type_),
-                value_json: serde_json::to_string(&p.value).unwrap_or_default().into_boxed_str(),
+                value_json: serde_json::to_string(&p.value)
+                    .unwrap_or_default()
+                    .into_boxed_str(),
             })
             .collect();
         let name = self.intern(&b.name);

@@ -21,7 +21,8 @@ pub mod server;
 use std::{path::Path, sync::Arc};
 
 pub use index::{
-    BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, PackageIndex,
+    BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, IndexedProperty,
+    PackageIndex,
 };
 pub use meta::{Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
 pub use model::{

@@ -174,8 +174,15 @@ fn build_request(args: &ResolveArgs) -> Result<ResolveRequest, String> {
 /// Reads `spec.source.catalog` and `status.install.bundle` of a ClusterExtension YAML file.
 fn read_cluster_extension(path: &Path) -> Result<(CatalogFilter, Option<InstalledBundle>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let ext: ClusterExtension = serde_saphyr::from_str(&text)
-        .map_err(|e| format!("{}: not a ClusterExtension: {e}", path.display()))?;
+    let ext: ClusterExtension = match serde_saphyr::from_str(&text) {
+        Ok(ext) => ext,
+        // Upstream's current API leaves optional what ours requires (serviceAccount): then only
+        // the parts resolution needs are read.
+        Err(full_error) => {
+            return read_catalog_parts(path, &text)
+                .map_err(|_| format!("{}: not a ClusterExtension: {full_error}", path.display()));
+        }
+    };
     let filter = ext
         .spec
         .source
@@ -191,6 +198,34 @@ fn read_cluster_extension(path: &Path) -> Result<(CatalogFilter, Option<Installe
             version: i.bundle.version.clone(),
             release: i.bundle.release.clone(),
         });
+    Ok((filter, installed))
+}
+
+/// `spec.source.catalog` and `status.install.bundle` read from any YAML object.
+fn read_catalog_parts(path: &Path, text: &str) -> Result<(CatalogFilter, Option<InstalledBundle>), String> {
+    let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    let catalog = value
+        .pointer("/spec/source/catalog")
+        .cloned()
+        .ok_or("no spec.source.catalog")?;
+    let filter: CatalogFilter = serde_json::from_value(catalog).map_err(|e| e.to_string())?;
+    let installed = match value.pointer("/status/install/bundle") {
+        None => None,
+        Some(b) => {
+            let field = |k: &str| b.get(k).and_then(|v| v.as_str()).map(str::to_string);
+            let (Some(name), Some(version)) = (field("name"), field("version")) else {
+                return Err(format!(
+                    "{}: status.install.bundle needs name and version",
+                    path.display()
+                ));
+            };
+            Some(InstalledBundle {
+                name,
+                version,
+                release: field("release"),
+            })
+        }
+    };
     Ok((filter, installed))
 }
 

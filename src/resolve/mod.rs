@@ -166,16 +166,6 @@ pub enum ResolveError {
         /// Masterminds' error, e.g. `improper constraint: "foobar"`.
         message: String,
     },
-    /// A selected catalog's content could not be had.
-    #[error("error walking catalogs: error getting package {package:?} from catalog {catalog:?}: {message}")]
-    CatalogUnavailable {
-        /// The package.
-        package: String,
-        /// The catalog.
-        catalog: String,
-        /// Why.
-        message: String,
-    },
     /// The installed bundle's version does not parse, so its upgrade edges cannot be found.
     #[error("error walking catalogs: error finding upgrade edges: {0}")]
     UpgradeEdges(String),
@@ -355,13 +345,13 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
         })?;
     if let Some(p) = winner.bundle.properties.iter().find(|p| {
         matches!(
-            p.type_.as_str(),
+            &*p.type_,
             PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
         )
     }) {
         return Err(ResolveError::UnsupportedDependency {
             bundle: winner.bundle.name.to_string(),
-            property: p.type_.clone(),
+            property: p.type_.to_string(),
         });
     }
     Ok(Resolution {
@@ -371,7 +361,7 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
             status_version: version.status_version(),
             version,
             image: winner.bundle.image.to_string(),
-            properties: winner.bundle.properties.clone(),
+            properties: winner.bundle.properties.iter().map(|p| p.to_property()).collect(),
         },
         catalog: winner.catalog.name.clone(),
         deprecation,

@@ -123,6 +123,20 @@ fn cluster_extension_file_supplies_the_request_and_the_installed_bundle() {
 }
 
 #[test]
+fn upstream_cluster_extensions_without_service_account_are_read_and_selectors_apply() {
+    let out = olmv1(&[
+        "-f",
+        &fixture("upstream-clusterextension.yaml"),
+        "--catalog",
+        &fixture("stable"),
+        "--catalog",
+        &fixture("extra.jsonl"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out), "example.v2.1.0 2.1.0 extra\n");
+}
+
+#[test]
 fn self_certified_allows_a_downgrade() {
     let base = [
         "--catalog",
