@@ -300,8 +300,14 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
 fn is_established(
     crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 ) -> bool {
-    let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-    conditions.iter().any(|c| c.type_ == "Established" && c.status == "True")
+    let conditions = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Established" && c.status == "True")
 }
 
 /// Deletes, as the service account, the objects of `previous` that `current` no longer has.
