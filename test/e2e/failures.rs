@@ -207,15 +207,7 @@ async fn an_object_owned_by_someone_else_is_refused_and_left_untouched() {
         now.metadata.labels.unwrap_or_default().is_empty(),
         "no owner label was added"
     );
-    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(
-        deployments
-            .get_opt(&fixtures::deployment_name(&s.package))
-            .await
-            .unwrap()
-            .is_none(),
-        "nothing applied"
-    );
+    assert!(s.operator_deployment().await.is_none(), "nothing applied");
 }
 
 #[tokio::test]
@@ -246,14 +238,7 @@ async fn the_installed_extension_keeps_running_when_its_catalog_goes_away() {
         components::condition(&ext, "Deprecated").unwrap().message,
         "deprecation status unknown: catalog data unavailable"
     );
-    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(
-        deployments
-            .get_opt(&fixtures::deployment_name(&s.package))
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(s.operator_deployment().await.is_some());
 }
 
 #[tokio::test]
@@ -284,12 +269,5 @@ async fn the_installed_extension_keeps_running_when_its_bundle_leaves_the_catalo
     let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
     assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
-    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    assert!(
-        deployments
-            .get_opt(&fixtures::deployment_name(&s.package))
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(s.operator_deployment().await.is_some());
 }

@@ -94,17 +94,7 @@ pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
     let manifests = dir.join("manifests");
     let metadata = dir.join("metadata");
     std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::create_dir_all(&metadata).unwrap();
-    std::fs::write(
-        metadata.join("annotations.yaml"),
-        format!(
-            "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
-             operators.operatorframework.io.bundle.manifests.v1: manifests/\n  \
-             operators.operatorframework.io.bundle.metadata.v1: metadata/\n  \
-             operators.operatorframework.io.bundle.package.v1: {package}\n"
-        ),
-    )
-    .unwrap();
+    write_annotations(dir, package);
     if let Some(max) = &bundle.max_openshift_version {
         let properties = json!({"properties": [{"type": "olm.maxOpenShiftVersion", "value": max}]});
         std::fs::write(metadata.join("properties.yaml"), properties.to_string()).unwrap();
@@ -127,6 +117,21 @@ pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
             }),
         );
     }
+}
+
+/// `metadata/annotations.yaml` of a registry+v1 bundle of `package`.
+fn write_annotations(dir: &Path, package: &str) {
+    std::fs::create_dir_all(dir.join("metadata")).unwrap();
+    std::fs::write(
+        dir.join("metadata/annotations.yaml"),
+        format!(
+            "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
+             operators.operatorframework.io.bundle.manifests.v1: manifests/\n  \
+             operators.operatorframework.io.bundle.metadata.v1: metadata/\n  \
+             operators.operatorframework.io.bundle.package.v1: {package}\n"
+        ),
+    )
+    .unwrap();
 }
 
 fn csv(package: &str, bundle: &Bundle) -> Value {
@@ -402,15 +407,7 @@ pub async fn publish_real_package(
                 let dir = tempfile::tempdir().unwrap();
                 let manifests = dir.path().join("manifests");
                 std::fs::create_dir_all(&manifests).unwrap();
-                std::fs::create_dir_all(dir.path().join("metadata")).unwrap();
-                std::fs::write(
-                    dir.path().join("metadata/annotations.yaml"),
-                    format!(
-                        "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
-                         operators.operatorframework.io.bundle.package.v1: {package}\n"
-                    ),
-                )
-                .unwrap();
+                write_annotations(dir.path(), package);
                 let properties = object["properties"].as_array().unwrap();
                 for (i, property) in properties
                     .iter()

@@ -107,6 +107,14 @@ impl Scenario {
         components::apply_extension(&self.client, body).await;
     }
 
+    /// The package's operator Deployment in the install namespace, if it exists.
+    pub async fn operator_deployment(&self) -> Option<k8s_openapi::api::apps::v1::Deployment> {
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(self.client.clone(), &self.namespace)
+            .get_opt(&fixtures::deployment_name(&self.package))
+            .await
+            .unwrap()
+    }
+
     /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.
     pub async fn apply_extension(&self, catalog_fields: serde_json::Value) {
         let body = components::extension(&self.extension, &self.namespace, &self.package, catalog_fields);

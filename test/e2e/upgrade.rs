@@ -1,7 +1,7 @@
 //! Upgrades: along catalog edges, forced with SelfCertified, rollbacks, channel changes, pruning,
 //! CRD upgrade safety, deprecation.
 
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::json;
 
@@ -22,10 +22,10 @@ fn only(package: &str, bundles: Vec<Bundle>, channel: &[&str]) -> Package {
 }
 
 async fn manager_image(s: &Scenario) -> String {
-    let deployment = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace)
-        .get(&fixtures::deployment_name(&s.package))
+    let deployment = s
+        .operator_deployment()
         .await
-        .unwrap();
+        .expect("the operator Deployment exists");
     deployment.spec.unwrap().template.spec.unwrap().containers[0]
         .image
         .clone()
