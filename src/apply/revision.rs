@@ -36,6 +36,10 @@ pub struct InstalledRevision {
     /// Every object applied for this revision.
     #[serde(default)]
     pub objects: Vec<ObjectRef>,
+    /// The ClusterExtension's `metadata.generation` this revision was applied for: with the same
+    /// image and generation, the preflights that passed then need not run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
 }
 
 /// A bundle property: a type and an arbitrary JSON value.

@@ -286,39 +286,26 @@ async fn install_target(
         }
     })?;
 
-    // Step: preflights, as the service account's permissions and the cluster's CRDs say.
+    // Step: preflights, as the service account's permissions and the cluster's CRDs say. A
+    // revision already applied for this image and this generation passed them then; re-applying
+    // it (drift repair, resync) does not ask again.
     let namespace = &ext.spec.namespace;
     let account = &ext.spec.service_account.name;
     let sa_client = ctx.identities.client_for(namespace, account).await?;
     let previous = installed.map(|r| r.objects.as_slice()).unwrap_or_default();
-    let preflight_err = |source| {
-        let (bundle, version) = bundle_err(target);
-        StepError::Preflight {
-            bundle,
-            version,
-            source,
-        }
-    };
-    preflight::check_permissions(
-        &ctx.client,
-        &ServiceAccountRef::new(namespace.as_str(), account.as_str()),
-        &rendered,
-        previous,
-        &AccessPolicy::default(),
-    )
-    .await
-    .map_err(preflight_err)?;
-    let crd_safety = ext
-        .spec
-        .install
-        .as_ref()
-        .and_then(|i| i.preflight.as_ref())
-        .map(|p| p.crd_upgrade_safety.enforcement)
-        .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
-    if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
-        preflight::check_crd_upgrades(&sa_client, &rendered)
+    let already_applied =
+        installed.is_some_and(|r| r.image == pulled.digest_ref && r.generation == ext.metadata.generation);
+    if !already_applied {
+        run_preflights(ext, ctx, &sa_client, &rendered, previous)
             .await
-            .map_err(preflight_err)?;
+            .map_err(|source| {
+                let (bundle, version) = bundle_err(target);
+                StepError::Preflight {
+                    bundle,
+                    version,
+                    source,
+                }
+            })?;
     }
 
     // Step: apply, record, prune.
@@ -359,6 +346,7 @@ async fn install_target(
         catalog: target.catalog.clone(),
         properties,
         objects: applied,
+        generation: ext.metadata.generation,
     };
     if installed != Some(&record) {
         ctx.revisions
@@ -379,4 +367,37 @@ async fn install_target(
         Some(waiting) => Progress::RollingOut(waiting),
     };
     Ok((record, progress))
+}
+
+/// The permission preflight, then CRD upgrade safety unless the extension turns it off.
+async fn run_preflights(
+    ext: &ClusterExtension,
+    ctx: &Context,
+    sa_client: &kube::Client,
+    rendered: &[Value],
+    previous: &[crate::apply::revision::ObjectRef],
+) -> Result<(), preflight::PreflightError> {
+    let account = ServiceAccountRef::new(
+        ext.spec.namespace.as_str(),
+        ext.spec.service_account.name.as_str(),
+    );
+    preflight::check_permissions(
+        &ctx.client,
+        &account,
+        rendered,
+        previous,
+        &AccessPolicy::default(),
+    )
+    .await?;
+    let crd_safety = ext
+        .spec
+        .install
+        .as_ref()
+        .and_then(|i| i.preflight.as_ref())
+        .map(|p| p.crd_upgrade_safety.enforcement)
+        .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
+    if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
+        preflight::check_crd_upgrades(sa_client, rendered).await?;
+    }
+    Ok(())
 }
