@@ -145,14 +145,7 @@ fn read_bundles(root: &Path) -> Vec<RealBundle> {
                     id: format!("{catalog_name}/{}", bundle.name),
                     package: bundle.package,
                     name: bundle.name,
-                    properties: bundle
-                        .properties
-                        .into_iter()
-                        .map(|p| BundleProperty {
-                            type_: p.type_,
-                            value: p.value,
-                        })
-                        .collect(),
+                    properties: bundle.properties.into_iter().map(BundleProperty::from).collect(),
                     manifest_bytes,
                 });
             }
@@ -184,7 +177,8 @@ fn peak_rss_of_largest(b: &RealBundle) -> (u64, u64) {
         .filter(|p| p.type_ == "olm.bundle.object")
         .enumerate()
     {
-        let data = p.value.get("data").and_then(Value::as_str).unwrap_or_default();
+        let value = p.value.to_value();
+        let data = value.get("data").and_then(Value::as_str).unwrap_or_default();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data)
             .expect("base64");

@@ -139,7 +139,7 @@ async fn write_record(
             .into_iter()
             .map(|value| BundleProperty {
                 type_: "olm.maxOpenShiftVersion".to_owned(),
-                value,
+                value: value.into(),
             })
             .collect(),
         ..InstalledRevision::default()

@@ -48,8 +48,49 @@ pub struct BundleProperty {
     /// The property type, e.g. `olm.maxOpenShiftVersion`.
     #[serde(rename = "type")]
     pub type_: String,
-    /// The property value.
-    pub value: serde_json::Value,
+    /// The property value, as the JSON text it was written with.
+    pub value: PropertyValue,
+}
+
+/// A property value kept as the JSON text it was written with, as upstream's `json.RawMessage`
+/// keeps it: `olm.maxOpenShiftVersion: 4.20` must stay `4.20` (a float would make it `4.2`).
+/// Deserializes from JSON only (serde_json); build it from a [`serde_json::Value`] otherwise.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(transparent)]
+pub struct PropertyValue(Box<serde_json::value::RawValue>);
+
+impl PropertyValue {
+    /// The JSON text.
+    pub fn raw(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value, parsed (numbers become floats: use [`PropertyValue::raw`] where digits matter).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.raw()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl From<serde_json::Value> for PropertyValue {
+    fn from(value: serde_json::Value) -> Self {
+        let raw = serde_json::value::to_raw_value(&value).expect("a JSON value always serializes");
+        Self(raw)
+    }
+}
+
+impl From<crate::catalog::Property> for BundleProperty {
+    fn from(property: crate::catalog::Property) -> Self {
+        Self {
+            type_: property.type_,
+            value: property.value.into(),
+        }
+    }
+}
+
+impl PartialEq for PropertyValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw() == other.raw()
+    }
 }
 
 /// A reference to one applied object.
@@ -203,3 +244,35 @@ mod store {
 }
 
 pub use store::{RecordError, RevisionStore, record_name};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn property_values_keep_their_json_text() {
+        // Upstream reads the raw bytes: 4.20 is minor 20, not 4.2.
+        let properties: Vec<BundleProperty> = serde_json::from_str(
+            r#"[{"type":"olm.maxOpenShiftVersion","value":4.20},{"type":"x","value":{"a":1}}]"#,
+        )
+        .unwrap();
+        assert_eq!(properties[0].value.raw(), "4.20");
+        let record = InstalledRevision {
+            properties,
+            ..InstalledRevision::default()
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains(r#""value":4.20"#), "{json}");
+        let back: InstalledRevision = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, record);
+        assert_eq!(back.properties[1].value.to_value(), serde_json::json!({"a": 1}));
+    }
+
+    #[test]
+    fn values_built_from_json_values_compare_by_text() {
+        let a: PropertyValue = serde_json::json!("4.18").into();
+        let b: PropertyValue = serde_json::from_str(r#""4.18""#).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, serde_json::json!(4.18).into());
+    }
+}

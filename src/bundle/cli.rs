@@ -139,14 +139,7 @@ fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, Str
     })
     .map_err(|e| e.to_string())?;
     let bundle = found.ok_or_else(|| format!("bundle {name:?} not found in catalog {catalog:?}"))?;
-    let properties: Vec<BundleProperty> = bundle
-        .properties
-        .into_iter()
-        .map(|p| BundleProperty {
-            type_: p.type_,
-            value: p.value,
-        })
-        .collect();
+    let properties: Vec<BundleProperty> = bundle.properties.into_iter().map(BundleProperty::from).collect();
     RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties)
         .map_err(|e| e.to_string())
 }

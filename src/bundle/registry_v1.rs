@@ -161,8 +161,8 @@ impl RegistryV1Bundle {
             .enumerate()
         {
             let place = format!("bundle {bundle_name:?} olm.bundle.object #{i}");
-            let data = property
-                .value
+            let value = property.value.to_value();
+            let data = value
                 .get("data")
                 .and_then(Value::as_str)
                 .ok_or_else(|| LoadError::Invalid(format!("{place}: value has no base64 \"data\" string")))?;
@@ -404,13 +404,27 @@ fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
     #[derive(Deserialize, Default)]
     struct PropertiesFile {
         #[serde(default, deserialize_with = "crate::bundle::csv::null_as_default")]
-        properties: Vec<BundleProperty>,
+        properties: Vec<YamlProperty>,
+    }
+    // YAML values go through JSON values, as upstream's YAML-to-JSON conversion does.
+    #[derive(Deserialize, Default)]
+    struct YamlProperty {
+        #[serde(rename = "type")]
+        type_: String,
+        value: Value,
     }
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
     let file: PropertiesFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
-    Ok(file.properties)
+    Ok(file
+        .properties
+        .into_iter()
+        .map(|p| BundleProperty {
+            type_: p.type_,
+            value: p.value.into(),
+        })
+        .collect())
 }
 
 fn read_text(path: &Path) -> Result<String, LoadError> {
@@ -441,6 +455,36 @@ mod tests {
             .map(|o| o["metadata"]["name"].as_str().unwrap_or_default())
             .collect();
         assert_eq!(names, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn csv_properties_keep_the_json_text_of_their_values() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+        std::fs::create_dir_all(dir.path().join("metadata")).unwrap();
+        std::fs::write(
+            dir.path().join("metadata/annotations.yaml"),
+            "annotations:\n  operators.operatorframework.io.bundle.package.v1: p\n",
+        )
+        .unwrap();
+        let csv = r#"{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "p.v1.0.0", "annotations": {"olm.properties":
+                "[{\"type\": \"olm.maxOpenShiftVersion\", \"value\": 4.20}]"}},
+            "spec": {"version": "1.0.0", "installModes": [{"type": "AllNamespaces", "supported": true}],
+                     "install": {"strategy": "deployment", "spec": {"deployments": []}}}}"#;
+        std::fs::write(dir.path().join("manifests/p.csv.yaml"), csv).unwrap();
+        let bundle = RegistryV1Bundle::from_dir(dir.path()).unwrap();
+        let max: Vec<&str> = bundle
+            .properties
+            .iter()
+            .filter(|p| p.type_ == "olm.maxOpenShiftVersion")
+            .map(|p| p.value.raw())
+            .collect();
+        assert_eq!(
+            max,
+            ["4.20"],
+            "4.20 stays minor 20, as upstream reads the raw bytes"
+        );
     }
 
     /// A CRD whose schema nests `properties` `levels` times, as YAML.
@@ -489,7 +533,7 @@ mod tests {
         let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
         let props = [BundleProperty {
             type_: BUNDLE_OBJECT_PROPERTY.into(),
-            value: serde_json::json!({"data": data}),
+            value: serde_json::json!({"data": data}).into(),
         }];
         let err = RegistryV1Bundle::from_catalog_bundle("p", "p.v1", &props).expect_err("too deep");
         assert_eq!(

@@ -59,11 +59,11 @@ fn loader_reads_package_csv_crds_others_and_merged_properties() {
         vec![
             BundleProperty {
                 type_: "olm.test".into(),
-                value: json!("x")
+                value: json!("x").into()
             },
             BundleProperty {
                 type_: "olm.maxOpenShiftVersion".into(),
-                value: json!("4.17")
+                value: json!("4.17").into()
             },
         ]
     );
@@ -584,11 +584,11 @@ fn catalog_bundle_objects_load_like_the_image() {
     let mut properties = vec![
         BundleProperty {
             type_: "olm.package".into(),
-            value: json!({"packageName": "webhook-operator", "version": "0.0.1"}),
+            value: json!({"packageName": "webhook-operator", "version": "0.0.1"}).into(),
         },
         BundleProperty {
             type_: "olm.maxOpenShiftVersion".into(),
-            value: json!("4.17"),
+            value: json!("4.17").into(),
         },
     ];
     let dir = fixture_dir("webhook-operator").join("manifests");
@@ -603,7 +603,7 @@ fn catalog_bundle_objects_load_like_the_image() {
             let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
             properties.push(BundleProperty {
                 type_: "olm.bundle.object".into(),
-                value: json!({"data": data}),
+                value: json!({"data": data}).into(),
             });
         }
     }
@@ -619,7 +619,7 @@ fn catalog_bundle_objects_load_like_the_image() {
     );
     let bad = [BundleProperty {
         type_: "olm.bundle.object".into(),
-        value: json!({"data": "%%%"}),
+        value: json!({"data": "%%%"}).into(),
     }];
     let err = RegistryV1Bundle::from_catalog_bundle("p", "p.v1", &bad)
         .expect_err("bad base64")

@@ -86,14 +86,7 @@ fn read_real_bundles() -> Vec<CatalogBundle> {
                     catalog: catalog_name.clone(),
                     package: bundle.package,
                     name: bundle.name,
-                    properties: bundle
-                        .properties
-                        .into_iter()
-                        .map(|p| BundleProperty {
-                            type_: p.type_,
-                            value: p.value,
-                        })
-                        .collect(),
+                    properties: bundle.properties.into_iter().map(BundleProperty::from).collect(),
                 });
             }
             Ok(())

@@ -208,10 +208,8 @@ async fn resolve_bundle(
                     .bundle
                     .properties
                     .iter()
-                    .map(|p| BundleProperty {
-                        type_: p.type_.to_string(),
-                        value: p.value.clone(),
-                    })
+                    .cloned()
+                    .map(BundleProperty::from)
                     .collect(),
             },
             Some(resolution.deprecation.clone()),
@@ -327,9 +325,11 @@ async fn install_target(
         .map_err(apply_err)?;
     let same_bundle =
         installed.is_some_and(|r| r.bundle_name == target.bundle_name && r.image == pulled.digest_ref);
-    let mut properties = target.properties.clone();
-    for property in &bundle.properties {
-        if !properties.contains(property) {
+    // The bundle's own properties (CSV `olm.properties` + `metadata/properties.yaml`, their JSON
+    // text intact) come first; the catalog entry adds only the kinds the bundle does not declare.
+    let mut properties = bundle.properties.clone();
+    for property in &target.properties {
+        if !properties.iter().any(|p| p.type_ == property.type_) {
             properties.push(property.clone());
         }
     }

@@ -529,7 +529,7 @@ mod tests {
                 .into_iter()
                 .map(|value| BundleProperty {
                     type_: "olm.maxOpenShiftVersion".to_owned(),
-                    value,
+                    value: value.into(),
                 })
                 .collect(),
             ..InstalledRevision::default()
