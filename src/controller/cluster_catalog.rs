@@ -17,8 +17,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
-    FINALIZER_DELETE_SERVER_CACHE, REASON_AVAILABLE, REASON_BLOCKED, REASON_RETRYING, REASON_SUCCEEDED,
-    REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE, TYPE_PROGRESSING, TYPE_SERVING,
+    FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED, REASON_RETRYING,
+    REASON_SUCCEEDED, REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE, TYPE_PROGRESSING, TYPE_SERVING,
 };
 use olmv1_api::v1::{
     AvailabilityMode, CatalogSourceType, ClusterCatalog, ClusterCatalogStatus, ClusterCatalogUrls,
@@ -213,6 +213,13 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
             context.forget(&name);
             remove_finalizer(&api, &catalog).await?;
         }
+        return Ok(Action::await_change());
+    }
+
+    // Upstream's mutating webhook labels every catalog with its own name, which
+    // ClusterExtension selectors rely on; with no webhook, the reconciler does it.
+    if catalog.labels().get(LABEL_CATALOG_NAME) != Some(&name) {
+        label_with_name(&api, &catalog).await?;
         return Ok(Action::await_change());
     }
 
@@ -515,6 +522,15 @@ async fn write_status(
             name: name.to_string(),
             source,
         })
+}
+
+async fn label_with_name(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
+    let name = catalog.name_any();
+    let patch = json!({ "metadata": { "labels": { LABEL_CATALOG_NAME: name } } });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Kube { name, source })
 }
 
 async fn add_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {

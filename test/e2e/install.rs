@@ -93,6 +93,16 @@ async fn installs_the_latest_bundle_of_a_channel_with_upstream_status() {
             && row.contains("True")
     );
 
+    // catalogd labels each catalog with its name, as upstream's webhook does, for selectors.
+    let catalog = Api::<olmv1_api::v1::ClusterCatalog>::all(s.client.clone())
+        .get(&s.catalog)
+        .await
+        .unwrap();
+    assert_eq!(
+        catalog.metadata.labels.unwrap()["olm.operatorframework.io/metadata.name"],
+        s.catalog
+    );
+
     // The revision record knows what is installed, for restarts, upgrades and gating.
     let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
         .get(&format!("{}-revision", s.extension))
