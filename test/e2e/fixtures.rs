@@ -249,7 +249,6 @@ pub struct Package {
 /// Publishes every bundle of `package` and a catalog image holding it; returns the catalog's
 /// tag reference.
 pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
-    let work = tempfile::tempdir().unwrap();
     let mut lines = vec![
         json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel}),
     ];
@@ -310,19 +309,25 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
             .collect();
         lines.push(json!({"schema": "olm.deprecations", "package": package.name, "entries": entries}));
     }
-    let configs = work.path().join(&package.name);
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    push_catalog(&format!("{registry}/{repository}:{tag}"), &package.name, &text).await
+}
+
+/// Pushes a catalog image holding one package's FBC objects (one JSON object per line) under
+/// `/configs`, labelled as catalogd expects; returns `reference`.
+async fn push_catalog(reference: &str, package: &str, objects: &[String]) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let configs = work.path().join(package);
     std::fs::create_dir_all(&configs).unwrap();
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(configs.join("catalog.json"), text).unwrap();
-    let reference = format!("{registry}/{repository}:{tag}");
+    std::fs::write(configs.join("catalog.json"), objects.join("\n")).unwrap();
     push(
         work.path(),
-        &reference,
+        reference,
         "/configs",
         &[("operators.operatorframework.io.index.configs.v1", "/configs")],
     )
     .await;
-    reference
+    reference.to_string()
 }
 
 /// Publishes one bundle image; returns its digest reference.
@@ -432,17 +437,10 @@ pub async fn publish_real_package(
         bundles.len(),
         "every bundle is in the shared catalog: found {found:?}"
     );
-    let work = tempfile::tempdir().unwrap();
-    let configs = work.path().join(package);
-    std::fs::create_dir_all(&configs).unwrap();
-    std::fs::write(configs.join("catalog.json"), lines.join("\n")).unwrap();
-    let reference = format!("{registry}/real/{package}-catalog:{tag}");
-    push(
-        work.path(),
-        &reference,
-        "/configs",
-        &[("operators.operatorframework.io.index.configs.v1", "/configs")],
+    push_catalog(
+        &format!("{registry}/real/{package}-catalog:{tag}"),
+        package,
+        &lines,
     )
-    .await;
-    reference
+    .await
 }
