@@ -5,22 +5,22 @@
 //!
 //! Run: `cargo bench --bench render`. Prints a Markdown table.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use olmv1::apply::revision::BundleProperty;
+#[path = "../test/support/mod.rs"]
+mod support;
+
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::{render, render_for_watch_namespace};
-use serde_json::Value;
 
 const CHILD_ENV: &str = "OLMV1_RENDER_BENCH_CHILD_DIR";
 const RUNS: usize = 5;
 
+/// A real bundle and the size of its manifests.
 struct RealBundle {
     id: String,
-    package: String,
-    name: String,
-    properties: Vec<BundleProperty>,
+    bundle: support::CatalogBundle,
     manifest_bytes: usize,
 }
 
@@ -29,10 +29,15 @@ fn main() {
         child_load_and_render(Path::new(&dir));
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/catalogs");
-    assert!(root.is_dir(), "real catalogs not found at {root:?}");
     let read_started = Instant::now();
-    let bundles = read_bundles(&root);
+    let bundles: Vec<RealBundle> = support::read_v4_16_bundles()
+        .into_iter()
+        .map(|bundle| RealBundle {
+            id: format!("{}/{}", bundle.catalog, bundle.name),
+            manifest_bytes: bundle.manifests().iter().map(Vec::len).sum(),
+            bundle,
+        })
+        .collect();
     let read_time = read_started.elapsed();
 
     let mut load_times = Vec::new();
@@ -44,8 +49,12 @@ fn main() {
         let mut rend = Vec::new();
         for _ in 0..RUNS {
             let t0 = Instant::now();
-            let bundle = RegistryV1Bundle::from_catalog_bundle(&b.package, &b.name, &b.properties)
-                .unwrap_or_else(|e| panic!("{}: {e}", b.id));
+            let bundle = RegistryV1Bundle::from_catalog_bundle(
+                &b.bundle.package,
+                &b.bundle.name,
+                &b.bundle.properties,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", b.id));
             let t1 = Instant::now();
             let objects = render(&bundle, "operators", None)
                 .or_else(|_| render_for_watch_namespace(&bundle, "operators", Some("operators")));
@@ -116,74 +125,11 @@ fn fmt(d: Duration) -> String {
     }
 }
 
-fn read_bundles(root: &Path) -> Vec<RealBundle> {
-    let mut catalogs: Vec<PathBuf> = std::fs::read_dir(root)
-        .expect("list catalogs")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_dir() && p.to_string_lossy().ends_with("-v4.16"))
-        .collect();
-    catalogs.sort();
-    let mut out = Vec::new();
-    for catalog in catalogs {
-        let catalog_name = catalog
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        olmv1::catalog::for_each_dir_meta(&catalog, |meta| {
-            if &*meta.schema != olmv1::catalog::SCHEMA_BUNDLE {
-                return Ok(());
-            }
-            let bundle: olmv1::catalog::Bundle = serde_json::from_slice(&meta.blob).expect("bundle parses");
-            let manifest_bytes: usize = bundle
-                .properties
-                .iter()
-                .filter(|p| p.type_ == "olm.bundle.object")
-                .map(|p| p.value.get("data").and_then(Value::as_str).map_or(0, str::len) * 3 / 4)
-                .sum();
-            if manifest_bytes > 0 {
-                out.push(RealBundle {
-                    id: format!("{catalog_name}/{}", bundle.name),
-                    package: bundle.package,
-                    name: bundle.name,
-                    properties: bundle.properties.into_iter().map(BundleProperty::from).collect(),
-                    manifest_bytes,
-                });
-            }
-            Ok(())
-        })
-        .expect("read catalog");
-    }
-    out
-}
-
 /// Writes the bundle as a registry+v1 directory and measures a child process loading and
 /// rendering it: (peak RSS KiB, baseline RSS KiB).
 fn peak_rss_of_largest(b: &RealBundle) -> (u64, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("manifests")).expect("mkdir");
-    std::fs::create_dir_all(dir.path().join("metadata")).expect("mkdir");
-    std::fs::write(
-        dir.path().join("metadata/annotations.yaml"),
-        format!(
-            "annotations:\n  operators.operatorframework.io.bundle.package.v1: {}\n",
-            b.package
-        ),
-    )
-    .expect("write annotations");
-    use base64::Engine as _;
-    for (i, p) in b
-        .properties
-        .iter()
-        .filter(|p| p.type_ == "olm.bundle.object")
-        .enumerate()
-    {
-        let value = p.value.to_value();
-        let data = value.get("data").and_then(Value::as_str).unwrap_or_default();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .expect("base64");
-        std::fs::write(dir.path().join(format!("manifests/{i:03}.json")), bytes).expect("write manifest");
-    }
+    b.bundle.write_dir(dir.path());
     let out = std::process::Command::new(std::env::current_exe().expect("current exe"))
         .env(CHILD_ENV, dir.path())
         .output()

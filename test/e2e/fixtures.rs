@@ -380,7 +380,6 @@ pub async fn publish_real_package(
     bundles: &[&str],
     tag: &str,
 ) -> String {
-    use base64::Engine;
     let mut lines = Vec::new();
     let mut found = Vec::new();
     let mut metas = Vec::new();
@@ -409,20 +408,15 @@ pub async fn publish_real_package(
                 if !bundles.contains(&name.as_str()) {
                     continue;
                 }
+                let bundle: olmv1::catalog::Bundle = serde_json::from_value(object.clone()).unwrap();
                 let dir = tempfile::tempdir().unwrap();
-                let manifests = dir.path().join("manifests");
-                std::fs::create_dir_all(&manifests).unwrap();
-                write_annotations(dir.path(), package);
-                let properties = object["properties"].as_array().unwrap();
-                for (i, property) in properties
-                    .iter()
-                    .filter(|p| p["type"] == "olm.bundle.object")
-                    .enumerate()
-                {
-                    let data = property["value"]["data"].as_str().unwrap();
-                    let manifest = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
-                    std::fs::write(manifests.join(format!("{i:02}.json")), manifest).unwrap();
+                crate::support::CatalogBundle {
+                    catalog: String::new(),
+                    package: package.to_string(),
+                    name: name.clone(),
+                    properties: bundle.properties.into_iter().map(Into::into).collect(),
                 }
+                .write_dir(dir.path());
                 let reference = format!("{registry}/real/{name}:bundle");
                 let image = push(dir.path(), &reference, "/", &[]).await;
                 object["image"] = json!(image);

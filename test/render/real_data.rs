@@ -15,85 +15,27 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use olmv1::apply::revision::BundleProperty;
 use olmv1::bundle::cli::{OutputFormat, format_objects};
 use olmv1::bundle::csv::{INSTALL_MODE_OWN_NAMESPACE, INSTALL_MODE_SINGLE_NAMESPACE};
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::{render, render_for_watch_namespace};
 use serde_json::Value;
 
-use crate::common::str_at;
+use crate::{common::str_at, support::CatalogBundle};
 
 /// Install namespace used for every real bundle.
 pub const INSTALL_NS: &str = "operators";
 
-/// A catalog bundle that carries its manifests.
-pub struct CatalogBundle {
-    /// Catalog folder name, e.g. `community-operators-v4.16`.
-    pub catalog: String,
-    /// The bundle's package.
-    pub package: String,
-    /// The bundle's name.
-    pub name: String,
-    /// Its properties.
-    pub properties: Vec<BundleProperty>,
-}
-
 /// The shared real catalogs; the test fails when they are missing.
 pub fn catalogs_root() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/catalogs");
-    assert!(
-        root.is_dir(),
-        "real catalogs not found at {root:?} (see ../shared/catalogs/README.md)"
-    );
-    root
+    crate::support::shared_catalogs_root()
 }
 
 /// Every `olm.bundle` with at least one `olm.bundle.object` in the `*-v4.16` catalogs, read once
 /// per test process with the project's FBC reader.
 pub fn real_bundles() -> &'static [CatalogBundle] {
     static BUNDLES: std::sync::OnceLock<Vec<CatalogBundle>> = std::sync::OnceLock::new();
-    BUNDLES.get_or_init(read_real_bundles)
-}
-
-fn read_real_bundles() -> Vec<CatalogBundle> {
-    let root = catalogs_root();
-    let mut catalogs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("list catalogs")
-        .map(|e| e.expect("catalog entry").path())
-        .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().ends_with("-v4.16"))
-        })
-        .collect();
-    catalogs.sort();
-    assert!(!catalogs.is_empty(), "no *-v4.16 catalogs under {root:?}");
-    let mut out = Vec::new();
-    for catalog in catalogs {
-        let catalog_name = catalog
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        olmv1::catalog::for_each_dir_meta(&catalog, |meta| {
-            if &*meta.schema != olmv1::catalog::SCHEMA_BUNDLE {
-                return Ok(());
-            }
-            let bundle: olmv1::catalog::Bundle =
-                serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
-            if bundle.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
-                out.push(CatalogBundle {
-                    catalog: catalog_name.clone(),
-                    package: bundle.package,
-                    name: bundle.name,
-                    properties: bundle.properties.into_iter().map(BundleProperty::from).collect(),
-                });
-            }
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("reading {catalog:?}: {e}"));
-    }
-    out
+    BUNDLES.get_or_init(crate::support::read_v4_16_bundles)
 }
 
 /// The upstream refusal a message is, as a short label; `None` for a message upstream never gives.

@@ -688,3 +688,108 @@ pub fn service_account_kubeconfig(namespace: &str, account: &str, path: &Path) -
         .unwrap_or_else(|e| panic!("cannot write kubeconfig {}: {e}", path.display()));
     path.to_path_buf()
 }
+
+/// The shared real catalogs (`../shared/catalogs`); a test that needs them fails when they are
+/// missing.
+pub fn shared_catalogs_root() -> PathBuf {
+    let root = repo_root().join("../shared/catalogs");
+    assert!(
+        root.is_dir(),
+        "real catalogs not found at {root:?} (see ../shared/catalogs/README.md)"
+    );
+    root
+}
+
+/// A bundle of a real catalog that carries its manifests in `olm.bundle.object` properties.
+pub struct CatalogBundle {
+    /// Catalog folder name, e.g. `community-operators-v4.16`.
+    pub catalog: String,
+    /// The bundle's package.
+    pub package: String,
+    /// The bundle's name.
+    pub name: String,
+    /// Its properties (manifests included).
+    pub properties: Vec<olmv1::apply::revision::BundleProperty>,
+}
+
+impl CatalogBundle {
+    /// The decoded manifests, in property order.
+    pub fn manifests(&self) -> Vec<Vec<u8>> {
+        use base64::Engine as _;
+        self.properties
+            .iter()
+            .filter(|p| p.type_ == "olm.bundle.object")
+            .map(|p| {
+                let value = p.value.to_value();
+                let data = value
+                    .get("data")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default();
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_else(|e| panic!("{}: olm.bundle.object is not base64: {e}", self.name))
+            })
+            .collect()
+    }
+
+    /// Writes the bundle as a registry+v1 directory: `manifests/` and `metadata/annotations.yaml`.
+    pub fn write_dir(&self, dir: &Path) {
+        std::fs::create_dir_all(dir.join("manifests")).unwrap();
+        std::fs::create_dir_all(dir.join("metadata")).unwrap();
+        std::fs::write(
+            dir.join("metadata/annotations.yaml"),
+            format!(
+                "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  \
+                 operators.operatorframework.io.bundle.package.v1: {}\n",
+                self.package
+            ),
+        )
+        .unwrap();
+        for (i, manifest) in self.manifests().iter().enumerate() {
+            std::fs::write(dir.join(format!("manifests/{i:03}.json")), manifest).unwrap();
+        }
+    }
+}
+
+/// Every bundle carrying `olm.bundle.object` under `dir` (a catalog, or one package of it), read
+/// with the project's FBC reader; `catalog` names the catalog they come from.
+pub fn read_catalog_bundles(dir: &Path, catalog: &str) -> Vec<CatalogBundle> {
+    let mut out = Vec::new();
+    olmv1::catalog::for_each_dir_meta(dir, |meta| {
+        if &*meta.schema != olmv1::catalog::SCHEMA_BUNDLE {
+            return Ok(());
+        }
+        let bundle: olmv1::catalog::Bundle = serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
+        if bundle.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
+            out.push(CatalogBundle {
+                catalog: catalog.to_string(),
+                package: bundle.package,
+                name: bundle.name,
+                properties: bundle.properties.into_iter().map(Into::into).collect(),
+            });
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("reading {dir:?}: {e}"));
+    out
+}
+
+/// Every such bundle of the `*-v4.16` shared catalogs, catalog by catalog.
+pub fn read_v4_16_bundles() -> Vec<CatalogBundle> {
+    let root = shared_catalogs_root();
+    let mut catalogs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("list catalogs")
+        .map(|e| e.expect("catalog entry").path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with("-v4.16"))
+        })
+        .collect();
+    catalogs.sort();
+    assert!(!catalogs.is_empty(), "no *-v4.16 catalogs under {root:?}");
+    catalogs
+        .iter()
+        .flat_map(|dir| read_catalog_bundles(dir, &dir.file_name().unwrap().to_string_lossy()))
+        .collect()
+}
