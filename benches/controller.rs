@@ -90,6 +90,8 @@ async fn run() {
             &addr,
             "--cache-dir",
             scratch.join("catalogd").to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
         ],
     );
     let controller_kubeconfig = support::service_account_kubeconfig(

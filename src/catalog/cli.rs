@@ -11,6 +11,7 @@ use super::server::{CatalogStore, TlsFiles, serve};
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
 use crate::controller::leader::LeaderElector;
+use crate::controller::metrics::{Readiness, ReconcileMetrics, serve_operations};
 
 /// The leader election Lease of catalogd (upstream's name).
 const LEASE_NAME: &str = "catalogd-operator-lock";
@@ -40,6 +41,9 @@ pub struct ClusterArgs {
     /// Address the catalog server listens on (`:8443` means all interfaces).
     #[arg(long, default_value = ":8443")]
     pub catalogs_server_addr: String,
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, env = "OLMV1_CATALOGD_METRICS_ADDR", default_value = "127.0.0.1:8081")]
+    pub metrics_addr: SocketAddr,
     /// Host (and port) clients reach the server at; published in `status.urls.base` as
     /// `<scheme>://<external-address>/catalogs/<name>`.
     #[arg(long, default_value = "catalogd-service.olmv1-system.svc")]
@@ -198,12 +202,20 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
         selector: args.selector,
     };
-    let context = Arc::new(Context::new(
-        client.clone(),
-        store.clone(),
-        Arc::new(registry),
-        settings,
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(ReconcileMetrics::register(
+        &mut metrics_registry,
+        "olmv1_clustercatalog",
     ));
+    let readiness = Readiness::default();
+    tokio::spawn(serve_operations(
+        args.metrics_addr,
+        metrics_registry,
+        readiness.clone(),
+    ));
+    let context = Arc::new(
+        Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
+    );
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -224,6 +236,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
             }
         }
     }
+    readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {
         () = crate::controller::cluster_catalog::run(context) => false,

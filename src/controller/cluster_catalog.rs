@@ -4,7 +4,10 @@
 //! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
-use crate::controller::status::{ConditionStatus, set_condition};
+use crate::controller::{
+    metrics::ReconcileMetrics,
+    status::{ConditionStatus, set_condition},
+};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -67,6 +70,15 @@ impl Error {
     pub fn is_terminal(&self) -> bool {
         matches!(self, Error::Source { terminal: true, .. })
     }
+
+    /// A stable name for the failures metric.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Source { .. } => "SourceFailed",
+            Error::Store(_) => "StoreFailed",
+            Error::Kube { .. } => "StatusWriteFailed",
+        }
+    }
 }
 
 /// Settings of the reconciler.
@@ -101,6 +113,7 @@ pub struct Context {
     settings: CatalogdSettings,
     stored: Mutex<HashMap<String, StoredState>>,
     failures: Mutex<HashMap<String, u32>>,
+    metrics: Option<Arc<ReconcileMetrics>>,
 }
 
 impl Context {
@@ -118,7 +131,14 @@ impl Context {
             settings,
             stored: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            metrics: None,
         }
+    }
+
+    /// Counts reconciles and failures in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<ReconcileMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn stored_state(&self, name: &str) -> Option<StoredState> {
@@ -156,6 +176,9 @@ pub async fn run(context: Arc<Context>) {
 fn error_policy(catalog: Arc<ClusterCatalog>, error: &Error, context: Arc<Context>) -> Action {
     let name = catalog.name_any();
     tracing::warn!(catalog = %name, error = %error, "ClusterCatalog reconcile failed");
+    if let Some(metrics) = &context.metrics {
+        metrics.reconcile_failed(error.category());
+    }
     if error.is_terminal() {
         return Action::await_change();
     }
@@ -172,6 +195,7 @@ fn error_backoff(failures: u32) -> Duration {
 
 /// Reconciles one ClusterCatalog.
 pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> Result<Action, Error> {
+    let _timer = context.metrics.as_deref().map(ReconcileMetrics::reconcile_timer);
     let name = catalog.name_any();
     let api: Api<ClusterCatalog> = Api::all(context.client.clone());
     let generation = catalog.metadata.generation.unwrap_or_default();

@@ -28,31 +28,24 @@ struct InstalledLabels {
     bundle: String,
 }
 
-/// Reconcile counts, durations, failures by category, and the installed bundles.
-pub struct Metrics {
+/// Reconcile counts, durations and failures by category, for any reconciler.
+pub struct ReconcileMetrics {
     runs: Counter,
     failures: Family<ErrorLabels, Counter>,
     duration: Histogram,
-    installed: Family<InstalledLabels, Gauge>,
-    installed_now: Mutex<std::collections::HashMap<String, String>>,
 }
 
-impl Metrics {
-    /// Registers the controller's metrics under `olmv1_clusterextension_*`.
-    pub fn register(registry: &mut Registry) -> Self {
+impl ReconcileMetrics {
+    /// Registers `<prefix>_reconcile_total`, `<prefix>_reconcile_failures_total{error}` and
+    /// `<prefix>_reconcile_duration_seconds`.
+    pub fn register(registry: &mut Registry, prefix: &str) -> Self {
         let metrics = Self {
             runs: Counter::default(),
             failures: Family::default(),
             duration: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            installed: Family::default(),
-            installed_now: Mutex::default(),
         };
-        let sub = registry.sub_registry_with_prefix("olmv1_clusterextension");
-        sub.register(
-            "reconcile",
-            "Reconciles of ClusterExtensions",
-            metrics.runs.clone(),
-        );
+        let sub = registry.sub_registry_with_prefix(prefix);
+        sub.register("reconcile", "Reconciles", metrics.runs.clone());
         sub.register(
             "reconcile_failures",
             "Failed reconciles by error category",
@@ -62,11 +55,6 @@ impl Metrics {
             "reconcile_duration_seconds",
             "Reconcile duration",
             metrics.duration.clone(),
-        );
-        sub.register(
-            "installed_bundle",
-            "1 for each ClusterExtension's installed bundle",
-            metrics.installed.clone(),
         );
         metrics
     }
@@ -87,6 +75,43 @@ impl Metrics {
                 error: category.to_string(),
             })
             .inc();
+    }
+}
+
+/// The ClusterExtension controller's metrics: reconciles, and the installed bundles.
+pub struct Metrics {
+    reconciles: ReconcileMetrics,
+    installed: Family<InstalledLabels, Gauge>,
+    installed_now: Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Metrics {
+    /// Registers the controller's metrics under `olmv1_clusterextension_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let reconciles = ReconcileMetrics::register(registry, "olmv1_clusterextension");
+        let installed = Family::default();
+        registry
+            .sub_registry_with_prefix("olmv1_clusterextension")
+            .register(
+                "installed_bundle",
+                "1 for each ClusterExtension's installed bundle",
+                installed.clone(),
+            );
+        Self {
+            reconciles,
+            installed,
+            installed_now: Mutex::default(),
+        }
+    }
+
+    /// Counts a reconcile and records its duration when the guard drops.
+    pub fn reconcile_timer(&self) -> ReconcileTimer<'_> {
+        self.reconciles.reconcile_timer()
+    }
+
+    /// Counts a failure by category.
+    pub fn reconcile_failed(&self, category: &str) {
+        self.reconciles.reconcile_failed(category);
     }
 
     /// Records which bundle an extension has installed (`None`: nothing).
@@ -112,7 +137,7 @@ impl Metrics {
 
 /// Observes a reconcile's duration on drop.
 pub struct ReconcileTimer<'a> {
-    metrics: &'a Metrics,
+    metrics: &'a ReconcileMetrics,
     start: Instant,
 }
 

@@ -131,6 +131,9 @@ pub async fn restart_api_server(share: &ClusterShare) {
 struct Components {
     catalogd: Child,
     controller: Mutex<Option<Child>>,
+    /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
+    catalogd_operations: String,
+    controller_operations: String,
 }
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
@@ -168,6 +171,7 @@ pub fn ensure_running() {
         }
         let port = support::free_port();
         let addr = format!("127.0.0.1:{port}");
+        let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
         let catalogd = spawn(
             "catalogd",
             &[
@@ -183,19 +187,23 @@ pub fn ensure_running() {
                 // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
                 "--selector",
                 "!olmv1.test/catalogd",
+                "--metrics-addr",
+                &catalogd_operations,
             ],
             env,
         );
-        let controller = spawn_controller(env);
+        let controller_operations = format!("127.0.0.1:{}", support::free_port());
+        let controller = spawn_controller(env, &controller_operations);
         Components {
             catalogd,
             controller: Mutex::new(Some(controller)),
+            catalogd_operations,
+            controller_operations,
         }
     });
 }
 
-fn spawn_controller(env: &support::TestEnv) -> Child {
-    let metrics = format!("127.0.0.1:{}", support::free_port());
+fn spawn_controller(env: &support::TestEnv, metrics: &str) -> Child {
     spawn(
         "controller",
         &[
@@ -203,7 +211,7 @@ fn spawn_controller(env: &support::TestEnv) -> Child {
             "--system-namespace",
             SYSTEM_NAMESPACE,
             "--metrics-addr",
-            &metrics,
+            metrics,
             "--cache-dir",
             scratch_dir("controller").to_str().unwrap(),
         ],
@@ -240,8 +248,20 @@ pub fn restart_controller() {
         old.kill().ok();
         old.wait().ok();
     }
-    *slot = Some(spawn_controller(support::env()));
+    *slot = Some(spawn_controller(
+        support::env(),
+        &components.controller_operations,
+    ));
     let _ = &components.catalogd;
+}
+
+/// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
+pub fn operations_address(role: &str) -> String {
+    let components = COMPONENTS.get().expect("components are running");
+    match role {
+        "catalogd" => components.catalogd_operations.clone(),
+        _ => components.controller_operations.clone(),
+    }
 }
 
 /// The logs of a component, for failure messages.

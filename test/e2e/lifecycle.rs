@@ -196,3 +196,43 @@ async fn a_kube_apiserver_restart_is_survived() {
     .await;
     components::wait_installed(&client, &s.extension, "1.1.0").await;
 }
+
+#[tokio::test]
+async fn the_components_serve_health_readiness_and_metrics() {
+    let s = Scenario::new("operations", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    let get = |role: &str, path: &str| {
+        let url = format!("http://{}{path}", components::operations_address(role));
+        async move {
+            let response = reqwest::get(&url)
+                .await
+                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    for role in ["catalogd", "controller"] {
+        assert_eq!(get(role, "/healthz").await.0, 200, "{role} /healthz");
+        assert_eq!(get(role, "/readyz").await.0, 200, "{role} /readyz");
+    }
+    let (status, catalogd) = get("catalogd", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        catalogd.contains("olmv1_clustercatalog_reconcile_total"),
+        "{catalogd}"
+    );
+    let (status, controller) = get("controller", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        controller.contains("olmv1_clusterextension_reconcile_total"),
+        "{controller}"
+    );
+    assert!(controller.contains("olmv1_clusterextension_reconcile_duration_seconds_bucket"));
+    let installed = format!(
+        "olmv1_clusterextension_installed_bundle{{extension=\"{}\",bundle=\"{}\"}} 1",
+        s.extension,
+        fixtures::bundle_name(&s.package, "1.1.0")
+    );
+    assert!(controller.contains(&installed), "{installed} in {controller}");
+    assert!(controller.contains("olmv1_upgradeable_blocking_extensions"));
+}
