@@ -413,9 +413,23 @@ pub async fn wait_extension<F>(client: &Client, name: &str, what: &str, check: F
 where
     F: Fn(&ClusterExtension) -> bool,
 {
+    wait_extension_within(client, name, what, INSTALL_TIMEOUT, check).await
+}
+
+/// [`wait_extension`] with its own deadline.
+pub async fn wait_extension_within<F>(
+    client: &Client,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: F,
+) -> ClusterExtension
+where
+    F: Fn(&ClusterExtension) -> bool,
+{
     let api = Api::<ClusterExtension>::all(client.clone());
     let check = &check;
-    let found = tokio::time::timeout(INSTALL_TIMEOUT, async {
+    let found = tokio::time::timeout(timeout, async {
         loop {
             if let Ok(ext) = api.get(name).await
                 && ext.status.as_ref().is_some_and(|s| {
@@ -449,10 +463,21 @@ where
 
 /// Waits until the ClusterExtension has `version` installed and rolled out.
 pub async fn wait_installed(client: &Client, name: &str, version: &str) -> ClusterExtension {
-    wait_extension(
+    wait_installed_within(client, name, version, INSTALL_TIMEOUT).await
+}
+
+/// [`wait_installed`] with its own deadline.
+pub async fn wait_installed_within(
+    client: &Client,
+    name: &str,
+    version: &str,
+    timeout: Duration,
+) -> ClusterExtension {
+    wait_extension_within(
         client,
         name,
         &format!("Installed=True with version {version}"),
+        timeout,
         |ext| {
             let installed = condition(ext, "Installed").is_some_and(|c| c.status == "True");
             let progressing = condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded");

@@ -194,7 +194,9 @@ async fn a_kube_apiserver_restart_is_survived() {
         },
     )
     .await;
-    components::wait_installed(&client, &s.extension, "1.1.0").await;
+    // Watches reconnect with backoff (up to 30 s between attempts, and the restarted server
+    // refuses them until its RBAC caches fill): allow a few minutes.
+    components::wait_installed_within(&client, &s.extension, "1.1.0", Duration::from_secs(300)).await;
 }
 
 #[tokio::test]

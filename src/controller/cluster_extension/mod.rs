@@ -99,7 +99,10 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
     let owned = watcher::Config::default().labels(&format!("{LABEL_OWNER_KIND}=ClusterExtension"));
-    let controller = Controller::new(extensions, watcher::Config::default().any_semantic());
+    // Consistent lists (not `any_semantic`): after an API server restart, a list served from a
+    // still-filling watch cache can hand out a resourceVersion the next watch rejects as too
+    // old, over and over.
+    let controller = Controller::new(extensions, watcher::Config::default());
     let store = controller.store();
     let catalog_store = store.clone();
     controller
