@@ -297,12 +297,7 @@ impl RegistryClient {
         image: &ImageReference,
         reference: &str,
     ) -> Result<FetchedManifest, ImageError> {
-        let url = format!(
-            "{}/v2/{}/manifests/{}",
-            self.base_url(image).await?,
-            image.repository,
-            reference
-        );
+        let url = self.endpoint(image, "manifests", reference).await?;
         let response = self
             .send(image, "pull", || {
                 self.http
@@ -462,12 +457,7 @@ impl RegistryClient {
     }
 
     async fn get_blob(&self, image: &ImageReference, digest: &str) -> Result<reqwest::Response, ImageError> {
-        let url = format!(
-            "{}/v2/{}/blobs/{}",
-            self.base_url(image).await?,
-            image.repository,
-            digest
-        );
+        let url = self.endpoint(image, "blobs", digest).await?;
         let response = self.send(image, "pull", || self.http.get(&url)).await?;
         self.expect_success(image, response, &format!("blob {digest}"))
             .await
@@ -475,12 +465,7 @@ impl RegistryClient {
 
     /// True when the repository already holds the blob.
     pub async fn blob_exists(&self, image: &ImageReference, digest: &str) -> Result<bool, ImageError> {
-        let url = format!(
-            "{}/v2/{}/blobs/{}",
-            self.base_url(image).await?,
-            image.repository,
-            digest
-        );
+        let url = self.endpoint(image, "blobs", digest).await?;
         let response = self.send(image, "pull,push", || self.http.head(&url)).await?;
         Ok(response.status().is_success())
     }
@@ -536,12 +521,7 @@ impl RegistryClient {
         media_type: &str,
         content: bytes::Bytes,
     ) -> Result<String, ImageError> {
-        let url = format!(
-            "{}/v2/{}/manifests/{}",
-            self.base_url(image).await?,
-            image.repository,
-            reference
-        );
+        let url = self.endpoint(image, "manifests", reference).await?;
         let response = self
             .send(image, "pull,push", || {
                 self.http
@@ -556,6 +536,20 @@ impl RegistryClient {
     }
 
     /// `https://host` or, for insecure/loopback registries that do not answer TLS, `http://host`.
+    /// `<base>/v2/<repository>/<kind>/<reference>`, for `manifests` and `blobs`.
+    async fn endpoint(
+        &self,
+        image: &ImageReference,
+        kind: &str,
+        reference: &str,
+    ) -> Result<String, ImageError> {
+        Ok(format!(
+            "{}/v2/{}/{kind}/{reference}",
+            self.base_url(image).await?,
+            image.repository
+        ))
+    }
+
     async fn base_url(&self, image: &ImageReference) -> Result<String, ImageError> {
         let host = image.api_host().to_string();
         if let Some(scheme) = self.schemes.lock().ok().and_then(|m| m.get(&host).copied()) {
