@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod bundle;
 pub mod catalog;
+pub mod confined;
 pub mod controller;
 pub mod resolve;
 pub mod version;

@@ -22,7 +22,7 @@ enum Command {
     /// Run the ClusterExtension controller.
     Controller(controller::cli::ControllerArgs),
     /// Run the catalog server (ClusterCatalog reconciler, or standalone `serve`).
-    Catalogd(catalog::cli::CatalogdArgs),
+    Catalogd(Box<catalog::cli::CatalogdArgs>),
     /// Resolve the bundle a ClusterExtension would install, with no cluster.
     Resolve(resolve::cli::ResolveArgs),
     /// Render the manifests of a registry+v1 bundle.
@@ -41,7 +41,7 @@ async fn main() -> ExitCode {
     exit_with_parent();
     match cli.command {
         Command::Controller(args) => controller::cli::run(args).await,
-        Command::Catalogd(args) => catalog::cli::run(args).await,
+        Command::Catalogd(args) => catalog::cli::run(*args).await,
         Command::Resolve(args) => resolve::cli::run(args).await,
         Command::Render(args) => bundle::cli::run(args).await,
         Command::Image(cmd) => bundle::image_cli::run(cmd).await,

@@ -634,3 +634,274 @@ async fn a_pinned_image_without_the_configs_label_is_blocked() {
     assert!(condition(&blocked, "Serving").is_none_or(|c| c.status != "True"));
     api.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile clients
+
+/// `olmv1 catalogd serve` of one catalog directory with extra flags.
+async fn serve_standalone_with(name: &str, dir: &Path, flags: &[&str]) -> Catalogd {
+    let port = support::free_port();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = Command::new(support::olmv1_bin());
+    command.args(["catalogd", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    command.arg("--catalog").arg(format!("{name}={}", dir.display()));
+    command.arg("--cache-dir").arg(work.path().join("store"));
+    command.args(flags);
+    let mut catalogd = spawn_catalogd(command, work, port);
+    catalogd.wait_listening().await;
+    catalogd
+}
+
+/// Waits until the server closes `stream` (EOF or reset), reading and dropping what it sends.
+async fn wait_closed(stream: &mut tokio::net::TcpStream, what: &str) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "{what}: the server kept the connection open");
+    received
+}
+
+#[tokio::test]
+async fn half_sent_stalled_and_excess_requests_are_bounded_and_metas_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = shared_catalog("community-operators-v4.16");
+    let metas = read_dir_metas(&dir).expect("the shared catalog parses");
+    let catalogd = serve_standalone_with(
+        "community",
+        &dir,
+        &[
+            "--max-concurrent-requests",
+            "2",
+            "--header-read-timeout-seconds",
+            "2",
+            "--idle-timeout-seconds",
+            "5",
+        ],
+    )
+    .await;
+    let addr = catalogd.url.trim_start_matches("http://").to_string();
+    let base = format!("{}/catalogs/community/api/v1", catalogd.url);
+
+    // /metas streams from disk, gzip-compressed on the way when asked.
+    let expected = lines_of(metas.iter().filter(|m| &*m.schema == "olm.bundle"));
+    let (status, headers, body) = get(
+        &format!("{base}/metas?schema=olm.bundle"),
+        &[("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(
+        (status, &headers["content-encoding"]),
+        (200, &"gzip".parse().unwrap())
+    );
+    assert!(
+        gunzip(&body) == expected,
+        "gzip metas hold every olm.bundle blob in file order"
+    );
+    let (_, headers, body) = get(&format!("{base}/metas?schema=olm.bundle"), &[]).await;
+    assert!(body == expected);
+    assert_eq!(
+        headers["content-length"].to_str().unwrap(),
+        expected.len().to_string()
+    );
+
+    // Requests whose headers never end are closed after the header-read timeout.
+    let mut half_sent = Vec::new();
+    for _ in 0..5 {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"GET /catalogs/community/api/v1/all HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        half_sent.push(stream);
+    }
+    for stream in &mut half_sent {
+        wait_closed(stream, "a half-sent request").await;
+    }
+
+    // Two clients that never read their (20 MB) answers hold both request slots: a third request
+    // is refused at once rather than queued behind them.
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"GET /catalogs/community/api/v1/all HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        stalled.push(stream);
+    }
+    let (status, headers, _) = get(&format!("{base}/metas?schema=olm.package"), &[]).await;
+    assert_eq!(status, 503, "a third request while two are in progress");
+    assert_eq!(headers["retry-after"], "1");
+    // Nothing moves on the stalled connections: the idle timeout closes them and frees the slots.
+    wait_for(
+        "the stalled clients to be dropped",
+        Duration::from_secs(90),
+        || async {
+            match get(&format!("{base}/metas?schema=olm.package"), &[]).await.0 {
+                200 => Ok(()),
+                other => Err(other),
+            }
+        },
+    )
+    .await;
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_are_closed_unanswered() {
+    use tokio::io::AsyncWriteExt;
+    let catalogd =
+        serve_standalone_with("fixture", &fixture("catalog-v1"), &["--max-connections", "4"]).await;
+    let addr = catalogd.url.trim_start_matches("http://").to_string();
+    let request = b"GET /catalogs/fixture/api/v1/all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut excess = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _ = excess.write_all(request).await;
+    let answer = wait_closed(&mut excess, "a connection over the limit").await;
+    assert!(
+        answer.is_empty(),
+        "a fifth connection got an answer: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    drop(held);
+    wait_for(
+        "a connection to be served once the others closed",
+        Duration::from_secs(90),
+        || async {
+            let mut stream = tokio::net::TcpStream::connect(&addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            stream.write_all(request).await.map_err(|e| e.to_string())?;
+            let answer = wait_closed(&mut stream, "a served connection").await;
+            if answer.starts_with(b"HTTP/1.1 200") {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&answer).into_owned())
+            }
+        },
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile catalog images
+
+fn catalog_layer(dir: &Path) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append_dir_all("configs", dir).unwrap();
+    builder.into_inner().unwrap()
+}
+
+fn symlink_layer(name: &str, target: &Path) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Symlink);
+    header.set_size(0);
+    header.set_mode(0o777);
+    builder.append_link(&mut header, name, target).unwrap();
+    builder.into_inner().unwrap()
+}
+
+#[tokio::test]
+async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_content_stays() {
+    let registry = start_registry(&RegistryOptions::default());
+    let corpus = support::hostile::Corpus::generate();
+    let sentinel_before = corpus.sentinel_snapshot();
+    let reference = format!("{}/catalogs/hostile:latest", registry.host_port);
+    let options = catalog_push_options(RegistryConfig::default());
+    let good =
+        olmv1::bundle::image::push_layers(&reference, vec![catalog_layer(&fixture("catalog-v1"))], &options)
+            .await
+            .unwrap();
+
+    let selector_value = support::fresh_name("sel");
+    let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
+    let api: Api<ClusterCatalog> = Api::all(support::client().await);
+    let name = support::fresh_name("hostile");
+    api.create(
+        &PostParams::default(),
+        &cluster_catalog(&name, &selector_value, &reference, Some(1)),
+    )
+    .await
+    .unwrap();
+    let served = wait_catalog(&api, &name, "Serving=True on the good digest", |c| {
+        is(c, "Serving", "True", "Available")
+    })
+    .await;
+    let base = served.status.unwrap().urls.unwrap().base;
+    let (_, _, good_body) = get(&format!("{base}/api/v1/all"), &[]).await;
+    assert!(String::from_utf8_lossy(&good_body).contains("fixture-op"));
+
+    let opaque_then_symlink = corpus
+        .cases
+        .iter()
+        .find(|c| c.name == "opaque-then-symlink")
+        .expect("corpus case");
+    // (what, layers, the reason, what the message names)
+    let cases: Vec<(&str, Vec<Vec<u8>>, &str, &str)> = vec![
+        (
+            "a catalog file linked to a host file",
+            vec![
+                catalog_layer(&fixture("catalog-v2")),
+                symlink_layer("configs/zz.json", &corpus.sentinel.join("secret.txt")),
+            ],
+            "is a symbolic link, which is not followed",
+            "configs/zz.json",
+        ),
+        (
+            "an opaque whiteout, then its directory made a link out",
+            vec![
+                catalog_layer(&fixture("catalog-v2")),
+                corpus.layers(opaque_then_symlink).pop().unwrap(),
+            ],
+            "would be written through the symbolic link",
+            &reference,
+        ),
+    ];
+    for (what, layers, reason, named) in cases {
+        let pushed = olmv1::bundle::image::push_layers(&reference, layers, &options)
+            .await
+            .unwrap();
+        assert_ne!(pushed.digest, good.digest);
+        let refused = wait_catalog(&api, &name, &format!("{what}: Progressing says why"), |c| {
+            condition(c, "Progressing")
+                .is_some_and(|p| p.status == "True" && p.reason == "Retrying" && p.message.contains(reason))
+        })
+        .await;
+        let message = &condition(&refused, "Progressing").unwrap().message;
+        assert!(
+            message.contains(named),
+            "{what}: the message names {named}: {message}"
+        );
+        assert!(!message.contains(support::hostile::SECRET), "{what}: {message}");
+        assert!(
+            is(&refused, "Serving", "True", "Available"),
+            "{what}: {}",
+            describe(&refused)
+        );
+        let (code, _, body) = get(&format!("{base}/api/v1/all"), &[]).await;
+        assert_eq!(code, 200, "catalogd log:\n{}", catalogd.log());
+        assert!(body == good_body, "{what}: the last good content is still served");
+        assert_eq!(
+            corpus.sentinel_snapshot(),
+            sentinel_before,
+            "{what}: the sentinel changed"
+        );
+    }
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+}

@@ -34,6 +34,9 @@ pub enum IdentityError {
         #[source]
         source: kube::Error,
     },
+    /// The TokenRequest answer carried no token: never fall back to an anonymous client.
+    #[error("the TokenRequest for service account {namespace}/{name} returned no token")]
+    EmptyToken { namespace: String, name: String },
     /// A client could not be built from the token.
     #[error("failed to build a client for service account {namespace}/{name}: {source}")]
     Client {
@@ -122,7 +125,7 @@ impl ServiceAccountClients {
             .create_token_request(name, &PostParams::default(), &request)
             .await
         {
-            Ok(response) => Ok(response.status.map(|s| s.token).unwrap_or_default()),
+            Ok(response) => token_of(response, namespace, name),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 Err(IdentityError::ServiceAccountNotFound {
                     namespace: namespace.to_string(),
@@ -150,5 +153,43 @@ impl ServiceAccountClients {
             name: name.to_string(),
             source,
         })
+    }
+}
+/// The token of a TokenRequest answer; an answer without one is an error.
+fn token_of(response: TokenRequest, namespace: &str, name: &str) -> Result<String, IdentityError> {
+    response
+        .status
+        .map(|s| s.token)
+        .filter(|token| !token.trim().is_empty())
+        .ok_or_else(|| IdentityError::EmptyToken {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::authentication::v1::TokenRequestStatus;
+
+    #[test]
+    fn a_token_request_answer_without_a_token_is_an_error() {
+        let answer = |token: Option<&str>| TokenRequest {
+            status: token.map(|t| TokenRequestStatus {
+                token: t.to_string(),
+                expiration_timestamp: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(token_of(answer(Some("t0k")), "ns", "sa").unwrap(), "t0k");
+        for empty in [None, Some(""), Some("  ")] {
+            let err = token_of(answer(empty), "ns", "sa").unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "the TokenRequest for service account ns/sa returned no token"
+            );
+        }
     }
 }

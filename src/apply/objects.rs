@@ -41,9 +41,7 @@ impl Owner {
     }
 
     fn owns(&self, object: &DynamicObject) -> bool {
-        let labels = object.metadata.labels.as_ref();
-        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-        label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(&self.name)
+        owned_by(&self.name, object)
     }
 }
 
@@ -310,20 +308,30 @@ fn is_established(
         .any(|c| c.type_ == "Established" && c.status == "True")
 }
 
+/// True when `object` carries the owner labels of ClusterExtension `owner`.
+fn owned_by(owner: &str, object: &DynamicObject) -> bool {
+    let labels = object.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(owner)
+}
+
 /// Deletes, as the service account, the objects of `previous` that `current` no longer has.
 pub async fn prune(
     sa_client: &Client,
+    owner: &str,
     previous: &[ObjectRef],
     current: &[ObjectRef],
 ) -> Result<(), ApplyError> {
     let keep: BTreeSet<&ObjectRef> = current.iter().collect();
     let dropped: Vec<ObjectRef> = previous.iter().filter(|o| !keep.contains(o)).cloned().collect();
-    delete_all(sa_client, &dropped).await
+    delete_all(sa_client, owner, &dropped).await
 }
 
-/// Deletes objects as the given client; objects already gone are fine. CRDs go last so that
-/// their instances are removed through their own APIs first.
-pub async fn delete_all(client: &Client, objects: &[ObjectRef]) -> Result<(), ApplyError> {
+/// Deletes objects as the given client; objects already gone are fine. Each object is read
+/// first and deleted only while it still carries the owner labels of ClusterExtension `owner`
+/// (with its uid as a precondition): a recorded name that now belongs to someone else is left
+/// alone. CRDs go last so that their instances are removed through their own APIs first.
+pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> Result<(), ApplyError> {
     let mut ordered: Vec<&ObjectRef> = objects.iter().collect();
     ordered.sort_by_key(|o| o.kind == "CustomResourceDefinition");
     let mut resources = ResourceCache::default();
@@ -340,9 +348,29 @@ pub async fn delete_all(client: &Client, objects: &[ObjectRef]) -> Result<(), Ap
             Err(other) => return Err(other),
         };
         let api = api_for(client, &resource, namespaced, object.namespace.as_deref());
-        match api.delete(&object.name, &DeleteParams::background()).await {
+        let existing = match api.get_opt(&object.name).await {
+            Ok(Some(existing)) => existing,
+            Ok(None) => continue,
+            Err(source) => {
+                return Err(ApplyError::Read {
+                    object: describe(object),
+                    source,
+                });
+            }
+        };
+        if !owned_by(owner, &existing) {
+            tracing::warn!(object = %describe(object), %owner, "not deleting an object that no longer carries this extension's owner labels");
+            continue;
+        }
+        let mut params = DeleteParams::background();
+        params.preconditions = existing.metadata.uid.clone().map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        });
+        match api.delete(&object.name, &params).await {
             Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            // Gone, or replaced since it was read (the uid precondition failed): not ours.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
             Err(source) => {
                 return Err(ApplyError::Delete {
                     object: describe(object),

@@ -91,8 +91,13 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
         return Err("one of --bundle or --catalog is required".to_string());
     };
     let path = Path::new(source);
-    if path.is_dir() {
+    if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
         return RegistryV1Bundle::from_dir(path).map_err(|e| format!("bundle {source:?}: {e}"));
+    }
+    if let Err(e) = crate::bundle::image::ImageReference::parse(source) {
+        return Err(format!(
+            "bundle {source:?}: no such directory, and not an image reference ({e})"
+        ));
     }
     let mut options = PullOptions::new(cache_dir(args));
     options.registry.insecure_registries = args.insecure_registry.clone();

@@ -1,5 +1,6 @@
 //! `olmv1 image`: publishes a directory as an OCI image to a registry, with no Docker.
 
+use secrecy::SecretString;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,9 +39,16 @@ pub struct PushArgs {
     /// User name for Basic or token auth.
     #[arg(long, env = "OLMV1_REGISTRY_USERNAME")]
     pub username: Option<String>,
-    /// Password for Basic or token auth.
+    /// Password for Basic or token auth (prefer --password-stdin or --password-file: a flag's
+    /// value shows in the process list).
     #[arg(long, env = "OLMV1_REGISTRY_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+    /// Read the password from standard input (up to the first newline).
+    #[arg(long, conflicts_with_all = ["password", "password_file"])]
+    pub password_stdin: bool,
+    /// Read the password from this file (up to the first newline).
+    #[arg(long, value_name = "PATH", conflicts_with = "password")]
+    pub password_file: Option<PathBuf>,
 }
 
 /// Runs `olmv1 image ...`.
@@ -74,7 +82,7 @@ async fn push(args: PushArgs) -> Result<String, String> {
     if let Some(path) = &args.auth_file {
         registry.add_auth_file(path)?;
     }
-    if let (Some(username), Some(password)) = (args.username, args.password) {
+    if let (Some(username), Some(password)) = (args.username.clone(), read_password(&args)?) {
         registry
             .credentials
             .insert(image.registry.clone(), Credential { username, password });
@@ -98,6 +106,32 @@ fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
             _ => Err(format!("label {pair:?} must be KEY=VALUE")),
         })
         .collect()
+}
+
+/// The password from --password, --password-stdin or --password-file (first line, no newline).
+fn read_password(args: &PushArgs) -> Result<Option<SecretString>, String> {
+    use std::io::Read as _;
+    let text = if args.password_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .take(64 * 1024)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading the password from standard input: {e}"))?;
+        text
+    } else if let Some(path) = &args.password_file {
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(64 * 1024).read_to_string(&mut text))
+            .map_err(|e| format!("reading the password file {}: {e}", path.display()))?;
+        text
+    } else {
+        return Ok(args.password.clone().map(SecretString::from));
+    };
+    let line = text.lines().next().unwrap_or_default();
+    if line.is_empty() {
+        return Err("the password read is empty".to_string());
+    }
+    Ok(Some(SecretString::from(line)))
 }
 
 #[cfg(test)]

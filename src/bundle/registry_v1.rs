@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::apply::revision::BundleProperty;
 use crate::bundle::csv::ClusterServiceVersion;
+use crate::confined::{ConfinedDir, ConfinedError, Kind};
 
 /// The annotation holding a CSV's bundle properties (a JSON array of `{type, value}`).
 pub const PROPERTIES_ANNOTATION: &str = "olm.properties";
@@ -21,8 +22,9 @@ pub const BUNDLE_OBJECT_PROPERTY: &str = "olm.bundle.object";
 
 /// The directory of manifests inside a bundle.
 const MANIFESTS_DIR: &str = "manifests";
-/// Largest manifest file read from a bundle directory.
-const MAX_MANIFEST_FILE_BYTES: u64 = 64 << 20;
+/// Largest manifest file read from a bundle directory (the largest real bundle object is about
+/// 1.3 MB).
+pub const MAX_MANIFEST_FILE_BYTES: u64 = 16 << 20;
 /// Deepest nesting accepted in a manifest. Real CRDs nest under 40 levels; the bound keeps the
 /// recursive parsers and the typed CRD conversion well inside a 2 MiB thread stack.
 pub const MAX_MANIFEST_DEPTH: usize = 64;
@@ -87,44 +89,53 @@ impl RegistryV1Bundle {
     /// subdirectories holding exactly one ClusterServiceVersion (the last one read wins, as
     /// upstream), CRDs and other objects.
     pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
-        let annotations_path = dir.join("metadata").join("annotations.yaml");
-        let annotations_text = read_text(&annotations_path)?;
+        // Bundle directories are untrusted: nothing is read through a link or from a
+        // non-regular file, and every read is bounded.
+        let root = ConfinedDir::open(dir).map_err(|e| match e {
+            ConfinedError::NotFound { .. } => {
+                LoadError::Invalid(format!("bundle directory {dir:?} does not exist"))
+            }
+            e => read_error(dir, &e),
+        })?;
+        let annotations_rel = Path::new("metadata/annotations.yaml");
+        let annotations_text = read_text(&root, annotations_rel)?;
         let package_name = package_from_annotations(&annotations_text)
-            .map_err(|e| LoadError::Invalid(format!("parsing {annotations_path:?}: {e}")))?;
+            .map_err(|e| LoadError::Invalid(format!("parsing {:?}: {e}", dir.join(annotations_rel))))?;
 
-        let manifests_path = dir.join(MANIFESTS_DIR);
-        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&manifests_path)
-            .map_err(|e| read_error(&manifests_path, &e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| read_error(&manifests_path, &e))?;
-        // fs.WalkDir visits entries in lexical order; so do we.
-        entries.sort_by_key(|e| e.file_name());
+        let manifests = root
+            .open_dir(Path::new(MANIFESTS_DIR))
+            .map_err(|e| read_error(&dir.join(MANIFESTS_DIR), &e))?;
+        // fs.WalkDir visits entries in lexical order; so does `entries`.
+        let entries = manifests
+            .entries()
+            .map_err(|e| read_error(&dir.join(MANIFESTS_DIR), &e))?;
 
         let mut objects = Vec::new();
-        for entry in entries {
-            let rel = format!("{MANIFESTS_DIR}/{}", entry.file_name().to_string_lossy());
-            let file_type = entry.file_type().map_err(|e| read_error(&entry.path(), &e))?;
-            if file_type.is_dir() {
+        for (name, kind) in entries {
+            let rel = format!("{MANIFESTS_DIR}/{}", name.to_string_lossy());
+            if kind == Kind::Dir {
                 return Err(LoadError::Invalid(format!(
                     "subdirectories are not allowed within the {MANIFESTS_DIR:?} directory of the bundle \
                      image filesystem: found {rel:?}"
                 )));
             }
-            let path = entry.path();
-            let size = entry.metadata().map_err(|e| read_error(&path, &e))?.len();
-            if size > MAX_MANIFEST_FILE_BYTES {
-                return Err(LoadError::Invalid(format!(
-                    "error parsing objects in {rel:?}: file is {size} bytes, over the {MAX_MANIFEST_FILE_BYTES} byte limit"
-                )));
-            }
-            let text = read_text(&path)?;
+            let bytes = manifests
+                .read_file(Path::new(&name), MAX_MANIFEST_FILE_BYTES)
+                .map_err(|e| match e {
+                    ConfinedError::TooLarge { limit, .. } => LoadError::Invalid(format!(
+                        "error parsing objects in {rel:?}: file is over the {limit} byte limit"
+                    )),
+                    e => read_error(&dir.join(&rel), &e),
+                })?;
+            let text = utf8(&dir.join(&rel), bytes)?;
             let docs = parse_manifest_stream(&text)
                 .map_err(|e| LoadError::Invalid(format!("error parsing objects in {rel:?}: {e}")))?;
             objects.extend(docs.into_iter().map(|doc| (rel.clone(), doc)));
         }
 
-        let properties_path = dir.join("metadata").join("properties.yaml");
-        let extra_properties = match std::fs::read(&properties_path) {
+        let extra_properties = match root
+            .read_file(Path::new("metadata/properties.yaml"), MAX_MANIFEST_FILE_BYTES)
+        {
             Ok(bytes) if bytes.is_empty() => Vec::new(),
             Ok(bytes) => {
                 let text = String::from_utf8(bytes).map_err(|_| {
@@ -134,7 +145,7 @@ impl RegistryV1Bundle {
                     LoadError::Invalid(format!("failed to unmarshal metadata/properties.yaml: {e}"))
                 })?
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.is_not_found() => Vec::new(),
             Err(e) => {
                 return Err(LoadError::Invalid(format!(
                     "failed to read properties.yaml file: {e}"
@@ -427,15 +438,22 @@ fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
         .collect())
 }
 
-fn read_text(path: &Path) -> Result<String, LoadError> {
-    let bytes = std::fs::read(path).map_err(|e| read_error(path, &e))?;
+fn read_text(root: &ConfinedDir, rel: &Path) -> Result<String, LoadError> {
+    let path = root.path().join(rel);
+    let bytes = root
+        .read_file(rel, MAX_MANIFEST_FILE_BYTES)
+        .map_err(|e| read_error(&path, &e))?;
+    utf8(&path, bytes)
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
     String::from_utf8(bytes).map_err(|_| LoadError::Read {
         path: path.to_path_buf(),
         cause: "not UTF-8 text".to_string(),
     })
 }
 
-fn read_error(path: &Path, e: &std::io::Error) -> LoadError {
+fn read_error(path: &Path, e: &ConfinedError) -> LoadError {
     LoadError::Read {
         path: path.to_path_buf(),
         cause: e.to_string(),

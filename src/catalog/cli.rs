@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::{CatalogStore, TlsFiles, serve};
+use super::server::{CatalogStore, ServeLimits, TlsFiles, serve};
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
 use crate::controller::leader::LeaderElector;
@@ -59,6 +59,8 @@ pub struct ClusterArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub limits: ServeLimitArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica); every replica
     /// serves, and only the leader has content (others answer 404, as upstream).
     #[arg(long)]
@@ -86,9 +88,12 @@ pub struct RegistryArgs {
     /// Registry (`host[:port]`) allowed plain HTTP (repeatable; loopback always is).
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
-    /// Largest total uncompressed size of an image, in bytes.
-    #[arg(long, default_value_t = UnpackLimits::default().max_total_bytes)]
+    /// Largest total uncompressed size of a catalog image, in bytes.
+    #[arg(long, default_value_t = UnpackLimits::CATALOG.max_total_bytes)]
     pub max_unpacked_bytes: u64,
+    /// Largest number of tar entries over the layers of a catalog image.
+    #[arg(long, default_value_t = UnpackLimits::CATALOG.max_entries)]
+    pub max_unpacked_entries: u64,
 }
 
 impl RegistryArgs {
@@ -128,6 +133,41 @@ pub struct ServeArgs {
     /// Where the served content is written (a temporary directory by default).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: ServeLimitArgs,
+}
+
+/// What clients can make the catalog server hold (defaults: [`ServeLimits::default`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeLimitArgs {
+    /// Most open client connections; more are closed on accept.
+    #[arg(long, default_value_t = ServeLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// Most requests in progress (until their body is sent); more are answered 503.
+    #[arg(long, default_value_t = ServeLimits::default().max_concurrent_requests)]
+    pub max_concurrent_requests: usize,
+    /// Most response bytes read from disk and not yet sent, over all clients.
+    #[arg(long, default_value_t = ServeLimits::default().max_bytes_in_flight)]
+    pub max_bytes_in_flight: usize,
+    /// Seconds a client has to send a request's headers.
+    #[arg(long, default_value_t = ServeLimits::default().header_read_timeout.as_secs())]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds without a byte moving on a connection before it is closed.
+    #[arg(long, default_value_t = ServeLimits::default().idle_timeout.as_secs())]
+    pub idle_timeout_seconds: u64,
+}
+
+impl ServeLimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> ServeLimits {
+        ServeLimits {
+            max_connections: self.max_connections,
+            max_concurrent_requests: self.max_concurrent_requests,
+            max_bytes_in_flight: self.max_bytes_in_flight,
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds.max(1)),
+        }
+    }
 }
 
 /// Runs `olmv1 catalogd`.
@@ -176,7 +216,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), String> {
     }
     let listener = bind(&args.listen).await?;
     announce(&listener, tls.is_some());
-    serve(listener, store, tls, shutdown_signal())
+    serve(listener, store, tls, args.limits.limits(), shutdown_signal())
         .await
         .map_err(|e| e.to_string())
 }
@@ -197,7 +237,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         image_cache_dir: args.cache_dir.join("unpack"),
         unpack_limits: UnpackLimits {
             max_total_bytes: args.registry.max_unpacked_bytes,
-            ..Default::default()
+            max_entries: args.registry.max_unpacked_entries,
         },
         poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
         selector: args.selector,
@@ -219,7 +259,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, store, tls, async move {
+    let server = tokio::spawn(serve(listener, store, tls, args.limits.limits(), async move {
         let _ = server_stopped.await;
     }));
     let identity = std::env::var("POD_NAME")

@@ -20,6 +20,8 @@ pub mod server;
 
 use std::{path::Path, sync::Arc};
 
+use crate::confined::ConfinedError;
+
 pub use index::{
     BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, IndexedProperty,
     PackageIndex,
@@ -69,6 +71,26 @@ pub enum CatalogError {
         /// What failed, e.g. `error: received unexpected response status code 404`.
         message: String,
     },
+}
+
+impl From<ConfinedError> for CatalogError {
+    fn from(e: ConfinedError) -> Self {
+        let (path, message) = match e {
+            ConfinedError::Io { path, source } => return CatalogError::io(&path, source),
+            ConfinedError::NotFound { path } => (path, "not found".to_string()),
+            ConfinedError::Symlink { path } => {
+                (path, "is a symbolic link, which is not followed".to_string())
+            }
+            ConfinedError::NotRegular { path } => (path, "is not a regular file".to_string()),
+            ConfinedError::NotDirectory { path } => (path, "not a directory".to_string()),
+            ConfinedError::Escapes { path } => (path, "leaves the catalog directory".to_string()),
+            ConfinedError::TooLarge { path, limit } => (path, format!("is over the limit of {limit} bytes")),
+        };
+        CatalogError::Malformed {
+            location: path.display().to_string(),
+            message,
+        }
+    }
 }
 
 impl CatalogError {

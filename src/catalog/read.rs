@@ -2,7 +2,6 @@
 //! from a JSON/YAML stream, and from JSONL as catalogd serves it; and writing JSONL back.
 
 use std::{
-    fs,
     io::{self, BufRead, Write},
     path::{Path, PathBuf},
     sync::Arc,
@@ -11,20 +10,29 @@ use std::{
 use bytes::Bytes;
 
 use super::{CatalogError, Meta, ignore::IgnoreRules};
+use crate::confined::{ConfinedDir, Kind};
 
 /// Name of the per-directory ignore file (gitignore syntax), itself never read as FBC.
 pub const INDEX_IGNORE_FILE: &str = ".indexignore";
 
+/// The largest catalog file read (the largest shared catalog is about 52 MB in one file; whole
+/// product indexes run to a few hundred MB).
+pub const MAX_CATALOG_FILE_BYTES: u64 = 1 << 30;
+const MAX_INDEX_IGNORE_BYTES: u64 = 1 << 20;
+
 /// Lists the FBC files of a directory tree in the order catalogd walks them (lexical, depth
 /// first), leaving out `.indexignore` files and what they ignore.
 pub fn list_fbc_files(root: &Path) -> Result<Vec<PathBuf>, CatalogError> {
-    let meta = fs::metadata(root).map_err(|e| CatalogError::io(root, e))?;
-    if !meta.is_dir() {
-        return Err(CatalogError::Malformed {
-            location: root.display().to_string(),
-            message: "not a directory".to_string(),
-        });
-    }
+    let confined = ConfinedDir::open(root)?;
+    Ok(list_relative(&confined)?
+        .into_iter()
+        .map(|rel| root.join(rel))
+        .collect())
+}
+
+/// The FBC files below `root`, relative to it. Nothing is followed: a symbolic link is listed
+/// as a file (as fs.WalkDir does) and refused when read.
+fn list_relative(root: &ConfinedDir) -> Result<Vec<PathBuf>, CatalogError> {
     let mut files = Vec::new();
     let mut rules = Vec::new();
     walk(root, Path::new(""), &mut rules, &mut files)?;
@@ -32,39 +40,26 @@ pub fn list_fbc_files(root: &Path) -> Result<Vec<PathBuf>, CatalogError> {
 }
 
 fn walk(
-    root: &Path,
+    root: &ConfinedDir,
     rel_dir: &Path,
     rules: &mut Vec<IgnoreRules>,
     files: &mut Vec<PathBuf>,
 ) -> Result<(), CatalogError> {
-    let dir = root.join(rel_dir);
-    let ignore_path = dir.join(INDEX_IGNORE_FILE);
-    let pushed = match fs::read_to_string(&ignore_path) {
-        Ok(text) => {
-            rules.push(IgnoreRules::parse(rel_dir, &text));
+    let dir = root.open_dir(rel_dir)?;
+    let pushed = match dir.read_file(Path::new(INDEX_IGNORE_FILE), MAX_INDEX_IGNORE_BYTES) {
+        Ok(bytes) => {
+            rules.push(IgnoreRules::parse(rel_dir, &String::from_utf8_lossy(&bytes)));
             true
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(CatalogError::io(&ignore_path, e)),
+        Err(e) if e.is_not_found() => false,
+        Err(e) => return Err(e.into()),
     };
-    let mut entries = Vec::new();
-    for entry in fs::read_dir(&dir).map_err(|e| CatalogError::io(&dir, e))? {
-        let entry = entry.map_err(|e| CatalogError::io(&dir, e))?;
-        // As fs.WalkDir: symlinks are not followed into directories (no loops); a symlink is
-        // read as a file, and one that points at a directory fails to read.
-        let is_dir = entry
-            .file_type()
-            .map_err(|e| CatalogError::io(&entry.path(), e))?
-            .is_dir();
-        entries.push((entry.file_name(), is_dir));
-    }
-    entries.sort();
-    for (name, is_dir) in entries {
+    for (name, kind) in dir.entries()? {
         if name == INDEX_IGNORE_FILE {
             continue;
         }
+        let is_dir = kind == Kind::Dir;
         let rel = rel_dir.join(&name);
-        let path = root.join(&rel);
         if rules
             .iter()
             .rev()
@@ -76,7 +71,7 @@ fn walk(
         if is_dir {
             walk(root, &rel, rules, files)?;
         } else {
-            files.push(path);
+            files.push(rel);
         }
     }
     if pushed {
@@ -100,13 +95,14 @@ pub fn for_each_dir_meta(
     root: &Path,
     mut f: impl FnMut(Meta) -> Result<(), CatalogError>,
 ) -> Result<(), CatalogError> {
-    let files = list_fbc_files(root)?;
+    let root = &ConfinedDir::open(root)?;
+    let files = list_relative(root)?;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     // Files are parsed in parallel a small batch at a time and handed on in walk order, so
     // memory stays bounded by the batch while every core works.
     for batch in files.chunks(workers * 2) {
         let parsed: Vec<Result<Vec<Meta>, CatalogError>> = if workers == 1 || batch.len() == 1 {
-            batch.iter().map(|p| read_file_metas(p)).collect()
+            batch.iter().map(|p| read_file_metas(root, p)).collect()
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..workers)
@@ -116,7 +112,7 @@ pub fn for_each_dir_meta(
                                 .iter()
                                 .enumerate()
                                 .filter(|(i, _)| i % workers == w)
-                                .map(|(i, p)| (i, read_file_metas(p)))
+                                .map(|(i, p)| (i, read_file_metas(root, p)))
                                 .collect::<Vec<_>>()
                         })
                     })
@@ -152,9 +148,9 @@ pub fn for_each_dir_meta(
     Ok(())
 }
 
-fn read_file_metas(path: &Path) -> Result<Vec<Meta>, CatalogError> {
-    let data = fs::read(path).map_err(|e| CatalogError::io(path, e))?;
-    parse_stream(&data, Arc::from(path.display().to_string()))
+fn read_file_metas(root: &ConfinedDir, rel: &Path) -> Result<Vec<Meta>, CatalogError> {
+    let data = root.read_file(rel, MAX_CATALOG_FILE_BYTES)?;
+    parse_stream(&data, Arc::from(root.path().join(rel).display().to_string()))
 }
 
 /// Parses one file's content: a stream of JSON values if it starts (after whitespace) with `{`,
@@ -316,6 +312,7 @@ pub fn write_jsonl<'a, W: Write>(mut out: W, metas: impl IntoIterator<Item = &'a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn yaml_and_json_streams_become_the_same_normalised_blobs() {

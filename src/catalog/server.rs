@@ -6,10 +6,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -18,6 +20,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use regex::Regex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::for_each_dir_meta;
 
@@ -314,9 +317,58 @@ pub fn validate_catalog_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// The HTTP handler of the catalog server (all routes), for `axum::serve` or tests.
+/// Bounds on what clients can make the server hold; every one is a `catalogd` flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// Open connections at once; more are closed on accept.
+    pub max_connections: usize,
+    /// Requests in progress at once (a response counts until its body is sent); more get 503.
+    pub max_concurrent_requests: usize,
+    /// Response bytes read from disk and not yet sent, over all responses; a response waits for
+    /// room before reading more (a slow client slows only itself).
+    pub max_bytes_in_flight: usize,
+    /// Time a client has to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            max_connections: 1024,
+            max_concurrent_requests: 128,
+            max_bytes_in_flight: 64 << 20,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ServerState {
+    store: Arc<CatalogStore>,
+    requests: Arc<Semaphore>,
+    bytes_in_flight: Arc<Semaphore>,
+}
+
+/// The HTTP handler of the catalog server (all routes) with default limits.
 pub fn router(store: Arc<CatalogStore>) -> axum::Router {
-    axum::Router::new().fallback(handle).with_state(store)
+    router_with_limits(store, &ServeLimits::default())
+}
+
+/// The HTTP handler of the catalog server (all routes), bounded by `limits`.
+pub fn router_with_limits(store: Arc<CatalogStore>, limits: &ServeLimits) -> axum::Router {
+    let state = ServerState {
+        store,
+        requests: Arc::new(Semaphore::new(limits.max_concurrent_requests.max(1))),
+        bytes_in_flight: Arc::new(Semaphore::new(
+            limits
+                .max_bytes_in_flight
+                .clamp(READ_CHUNK_BYTES as usize, Semaphore::MAX_PERMITS),
+        )),
+    };
+    axum::Router::new().fallback(handle).with_state(state)
 }
 
 enum Endpoint {
@@ -324,7 +376,7 @@ enum Endpoint {
     Metas,
 }
 
-async fn handle(State(store): State<Arc<CatalogStore>>, request: Request) -> Response {
+async fn handle(State(state): State<ServerState>, request: Request) -> Response {
     let path = request.uri().path().to_string();
     let Some((catalog, endpoint)) = parse_path(&path) else {
         return text_response(StatusCode::NOT_FOUND, "404 page not found");
@@ -339,20 +391,38 @@ async fn handle(State(store): State<Arc<CatalogStore>>, request: Request) -> Res
             &format!("invalid catalog name: {problems}"),
         );
     }
-    let Some(stored) = store.get(catalog) else {
+    let Some(stored) = state.store.get(catalog) else {
         return text_response(StatusCode::NOT_FOUND, "404 Not Found");
+    };
+    // Held until the response body is sent (or the client goes away).
+    let Ok(request_permit) = state.requests.clone().try_acquire_owned() else {
+        let mut response = text_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "503 Service Unavailable: too many requests in progress",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
     };
     let head = method == Method::HEAD;
     let headers = request.headers();
+    let body_source = |file: Arc<File>, sections: Vec<Section>, gzip: bool| BodySource {
+        file,
+        sections,
+        gzip,
+        bytes_in_flight: state.bytes_in_flight.clone(),
+        _request_permit: request_permit,
+    };
     match endpoint {
-        Endpoint::All => serve_all(&stored, headers, head),
+        Endpoint::All => serve_all(&stored, headers, head, body_source),
         Endpoint::Metas => {
             let filters = match parse_metas_query(request.uri().query().unwrap_or("")) {
                 Ok(filters) => filters,
                 Err(()) => return text_response(StatusCode::BAD_REQUEST, "400 Bad Request"),
             };
             if filters.iter().all(Option::is_none) {
-                return serve_all(&stored, headers, head);
+                return serve_all(&stored, headers, head, body_source);
             }
             if not_modified(headers, stored.last_modified) {
                 return not_modified_response(stored.last_modified);
@@ -362,11 +432,8 @@ async fn handle(State(store): State<Arc<CatalogStore>>, request: Request) -> Res
                 filters[1].as_deref(),
                 filters[2].as_deref(),
             );
-            let file = stored.jsonl.clone();
-            let body = match tokio::task::spawn_blocking(move || read_sections(&file, &sections)).await {
-                Ok(Ok(body)) => body,
-                _ => return text_response(StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error"),
-            };
+            let total: u64 = sections.iter().map(|s| s.len).sum();
+            let gzip = accepts_gzip(headers) && total >= GZIP_MIN_BYTES;
             let mut builder = Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, JSONL_CONTENT_TYPE)
@@ -375,18 +442,17 @@ async fn handle(State(store): State<Arc<CatalogStore>>, request: Request) -> Res
                     httpdate::fmt_http_date(stored.last_modified),
                 )
                 .header(header::VARY, "Accept-Encoding");
-            let body = if accepts_gzip(headers) && body.len() as u64 >= GZIP_MIN_BYTES {
+            if gzip {
                 builder = builder.header(header::CONTENT_ENCODING, "gzip");
-                match tokio::task::spawn_blocking(move || gzip_bytes(&body)).await {
-                    Ok(Ok(compressed)) => compressed,
-                    _ => {
-                        return text_response(StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error");
-                    }
-                }
             } else {
-                body
+                builder = builder.header(header::CONTENT_LENGTH, total);
+            }
+            let body = if head {
+                Body::empty()
+            } else {
+                // Streamed from disk a chunk at a time, compressed on the way when asked.
+                Body::from_stream(body_source(stored.jsonl.clone(), coalesce(sections), gzip).stream())
             };
-            let body = if head { Body::empty() } else { Body::from(body) };
             builder.body(body).unwrap_or_else(|_| internal_error())
         }
     }
@@ -429,7 +495,12 @@ fn parse_metas_query(query: &str) -> Result<[Option<String>; 3], ()> {
     Ok(filters)
 }
 
-fn serve_all(stored: &StoredCatalog, headers: &HeaderMap, head: bool) -> Response {
+fn serve_all(
+    stored: &StoredCatalog,
+    headers: &HeaderMap,
+    head: bool,
+    body_source: impl FnOnce(Arc<File>, Vec<Section>, bool) -> BodySource,
+) -> Response {
     if not_modified(headers, stored.last_modified) {
         return not_modified_response(stored.last_modified);
     }
@@ -454,48 +525,129 @@ fn serve_all(stored: &StoredCatalog, headers: &HeaderMap, head: bool) -> Respons
     let body = if head {
         Body::empty()
     } else {
-        Body::from_stream(file_stream(file, len))
+        // The stored gzip copy is sent as it is.
+        Body::from_stream(body_source(file, vec![Section { offset: 0, len }], false).stream())
     };
     builder.body(body).unwrap_or_else(|_| internal_error())
 }
 
-/// Streams `len` bytes of `file` with positional reads on blocking threads.
-fn file_stream(file: Arc<File>, len: u64) -> impl futures::Stream<Item = io::Result<Bytes>> + Send {
-    futures::stream::try_unfold(0u64, move |offset| {
-        let file = file.clone();
-        async move {
-            if offset >= len {
-                return Ok(None);
-            }
-            let want = READ_CHUNK_BYTES.min(len - offset);
-            let chunk = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; want as usize];
-                file.read_exact_at(&mut buf, offset).map(|()| Bytes::from(buf))
-            })
-            .await
-            .map_err(io::Error::other)??;
-            Ok(Some((chunk, offset + want)))
-        }
-    })
-}
-
-fn read_sections(file: &File, sections: &[Section]) -> io::Result<Vec<u8>> {
-    let total: u64 = sections.iter().map(|s| s.len).sum();
-    let mut body = vec![0u8; usize::try_from(total).map_err(io::Error::other)?];
-    let mut at = 0usize;
+/// Merges sections that follow each other in the file into one read.
+fn coalesce(sections: Vec<Section>) -> Vec<Section> {
+    let mut merged: Vec<Section> = Vec::with_capacity(sections.len());
     for section in sections {
-        let len = section.len as usize;
-        file.read_exact_at(&mut body[at..at + len], section.offset)?;
-        at += len;
+        match merged.last_mut() {
+            Some(last) if last.offset + last.len == section.offset => last.len += section.len,
+            _ => merged.push(section),
+        }
     }
-    Ok(body)
+    merged
 }
 
-fn gzip_bytes(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut encoder =
-        flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 4), flate2::Compression::fast());
-    encoder.write_all(data)?;
-    encoder.finish()
+/// One response body: byte ranges of a stored file, read a chunk at a time on blocking
+/// threads, each chunk holding its share of the server's bytes-in-flight budget until it is
+/// sent, and the request's permit held until the body ends.
+struct BodySource {
+    file: Arc<File>,
+    sections: Vec<Section>,
+    gzip: bool,
+    bytes_in_flight: Arc<Semaphore>,
+    _request_permit: OwnedSemaphorePermit,
+}
+
+/// A chunk of a response and the share of the bytes-in-flight budget it holds.
+struct BudgetedChunk {
+    data: Vec<u8>,
+    _budget: OwnedSemaphorePermit,
+}
+
+impl AsRef<[u8]> for BudgetedChunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+struct BodyCursor {
+    source: BodySource,
+    section: usize,
+    within: u64,
+    encoder: Option<flate2::write::GzEncoder<Vec<u8>>>,
+    finished: bool,
+}
+
+impl BodySource {
+    fn stream(self) -> impl futures::Stream<Item = io::Result<Bytes>> + Send {
+        let encoder = self
+            .gzip
+            .then(|| flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        let cursor = BodyCursor {
+            source: self,
+            section: 0,
+            within: 0,
+            encoder,
+            finished: false,
+        };
+        futures::stream::try_unfold(cursor, |mut cursor| async move {
+            loop {
+                if cursor.finished {
+                    return Ok(None);
+                }
+                // The ranges of the next chunk, at most READ_CHUNK_BYTES in all.
+                let mut ranges = Vec::new();
+                let mut want = 0u64;
+                while want < READ_CHUNK_BYTES && cursor.section < cursor.source.sections.len() {
+                    let section = cursor.source.sections[cursor.section];
+                    let take = (section.len - cursor.within).min(READ_CHUNK_BYTES - want);
+                    ranges.push((section.offset + cursor.within, take));
+                    want += take;
+                    cursor.within += take;
+                    if cursor.within == section.len {
+                        cursor.section += 1;
+                        cursor.within = 0;
+                    }
+                }
+                let last = cursor.section >= cursor.source.sections.len();
+                let budget = cursor
+                    .source
+                    .bytes_in_flight
+                    .clone()
+                    .acquire_many_owned(u32::try_from(want.max(1)).unwrap_or(u32::MAX))
+                    .await
+                    .map_err(io::Error::other)?;
+                let file = cursor.source.file.clone();
+                let mut encoder = cursor.encoder.take();
+                let (data, encoder) = tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0u8; usize::try_from(want).map_err(io::Error::other)?];
+                    let mut at = 0usize;
+                    for (offset, len) in ranges {
+                        let len = usize::try_from(len).map_err(io::Error::other)?;
+                        file.read_exact_at(&mut buf[at..at + len], offset)?;
+                        at += len;
+                    }
+                    let Some(mut gz) = encoder.take() else {
+                        return Ok::<_, io::Error>((buf, None));
+                    };
+                    gz.write_all(&buf)?;
+                    if last {
+                        return Ok((gz.finish()?, None));
+                    }
+                    let out = std::mem::take(gz.get_mut());
+                    Ok((out, Some(gz)))
+                })
+                .await
+                .map_err(io::Error::other)??;
+                cursor.encoder = encoder;
+                cursor.finished = last;
+                if data.is_empty() {
+                    continue; // the compressor kept it all for now
+                }
+                let chunk = Bytes::from_owner(BudgetedChunk {
+                    data,
+                    _budget: budget,
+                });
+                return Ok(Some((chunk, cursor)));
+            }
+        })
+    }
 }
 
 /// True when `Accept-Encoding` lists gzip (or `*`) with a non-zero quality.
@@ -564,27 +716,150 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// Serves `store` on `listener` (HTTPS when `tls` is set) until `shutdown` completes.
+/// Serves `store` on `listener` (HTTPS when `tls` is set) until `shutdown` completes, within
+/// `limits`: a connection cap, a header-read timeout, an idle timeout, and (in the router) caps
+/// on requests and bytes in flight.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<CatalogStore>,
     tls: Option<TlsFiles>,
+    limits: ServeLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let app = router(store);
-    match tls {
-        None => axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| ServerError::Tls(format!("serving: {e}"))),
-        Some(files) => {
-            let acceptor = tls_acceptor(&files)?;
-            let listener = TlsListener::new(listener, acceptor);
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .map_err(|e| ServerError::Tls(format!("serving: {e}")))
+    let acceptor = tls.as_ref().map(tls_acceptor).transpose()?;
+    let app = router_with_limits(store, &limits);
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "connection limit reached; closing the new connection");
+            continue;
+        };
+        let (acceptor, app, stopped) = (acceptor.clone(), app.clone(), stopped.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            match acceptor {
+                None => serve_connection(stream, app, &limits, stopped).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_connection(tls, app, &limits, stopped).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            }
+        });
+    }
+    let _ = stop.send(true);
+    Ok(())
+}
+
+/// Serves HTTP/1.1 on one connection until it ends, sits idle past the limit, or the server stops.
+async fn serve_connection<S>(
+    stream: S,
+    app: axum::Router,
+    limits: &ServeLimits,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let started = tokio::time::Instant::now();
+    let activity = Arc::new(AtomicU64::new(0));
+    let io = hyper_util::rt::TokioIo::new(Watched {
+        inner: stream,
+        started,
+        activity: activity.clone(),
+    });
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut tick = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(100)));
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = tick.tick() => {
+                let last = Duration::from_millis(activity.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(last) > limits.idle_timeout {
+                    tracing::debug!("closing an idle connection");
+                    return;
+                }
+            }
+            changed = stopped.changed() => {
+                if changed.is_err() || *stopped.borrow() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
         }
+    }
+}
+
+/// A stream that records when a byte last moved either way (for the idle timeout).
+struct Watched<S> {
+    inner: S,
+    started: tokio::time::Instant,
+    activity: Arc<AtomicU64>,
+}
+
+impl<S> Watched<S> {
+    fn touch(&self) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.activity.store(now, Ordering::Relaxed);
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        result
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        result
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -611,66 +886,6 @@ pub fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, Serve
         .with_single_cert(certs, key)
         .map_err(|e| ServerError::Tls(format!("certificate and key do not match: {e}")))?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}
-
-/// A listener that completes TLS handshakes off the accept loop (a slow client cannot stall it).
-struct TlsListener {
-    incoming:
-        tokio::sync::mpsc::Receiver<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, SocketAddr)>,
-    local_addr: io::Result<SocketAddr>,
-}
-
-impl TlsListener {
-    fn new(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcceptor) -> Self {
-        let local_addr = listener.local_addr();
-        let (sender, incoming) = tokio::sync::mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let (stream, addr) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accepting a connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, handshake_sender) = (acceptor.clone(), sender.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = handshake_sender.send((tls, addr)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(peer = %addr, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(peer = %addr, "TLS handshake timed out"),
-                    }
-                });
-                if sender.is_closed() {
-                    return;
-                }
-            }
-        });
-        TlsListener { incoming, local_addr }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.incoming.recv().await {
-            Some(accepted) => accepted,
-            // The accept task only ends when this listener is dropped.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.local_addr
-            .as_ref()
-            .map(|a| *a)
-            .map_err(|e| io::Error::new(e.kind(), e.to_string()))
-    }
 }
 
 #[cfg(test)]

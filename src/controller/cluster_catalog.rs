@@ -31,6 +31,7 @@ use serde_json::json;
 
 use crate::bundle::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 use crate::catalog::server::CatalogStore;
+use crate::confined::ConfinedDir;
 
 /// The image label naming the FBC directory of a catalog image.
 pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -400,14 +401,16 @@ fn configs_dir(pulled: &image::PulledImage) -> Result<PathBuf, String> {
             "catalog image label {CONFIGS_LABEL:?} has an invalid path {label:?}"
         ));
     }
-    let dir = pulled.dir.join(relative);
-    if !dir.is_dir() {
+    // Opened without following links: a configs directory that is a link (to the host or
+    // elsewhere in the image) is refused.
+    let opened = ConfinedDir::open(&pulled.dir).and_then(|root| root.open_dir(relative));
+    if let Err(e) = opened {
         return Err(format!(
-            "catalog image {} label {CONFIGS_LABEL:?} names {label:?}, which is not a directory in the image",
+            "catalog image {} label {CONFIGS_LABEL:?} names {label:?}, which is not a directory in the image: {e}",
             pulled.digest_ref
         ));
     }
-    Ok(dir)
+    Ok(pulled.dir.join(relative))
 }
 
 fn source_error(error: &ImageError, pinned: bool) -> Error {
@@ -626,6 +629,10 @@ mod tests {
         assert!(configs_dir(&pulled).is_err());
         pulled.labels.insert(CONFIGS_LABEL.into(), "/missing".into());
         assert!(configs_dir(&pulled).unwrap_err().contains("not a directory"));
+        // A configs directory that is a link (here to the host's /etc) is never followed.
+        std::os::unix::fs::symlink("/etc", dir.path().join("host")).unwrap();
+        pulled.labels.insert(CONFIGS_LABEL.into(), "/host".into());
+        assert!(configs_dir(&pulled).unwrap_err().contains("symbolic link"));
     }
 
     #[test]

@@ -174,6 +174,7 @@ fn build_request(args: &ResolveArgs) -> Result<ResolveRequest, String> {
 /// Reads `spec.source.catalog` and `status.install.bundle` of a ClusterExtension YAML file.
 fn read_cluster_extension(path: &Path) -> Result<(CatalogFilter, Option<InstalledBundle>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    check_is_cluster_extension(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let ext: ClusterExtension = match serde_saphyr::from_str(&text) {
         Ok(ext) => ext,
         // Upstream's current API leaves optional what ours requires (serviceAccount): then only
@@ -199,6 +200,86 @@ fn read_cluster_extension(path: &Path) -> Result<(CatalogFilter, Option<Installe
             release: i.bundle.release.clone(),
         });
     Ok((filter, installed))
+}
+
+/// Refuses what the API server would: another kind or apiVersion, and fields the
+/// ClusterExtension schema does not have (strict field validation).
+fn check_is_cluster_extension(text: &str) -> Result<(), String> {
+    let value: serde_json::Value =
+        serde_saphyr::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+    let field = |k: &str| value.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if kind != "ClusterExtension" || api_version != "olm.operatorframework.io/v1" {
+        return Err(format!(
+            "kind {kind:?} of apiVersion {api_version:?} is not a ClusterExtension (olm.operatorframework.io/v1)"
+        ));
+    }
+    let crd = olmv1_api::crd::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "ClusterExtension")
+        .ok_or("the ClusterExtension CRD is missing from this build")?;
+    let schema = crd
+        .spec
+        .versions
+        .first()
+        .and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let mut unknown = Vec::new();
+    unknown_fields(&schema, &value, "", &mut unknown);
+    match unknown.as_slice() {
+        [] => Ok(()),
+        fields => Err(format!(
+            "strict decoding error: {}",
+            fields
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Collects the paths of `value` that `schema` (an OpenAPI v3 schema as JSON) does not define.
+fn unknown_fields(schema: &serde_json::Value, value: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&serde_json::Value::Bool(true)) {
+        return;
+    }
+    match value {
+        serde_json::Value::Object(map) => {
+            let properties = schema.get("properties").and_then(|p| p.as_object());
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            if properties.is_none() && additional.is_none() {
+                return; // an open object (e.g. metadata)
+            }
+            for (key, child) in map {
+                // The schema of a CRD describes spec and status; the object's header is the API's.
+                if at.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let path = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                match properties.and_then(|p| p.get(key)).or(additional) {
+                    Some(child_schema) => unknown_fields(child_schema, child, &path, out),
+                    None => out.push(path),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    unknown_fields(item_schema, item, &format!("{at}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `spec.source.catalog` and `status.install.bundle` read from any YAML object.
@@ -376,5 +457,34 @@ fn index_file(path: &Path) -> Result<CatalogIndex, String> {
         CatalogIndex::from_metas(&metas).map_err(|e| e.to_string())
     } else {
         index_jsonl(Bytes::from(data), &origin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXTENSION: &str = "apiVersion: olm.operatorframework.io/v1\nkind: ClusterExtension\nmetadata: {name: e, labels: {a: b}}\nspec:\n  namespace: ns\n  serviceAccount: {name: sa}\n  source:\n    sourceType: Catalog\n    catalog: {packageName: p, version: '>=1.0.0'}\n";
+
+    #[test]
+    fn a_cluster_extension_file_is_checked_as_strictly_as_the_api_server() {
+        check_is_cluster_extension(EXTENSION).unwrap();
+        let typo = EXTENSION.replace("packageName: p,", "packageName: p, vesrion: '1',");
+        assert_eq!(
+            check_is_cluster_extension(&typo).unwrap_err(),
+            "strict decoding error: unknown field \"spec.source.catalog.vesrion\""
+        );
+        let extra = format!("{EXTENSION}  bogus: true\n");
+        assert!(
+            check_is_cluster_extension(&extra)
+                .unwrap_err()
+                .contains("\"spec.bogus\"")
+        );
+        let other_kind = EXTENSION.replace("kind: ClusterExtension", "kind: ClusterCatalog");
+        assert!(check_is_cluster_extension(&other_kind).unwrap_err().contains(
+            "kind \"ClusterCatalog\" of apiVersion \"olm.operatorframework.io/v1\" is not a ClusterExtension"
+        ));
+        let other_version = EXTENSION.replace("/v1\n", "/v2\n");
+        assert!(check_is_cluster_extension(&other_version).is_err());
     }
 }

@@ -574,7 +574,7 @@ fn loader_refuses_bad_layouts_with_upstream_messages() {
         "{err}"
     );
     let missing = RegistryV1Bundle::from_dir(&fixture_dir("does-not-exist")).expect_err("missing dir");
-    assert!(missing.to_string().contains("annotations.yaml"), "{missing}");
+    assert!(missing.to_string().contains("does not exist"), "{missing}");
 }
 
 #[test]

@@ -30,12 +30,12 @@ pub struct PullOptions {
 }
 
 impl PullOptions {
-    /// Options with defaults for everything but the cache directory.
+    /// Options with defaults (bundle-sized limits) for everything but the cache directory.
     pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
         PullOptions {
             cache_dir: cache_dir.into(),
             registry: RegistryConfig::default(),
-            limits: UnpackLimits::default(),
+            limits: UnpackLimits::BUNDLE,
         }
     }
 }

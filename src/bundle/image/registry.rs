@@ -1,6 +1,7 @@
 //! A client for the OCI distribution API: manifests, blobs, uploads; anonymous, Basic and
 //! bearer-token auth; TLS with extra CAs; plain HTTP only for insecure or loopback registries.
 
+use secrecy::{ExposeSecret, SecretString};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
@@ -34,13 +35,13 @@ const USER_AGENT: &str = concat!("olmv1/", env!("CARGO_PKG_VERSION"));
 const MAX_TOKEN_BODY_BYTES: usize = 1 << 20;
 const MAX_ERROR_BODY_BYTES: usize = 4096;
 
-/// Credentials for one registry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Credentials for one registry (`Debug` never shows the password).
+#[derive(Clone, Debug)]
 pub struct Credential {
     /// User name.
     pub username: String,
     /// Password or token.
-    pub password: String,
+    pub password: SecretString,
 }
 
 /// The platform chosen from a multi-platform index.
@@ -154,10 +155,13 @@ impl RegistryConfig {
                     })?;
                     Credential {
                         username: user.to_string(),
-                        password: pass.to_string(),
+                        password: pass.into(),
                     }
                 }
-                (None, Some(username), Some(password)) => Credential { username, password },
+                (None, Some(username), Some(password)) => Credential {
+                    username,
+                    password: password.into(),
+                },
                 _ => continue,
             };
             self.credentials.insert(host, credential);
@@ -816,7 +820,7 @@ fn parse_auth_params(input: &str) -> HashMap<String, String> {
 }
 
 fn basic_header(credential: &Credential) -> String {
-    let raw = format!("{}:{}", credential.username, credential.password);
+    let raw = format!("{}:{}", credential.username, credential.password.expose_secret());
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(raw))
 }
 
@@ -924,6 +928,10 @@ mod tests {
         config.add_auth_file(&path).unwrap();
         let credential = &config.credentials["127.0.0.1:5000"];
         assert_eq!(credential.username, "user");
-        assert_eq!(credential.password, "pa:ss");
+        assert_eq!(credential.password.expose_secret(), "pa:ss");
+        assert!(
+            !format!("{config:?}").contains("pa:ss"),
+            "Debug never shows a password"
+        );
     }
 }

@@ -1,22 +1,33 @@
 //! Safe application of image layers (tar, gzip-compressed or not) onto a directory.
 //!
-//! Layers are untrusted: entries that would land outside the root (`..`, absolute paths), links
-//! pointing outside it, and writes through symbolic links are refused; device files and FIFOs are
-//! skipped; the total uncompressed size and the number of entries are bounded (decompression
-//! bombs). Whiteouts (`.wh.<name>`, `.wh..wh..opq`) delete what earlier layers created.
+//! Layers are untrusted. Every write, link and deletion goes through a [`ConfinedDir`] of the
+//! root, which walks paths one component at a time without following any symbolic link, so no
+//! chain of links, whiteout or later entry can reach outside the root. Entry names with `..` or a
+//! leading `/` are refused; writing through a symbolic link is refused; symbolic links are
+//! stored as they are and never followed (readers refuse them); hard links must name a regular
+//! file of the image; devices, FIFOs and sockets are skipped. Whiteouts (`.wh.<name>`,
+//! `.wh..wh..opq`) delete what earlier layers created, resolved inside the root when they are
+//! applied. Bounded: the uncompressed stream (a lying gzip bomb stops at the cap), the content
+//! written, the number of entries, and the tar metadata (PAX, GNU long names) read between two
+//! entries, which the tar reader would otherwise hold whole in memory.
 
+use std::cell::Cell;
 use std::collections::HashSet;
-use std::fs;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 use tar::EntryType;
+
+use crate::confined::{ConfinedDir, ConfinedError, Kind};
 
 const WHITEOUT_PREFIX: &str = ".wh.";
 const OPAQUE_WHITEOUT: &str = ".wh..wh..opq";
 // Headroom for tar headers, padding and PAX records over the file-content budget.
 const STREAM_OVERHEAD_BYTES: u64 = 64 << 20;
+/// The most tar metadata (headers, PAX records, GNU long names) read between two entries.
+pub const MAX_ENTRY_METADATA_BYTES: u64 = 1 << 20;
 
 /// Bounds on what unpacking an image may write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +38,18 @@ pub struct UnpackLimits {
     pub max_entries: u64,
 }
 
-impl Default for UnpackLimits {
-    fn default() -> Self {
-        UnpackLimits {
-            max_total_bytes: 4 << 30,
-            max_entries: 1_000_000,
-        }
-    }
+impl UnpackLimits {
+    /// Bundle images: the largest real bundle object is about 1.3 MB and whole bundles a few MB.
+    pub const BUNDLE: UnpackLimits = UnpackLimits {
+        max_total_bytes: 64 << 20,
+        max_entries: 10_000,
+    };
+    /// Catalog images: the largest shared catalog is about 52 MB; whole product indexes (with
+    /// their base image) run to a few hundred MB.
+    pub const CATALOG: UnpackLimits = UnpackLimits {
+        max_total_bytes: 1 << 30,
+        max_entries: 200_000,
+    };
 }
 
 /// Running totals while applying the layers of one image.
@@ -53,14 +69,6 @@ pub enum UnpackError {
     PathEscapes {
         /// The entry's path as written in the archive.
         entry: String,
-    },
-    /// A symbolic or hard link points outside the root.
-    #[error("link {entry:?} points outside the unpack root (target {target:?})")]
-    LinkEscapes {
-        /// The link's path.
-        entry: String,
-        /// Its target as written in the archive.
-        target: String,
     },
     /// An entry would be written through a symbolic link.
     #[error("entry {entry:?} would be written through the symbolic link {link:?}")]
@@ -96,6 +104,12 @@ pub enum UnpackError {
         /// The limit.
         limit: u64,
     },
+    /// PAX records or GNU long names larger than any real path or attribute.
+    #[error("tar metadata of one entry (PAX records, long names) exceeds {limit} bytes")]
+    MetadataTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// The layer is compressed with an algorithm this build cannot read.
     #[error("layer is compressed with {0}, which is not supported (gzip or uncompressed tar only)")]
     UnsupportedCompression(&'static str),
@@ -103,13 +117,13 @@ pub enum UnpackError {
     #[error("reading the archive: {0}")]
     Read(#[source] io::Error),
     /// Writing to the target directory failed.
-    #[error("writing {path}: {source}")]
+    #[error("writing entry {entry:?}: {source}")]
     Write {
-        /// The path being written.
-        path: PathBuf,
+        /// The entry being applied.
+        entry: String,
         /// The cause.
         #[source]
-        source: io::Error,
+        source: ConfinedError,
     },
 }
 
@@ -137,20 +151,28 @@ pub fn apply_layer(
     } else {
         Box::new(buffered)
     };
+    let metadata_read = Rc::new(Cell::new(None));
     let capped = CappedReader {
         inner: decompressed,
         remaining: budget,
         limit: limits.max_total_bytes,
+        metadata_read: metadata_read.clone(),
     };
-    apply_tar(root, capped, limits, totals)
+    let dir = ConfinedDir::open(root).map_err(|source| UnpackError::Write {
+        entry: String::new(),
+        source,
+    })?;
+    apply_tar(&dir, capped, &metadata_read, limits, totals)
 }
 
-/// A reader that fails once more than `remaining` bytes were read: a gzip bomb stops here
-/// even when its tar headers lie.
+/// A reader that fails once more than `remaining` bytes were read (a gzip bomb stops here even
+/// when its tar headers lie), or once more than [`MAX_ENTRY_METADATA_BYTES`] were read while
+/// the tar reader looks for the next entry (`metadata_read` is `Some` then).
 struct CappedReader<R> {
     inner: R,
     remaining: u64,
     limit: u64,
+    metadata_read: Rc<Cell<Option<u64>>>,
 }
 
 impl<R: Read> Read for CappedReader<R> {
@@ -160,20 +182,37 @@ impl<R: Read> Read for CappedReader<R> {
             return Err(io::Error::other(UnpackError::TooLarge { limit: self.limit }));
         }
         self.remaining -= n as u64;
+        if let Some(read) = self.metadata_read.get() {
+            let read = read + n as u64;
+            if read > MAX_ENTRY_METADATA_BYTES {
+                return Err(io::Error::other(UnpackError::MetadataTooLarge {
+                    limit: MAX_ENTRY_METADATA_BYTES,
+                }));
+            }
+            self.metadata_read.set(Some(read));
+        }
         Ok(n)
     }
 }
 
 fn apply_tar(
-    root: &Path,
+    root: &ConfinedDir,
     reader: impl Read,
+    metadata_read: &Cell<Option<u64>>,
     limits: &UnpackLimits,
     totals: &mut UnpackTotals,
 ) -> Result<(), UnpackError> {
     let mut archive = tar::Archive::new(reader);
     let mut created_in_layer: HashSet<PathBuf> = HashSet::new();
-    let mut opaque_dirs: Vec<PathBuf> = Vec::new();
-    for entry in archive.entries().map_err(read_error)? {
+    let mut opaque_dirs: Vec<(PathBuf, String)> = Vec::new();
+    let mut entries = archive.entries().map_err(read_error)?;
+    loop {
+        // What the tar reader consumes to find the next entry (skipped data, headers, PAX
+        // records, long names) is metered: it holds long names and PAX records in memory.
+        metadata_read.set(Some(0));
+        let next = entries.next();
+        metadata_read.set(None);
+        let Some(entry) = next else { break };
         let mut entry = entry.map_err(read_error)?;
         totals.entries += 1;
         if totals.entries > limits.max_entries {
@@ -188,60 +227,72 @@ fn apply_tar(
         else {
             continue; // the root itself
         };
-        let file_name = rel
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
+        let Some(name) = rel.file_name().map(OsStr::to_os_string) else {
+            continue;
+        };
         let parent_rel = rel.parent().map(Path::to_path_buf).unwrap_or_default();
+        let write_error = |source: ConfinedError| match source {
+            ConfinedError::Symlink { path } => UnpackError::ThroughSymlink {
+                entry: shown.clone(),
+                link: path
+                    .strip_prefix(root.path())
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
+            },
+            source => UnpackError::Write {
+                entry: shown.clone(),
+                source,
+            },
+        };
 
-        if file_name == OPAQUE_WHITEOUT {
-            check_no_symlink_ancestors(root, &rel, &shown)?;
-            opaque_dirs.push(parent_rel);
+        if name == OPAQUE_WHITEOUT {
+            opaque_dirs.push((parent_rel, shown.clone()));
             continue;
         }
-        if let Some(hidden) = file_name.strip_prefix(WHITEOUT_PREFIX) {
-            if hidden.is_empty() || hidden == "." || hidden == ".." {
+        if let Some(hidden) = name.to_str().and_then(|n| n.strip_prefix(WHITEOUT_PREFIX)) {
+            if hidden.is_empty() || hidden == "." || hidden == ".." || hidden.contains('/') {
                 return Err(UnpackError::InvalidWhiteout { entry: shown });
             }
-            let target_rel = parent_rel.join(hidden);
-            check_no_symlink_ancestors(root, &target_rel, &shown)?;
-            remove_any(&root.join(&target_rel))?;
+            // Resolved inside the root now, at the moment of deletion; a link on the way is refused.
+            match root.open_dir(&parent_rel) {
+                Ok(parent) => parent.remove_all(OsStr::new(hidden)).map_err(write_error)?,
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(write_error(e)),
+            }
             continue;
         }
 
         let entry_type = entry.header().entry_type();
         let mode = entry.header().mode().unwrap_or(0o644);
-        let target = root.join(&rel);
         match entry_type {
             EntryType::Directory => {
-                ensure_parent_dirs(root, &rel, &shown)?;
-                match fs::symlink_metadata(&target) {
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => {
-                        remove_any(&target)?;
-                        create_dir(&target)?;
+                let parent = root.create_dir_all(&parent_rel).map_err(write_error)?;
+                match parent.kind_of(&name).map_err(write_error)? {
+                    Some(Kind::Dir) => {}
+                    Some(_) => {
+                        parent.remove_all(&name).map_err(write_error)?;
+                        parent.create_dir(&name).map_err(write_error)?;
                     }
-                    Err(_) => create_dir(&target)?,
+                    None => parent.create_dir(&name).map_err(write_error)?,
                 }
-                let perms = fs::Permissions::from_mode((mode & 0o777) | 0o700);
-                fs::set_permissions(&target, perms).map_err(|e| write_error(&target, e))?;
+                let dir = root.open_dir(&rel).map_err(write_error)?;
+                dir.set_mode((mode & 0o777) | 0o700).map_err(write_error)?;
             }
             EntryType::Regular | EntryType::Continuous => {
-                let size = entry.header().size().map_err(read_error)?;
+                // The entry's size (a PAX `size` record wins over the header) is checked before
+                // writing, and what is copied is capped at it by the tar reader.
+                let size = entry.size();
                 if totals.bytes.saturating_add(size) > limits.max_total_bytes {
                     return Err(UnpackError::TooLarge {
                         limit: limits.max_total_bytes,
                     });
                 }
-                ensure_parent_dirs(root, &rel, &shown)?;
-                remove_any(&target)?;
-                let mut file = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode((mode & 0o777) | 0o600)
-                    .open(&target)
-                    .map_err(|e| write_error(&target, e))?;
+                let parent = root.create_dir_all(&parent_rel).map_err(write_error)?;
+                parent.remove_all(&name).map_err(write_error)?;
+                let mut file = parent
+                    .create_file(&name, (mode & 0o777) | 0o600)
+                    .map_err(write_error)?;
                 let written = io::copy(&mut entry, &mut file).map_err(read_error)?;
                 totals.bytes += written;
             }
@@ -251,15 +302,10 @@ fn apply_tar(
                     .map_err(read_error)?
                     .unwrap_or_default()
                     .into_owned();
-                if !symlink_stays_inside(&parent_rel, &link) {
-                    return Err(UnpackError::LinkEscapes {
-                        entry: shown,
-                        target: link.display().to_string(),
-                    });
-                }
-                ensure_parent_dirs(root, &rel, &shown)?;
-                remove_any(&target)?;
-                std::os::unix::fs::symlink(&link, &target).map_err(|e| write_error(&target, e))?;
+                let parent = root.create_dir_all(&parent_rel).map_err(write_error)?;
+                parent.remove_all(&name).map_err(write_error)?;
+                // Stored as written: nothing in this program follows a link in an image.
+                parent.symlink(&name, &link).map_err(write_error)?;
             }
             EntryType::Link => {
                 let link = entry
@@ -267,26 +313,23 @@ fn apply_tar(
                     .map_err(read_error)?
                     .unwrap_or_default()
                     .into_owned();
-                let escapes = || UnpackError::LinkEscapes {
+                let bad = || UnpackError::BadHardlink {
                     entry: shown.clone(),
                     target: link.display().to_string(),
                 };
-                let source_rel = clean_relative(&link).ok_or_else(escapes)?.ok_or_else(escapes)?;
-                check_no_symlink_ancestors(root, &source_rel, &shown)?;
-                let source = root.join(&source_rel);
-                match fs::symlink_metadata(&source) {
-                    Ok(meta) if meta.is_file() => {}
-                    _ => {
-                        return Err(UnpackError::BadHardlink {
-                            entry: shown,
-                            target: link.display().to_string(),
-                        });
-                    }
+                let source_rel = clean_relative(&link)
+                    .ok_or_else(|| UnpackError::PathEscapes { entry: shown.clone() })?
+                    .ok_or_else(bad)?;
+                let (source_dir, source_name) = root.parent_and_name(&source_rel).map_err(|_| bad())?;
+                if source_dir.kind_of(source_name).map_err(write_error)? != Some(Kind::File) {
+                    return Err(bad());
                 }
-                ensure_parent_dirs(root, &rel, &shown)?;
-                if source != target {
-                    remove_any(&target)?;
-                    fs::hard_link(&source, &target).map_err(|e| write_error(&target, e))?;
+                if source_rel != rel {
+                    let parent = root.create_dir_all(&parent_rel).map_err(write_error)?;
+                    parent.remove_all(&name).map_err(write_error)?;
+                    parent
+                        .hard_link(&name, &source_dir, source_name)
+                        .map_err(write_error)?;
                 }
             }
             // Device files, FIFOs and unknown kinds have no place in catalogs or bundles.
@@ -297,8 +340,14 @@ fn apply_tar(
         }
         created_in_layer.insert(rel);
     }
-    for dir in opaque_dirs {
-        clear_opaque_dir(root, &dir, &created_in_layer)?;
+    for (dir, shown) in opaque_dirs {
+        clear_opaque_dir(root, &dir, &created_in_layer).map_err(|source| match source {
+            ConfinedError::Symlink { path } => UnpackError::ThroughSymlink {
+                entry: shown.clone(),
+                link: path.display().to_string(),
+            },
+            source => UnpackError::Write { entry: shown, source },
+        })?;
     }
     Ok(())
 }
@@ -321,110 +370,15 @@ fn clean_relative(raw: &Path) -> Option<Option<PathBuf>> {
     })
 }
 
-/// True when `target`, resolved lexically from the link's directory, stays inside the root.
-fn symlink_stays_inside(link_dir: &Path, target: &Path) -> bool {
-    let mut depth: usize = link_dir.components().count();
-    for component in target.components() {
-        match component {
-            Component::Normal(_) => depth += 1,
-            Component::CurDir => {}
-            Component::ParentDir => match depth.checked_sub(1) {
-                Some(d) => depth = d,
-                None => return false,
-            },
-            Component::RootDir | Component::Prefix(_) => return false,
-        }
-    }
-    true
-}
-
-/// Creates the missing ancestors of `rel` as directories; refuses to pass through a symlink and
-/// replaces non-directories on the way.
-fn ensure_parent_dirs(root: &Path, rel: &Path, shown: &str) -> Result<(), UnpackError> {
-    let mut current = root.to_path_buf();
-    let Some(parent) = rel.parent() else { return Ok(()) };
-    for component in parent.components() {
-        current.push(component);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(UnpackError::ThroughSymlink {
-                    entry: shown.to_string(),
-                    link: current
-                        .strip_prefix(root)
-                        .unwrap_or(&current)
-                        .display()
-                        .to_string(),
-                });
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                remove_any(&current)?;
-                create_dir(&current)?;
-            }
-            Err(_) => create_dir(&current)?,
-        }
-    }
-    Ok(())
-}
-
-fn check_no_symlink_ancestors(root: &Path, rel: &Path, shown: &str) -> Result<(), UnpackError> {
-    let mut current = root.to_path_buf();
-    let Some(parent) = rel.parent() else { return Ok(()) };
-    for component in parent.components() {
-        current.push(component);
-        if let Ok(meta) = fs::symlink_metadata(&current)
-            && meta.file_type().is_symlink()
-        {
-            return Err(UnpackError::ThroughSymlink {
-                entry: shown.to_string(),
-                link: current
-                    .strip_prefix(root)
-                    .unwrap_or(&current)
-                    .display()
-                    .to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Deletes what earlier layers put in `dir` (the layer's own entries stay).
-fn clear_opaque_dir(root: &Path, dir: &Path, keep: &HashSet<PathBuf>) -> Result<(), UnpackError> {
-    let abs = root.join(dir);
-    let entries = match fs::read_dir(&abs) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(write_error(&abs, e)),
+/// Deletes what earlier layers put in `dir` (the layer's own entries stay), resolving `dir`
+/// inside the root now: if it became a link, that is refused rather than followed.
+fn clear_opaque_dir(root: &ConfinedDir, dir: &Path, keep: &HashSet<PathBuf>) -> Result<(), ConfinedError> {
+    let opened = match root.open_dir(dir) {
+        Ok(opened) => opened,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(e),
     };
-    for child in entries {
-        let child = child.map_err(|e| write_error(&abs, e))?;
-        let child_rel = dir.join(child.file_name());
-        if !keep.contains(&child_rel) {
-            remove_any(&child.path())?;
-        }
-    }
-    Ok(())
-}
-
-fn remove_any(path: &Path) -> Result<(), UnpackError> {
-    let result = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    };
-    result.map_err(|e| write_error(path, e))
-}
-
-fn create_dir(path: &Path) -> Result<(), UnpackError> {
-    fs::create_dir(path).map_err(|e| write_error(path, e))
-}
-
-fn write_error(path: &Path, source: io::Error) -> UnpackError {
-    UnpackError::Write {
-        path: path.to_path_buf(),
-        source,
-    }
+    opened.clear(|name: &OsStr| keep.contains(&dir.join(OsString::from(name))))
 }
 
 /// Recovers a limit error raised inside the capped reader; anything else is a read error.
@@ -443,6 +397,7 @@ fn read_error(e: io::Error) -> UnpackError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn header(path: &str, kind: EntryType, size: u64) -> tar::Header {
         let mut h = tar::Header::new_gnu();
@@ -470,7 +425,7 @@ mod tests {
     }
 
     fn apply(root: &Path, tar: &[u8]) -> Result<(), UnpackError> {
-        apply_layer(root, tar, &UnpackLimits::default(), &mut UnpackTotals::default())
+        apply_layer(root, tar, &UnpackLimits::BUNDLE, &mut UnpackTotals::default())
     }
 
     #[test]
@@ -497,13 +452,11 @@ mod tests {
     }
 
     #[test]
-    fn refuses_traversal_absolute_and_link_escapes() {
+    fn refuses_traversal_and_keeps_escaping_links_inert() {
         let cases: Vec<Vec<u8>> = vec![
             tarball(&[("../evil", EntryType::Regular, b"x", None)]),
             tarball(&[("a/../../evil", EntryType::Regular, b"x", None)]),
             tarball(&[("/etc/evil", EntryType::Regular, b"x", None)]),
-            tarball(&[("a/link", EntryType::Symlink, b"", Some("../../outside"))]),
-            tarball(&[("link", EntryType::Symlink, b"", Some("/etc"))]),
             tarball(&[("hard", EntryType::Link, b"", Some("../outside"))]),
             tarball(&[("hard", EntryType::Link, b"", Some("/etc/passwd"))]),
         ];
@@ -512,19 +465,21 @@ mod tests {
             let root = dir.path().join("root");
             fs::create_dir(&root).unwrap();
             let err = apply(&root, &tar).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    UnpackError::PathEscapes { .. } | UnpackError::LinkEscapes { .. }
-                ),
-                "{err}"
-            );
+            assert!(matches!(err, UnpackError::PathEscapes { .. }), "{err}");
             assert_eq!(
                 fs::read_dir(dir.path()).unwrap().count(),
                 1,
                 "nothing written beside root"
             );
         }
+        // Escaping symbolic links are stored as text and never followed.
+        let dir = tempfile::tempdir().unwrap();
+        let tar = tarball(&[
+            ("a/link", EntryType::Symlink, b"", Some("../../outside")),
+            ("abs", EntryType::Symlink, b"", Some("/etc")),
+        ]);
+        apply(dir.path(), &tar).unwrap();
+        assert_eq!(fs::read_link(dir.path().join("abs")).unwrap(), Path::new("/etc"));
     }
 
     #[test]
@@ -543,7 +498,7 @@ mod tests {
     fn whiteouts_remove_earlier_content() {
         let dir = tempfile::tempdir().unwrap();
         let mut totals = UnpackTotals::default();
-        let limits = UnpackLimits::default();
+        let limits = UnpackLimits::BUNDLE;
         let first = tarball(&[
             ("a/one", EntryType::Regular, b"1", None),
             ("a/two", EntryType::Regular, b"2", None),
@@ -613,5 +568,167 @@ mod tests {
         let err = apply_layer(dir.path(), gz.as_slice(), &limits, &mut UnpackTotals::default()).unwrap_err();
         assert!(matches!(err, UnpackError::TooLarge { .. }), "{err}");
         assert!(!dir.path().join("bomb").exists());
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    //! Random tar streams and random paths, links and whiteouts never reach outside the root.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::fs;
+
+    const SECRET: &[u8] = b"outside";
+
+    fn component() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_string()),
+            Just("b".to_string()),
+            Just("..".to_string()),
+            Just(".".to_string()),
+            Just("".to_string()),
+            Just(".wh..wh..opq".to_string()),
+            Just(".wh.a".to_string()),
+            Just(".wh.sentinel".to_string()),
+            Just(".wh...".to_string()),
+            Just("sentinel".to_string()),
+        ]
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        (any::<bool>(), prop::collection::vec(component(), 1..5))
+            .prop_map(|(absolute, parts)| format!("{}{}", if absolute { "/" } else { "" }, parts.join("/")))
+    }
+
+    #[derive(Debug, Clone)]
+    struct Entry {
+        path: String,
+        kind: u8,
+        link: String,
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        (path(), 0u8..6, path()).prop_map(|(path, kind, link)| Entry { path, kind, link })
+    }
+
+    fn raw_tar(entries: &[Entry], sentinel: &Path) -> Vec<u8> {
+        let mut out = Vec::new();
+        for e in entries {
+            let kind = match e.kind {
+                0 => EntryType::Regular,
+                1 => EntryType::Directory,
+                2 => EntryType::Symlink,
+                3 => EntryType::Link,
+                4 => EntryType::Fifo,
+                _ => EntryType::Symlink,
+            };
+            // Kind 5: a link straight at the sentinel tree beside the root.
+            let link = if e.kind == 5 {
+                sentinel.display().to_string()
+            } else {
+                e.link.clone()
+            };
+            let data: &[u8] = if kind == EntryType::Regular { b"data" } else { b"" };
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            let n = e.path.len().min(99);
+            h.as_old_mut().name[..n].copy_from_slice(&e.path.as_bytes()[..n]);
+            let l = link.len().min(99);
+            h.as_old_mut().linkname[..l].copy_from_slice(&link.as_bytes()[..l]);
+            h.set_cksum();
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(data);
+            out.resize(out.len().div_ceil(512) * 512, 0);
+        }
+        out.extend_from_slice(&[0; 1024]);
+        out
+    }
+
+    fn tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let meta = fs::symlink_metadata(&path).unwrap();
+                let content = if meta.is_dir() {
+                    stack.push(path.clone());
+                    b"dir".to_vec()
+                } else if meta.file_type().is_symlink() {
+                    fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes()
+                } else {
+                    fs::read(&path).unwrap()
+                };
+                out.insert(path, content);
+            }
+        }
+        out
+    }
+
+    /// A work dir with `root/` and, beside it, `sentinel/` holding a file and a directory.
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let work = tempfile::tempdir().unwrap();
+        let sentinel = work.path().join("sentinel");
+        fs::create_dir_all(sentinel.join("a/b")).unwrap();
+        fs::write(sentinel.join("a/b/sentinel"), SECRET).unwrap();
+        fs::write(sentinel.join("sentinel"), SECRET).unwrap();
+        let root = work.path().join("a/b/root");
+        fs::create_dir_all(&root).unwrap();
+        (work, root, sentinel)
+    }
+
+    /// Everything under `work` but the root and what is in it.
+    fn outside(work: &Path, root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        tree(work)
+            .into_iter()
+            .filter(|(p, _)| !p.starts_with(root))
+            .collect()
+    }
+
+    fn check_outside_unchanged(work: &Path, root: &Path, before: &BTreeMap<PathBuf, Vec<u8>>) {
+        assert_eq!(&outside(work, root), before);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn random_paths_links_and_whiteouts_never_escape(
+            layers in prop::collection::vec(prop::collection::vec(entry(), 1..12), 1..3)
+        ) {
+            let (work, root, sentinel) = setup();
+            let before = outside(work.path(), &root);
+            let mut totals = UnpackTotals::default();
+            for layer in &layers {
+                if apply_layer(&root, raw_tar(layer, &sentinel).as_slice(), &UnpackLimits::BUNDLE, &mut totals).is_err() {
+                    break;
+                }
+            }
+            check_outside_unchanged(work.path(), &root, &before);
+        }
+
+        #[test]
+        fn random_tar_streams_never_escape_or_panic(
+            entries in prop::collection::vec(entry(), 1..8),
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..16),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let (work, root, sentinel) = setup();
+            let before = outside(work.path(), &root);
+            let mut bytes = raw_tar(&entries, &sentinel);
+            for (at, value) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = value;
+            }
+            bytes.truncate(cut.index(bytes.len()) + 1);
+            let _ = apply_layer(&root, bytes.as_slice(), &UnpackLimits::BUNDLE, &mut UnpackTotals::default());
+            check_outside_unchanged(work.path(), &root, &before);
+        }
     }
 }

@@ -274,7 +274,7 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         let (namespace, account) = (&ext.spec.namespace, &ext.spec.service_account.name);
         match ctx.identities.client_for(namespace, account).await {
             Ok(sa_client) => {
-                if let Err(e) = crate::apply::objects::delete_all(&sa_client, &record.objects).await {
+                if let Err(e) = crate::apply::objects::delete_all(&sa_client, &name, &record.objects).await {
                     warn!(%name, error = %e, "uninstall as the service account failed; leaving the rest to garbage collection");
                 }
             }

@@ -354,7 +354,7 @@ async fn install_target(
             .await
             .map_err(StepError::ReadInstalled)?;
     }
-    objects::prune(&sa_client, previous, &record.objects)
+    objects::prune(&sa_client, &owner.name, previous, &record.objects)
         .await
         .map_err(apply_err)?;
 
