@@ -222,9 +222,9 @@ curl -fsS --cacert "$pki/ca.crt" "$base_url/api/v1/all" | grep -q '"name":"examp
 kubectl apply -f "$repo/hack/demo/clusterextension.yaml" >/dev/null
 kubectl wait --for=condition=Installed --timeout=180s clusterextension/example-operator >/dev/null ||
   die "example-operator not Installed: $(kubectl get clusterextension example-operator -o jsonpath='{.status.conditions}')"
-kubectl -n example wait --for=condition=Available --timeout=120s deployment/example-operator >/dev/null
+kubectl -n example wait --for=condition=Available --timeout=120s deployment/example-operator-controller >/dev/null
 bundle=$(kubectl get clusterextension example-operator -o jsonpath='{.status.install.bundle.name}')
-deployment_uid=$(kubectl -n example get deployment example-operator -o jsonpath='{.metadata.uid}')
+deployment_uid=$(kubectl -n example get deployment example-operator-controller -o jsonpath='{.metadata.uid}')
 log "example-operator Installed=True ($bundle) through the containers ($((SECONDS - step))s)"
 
 # 5. Upgrade olmv1 itself: a new image (another version label, so another digest), the manifest
@@ -250,7 +250,7 @@ kubectl wait --for=condition=Installed --timeout=120s clusterextension/example-o
   die "example-operator lost Installed=True after the upgrade"
 [[ $(kubectl get clusterextension example-operator -o jsonpath='{.status.install.bundle.name}') == "$bundle" ]] ||
   die "the installed bundle changed during the upgrade"
-[[ $(kubectl -n example get deployment example-operator -o jsonpath='{.metadata.uid}') == "$deployment_uid" ]] ||
+[[ $(kubectl -n example get deployment example-operator-controller -o jsonpath='{.metadata.uid}') == "$deployment_uid" ]] ||
   die "the extension's Deployment was recreated during the upgrade"
 # The upgraded controller reconciles it: a spec change (same bundle, pinned version) is observed.
 kubectl patch clusterextension example-operator --type=merge \
