@@ -129,8 +129,10 @@ pub async fn restart_api_server(share: &ClusterShare) {
 }
 
 struct Components {
-    catalogd: Child,
+    catalogd: Mutex<Option<Child>>,
     controller: Mutex<Option<Child>>,
+    /// Where catalogd serves catalogs.
+    catalogd_address: String,
     /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
     catalogd_operations: String,
     controller_operations: String,
@@ -141,7 +143,6 @@ static COMPONENTS: OnceLock<Components> = OnceLock::new();
 /// Starts catalogd and the controller once for this test process.
 pub fn ensure_running() {
     COMPONENTS.get_or_init(|| {
-        let env = support::env();
         support::kubectl_apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
         ))
@@ -169,58 +170,65 @@ pub fn ensure_running() {
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
-        let port = support::free_port();
-        let addr = format!("127.0.0.1:{port}");
+        let catalogd_address = format!("127.0.0.1:{}", support::free_port());
         let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
-        let catalogd = spawn(
-            "catalogd",
-            &[
-                "catalogd",
-                "--catalogs-server-addr",
-                &addr,
-                "--external-address",
-                &addr,
-                "--cache-dir",
-                scratch_dir("catalogd").to_str().unwrap(),
-                "--poll-interval-unit-seconds",
-                "1",
-                // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
-                "--selector",
-                "!olmv1.test/catalogd",
-                "--metrics-addr",
-                &catalogd_operations,
-            ],
-            env,
-        );
+        let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
         let controller_operations = format!("127.0.0.1:{}", support::free_port());
-        let controller = spawn_controller(env, &controller_operations);
+        let controller = spawn_controller("controller", &controller_operations, &[]);
         Components {
-            catalogd,
+            catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
+            catalogd_address,
             catalogd_operations,
             controller_operations,
         }
     });
 }
 
-fn spawn_controller(env: &support::TestEnv, metrics: &str) -> Child {
-    spawn(
-        "controller",
-        &[
-            "controller",
-            "--system-namespace",
-            SYSTEM_NAMESPACE,
-            "--metrics-addr",
-            metrics,
-            "--cache-dir",
-            scratch_dir("controller").to_str().unwrap(),
-        ],
-        env,
-    )
+/// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
+fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -> Child {
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "catalogd",
+        "--catalogs-server-addr",
+        address,
+        "--external-address",
+        address,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--poll-interval-unit-seconds",
+        "1",
+        // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
+        "--selector",
+        "!olmv1.test/catalogd",
+        "--metrics-addr",
+        operations,
+    ];
+    args.extend_from_slice(extra);
+    spawn("catalogd", name, &args)
 }
 
-fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
-    let log = std::fs::File::create(scratch_dir("logs").join(format!("{role}.log"))).unwrap();
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
+fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "controller",
+        "--system-namespace",
+        SYSTEM_NAMESPACE,
+        "--metrics-addr",
+        operations,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    spawn("controller", name, &args)
+}
+
+/// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
+/// `POD_NAME`, which the controller's User-Agent and Lease name).
+fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
+    let env = support::env();
+    let log = std::fs::File::create(log_path(name)).unwrap();
     env.command(support::olmv1_bin())
         .env(
             "KUBECONFIG",
@@ -231,28 +239,121 @@ fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
             ),
         )
         .args(args)
+        .env("POD_NAME", name)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
         .env("RUST_LOG", "info,olmv1=debug")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start olmv1 {role}: {e}"))
+        .unwrap_or_else(|e| panic!("cannot start olmv1 {role} {name}: {e}"))
+}
+
+fn log_path(name: &str) -> std::path::PathBuf {
+    scratch_dir("logs").join(format!("{name}.log"))
+}
+
+fn stop(slot: &Mutex<Option<Child>>) {
+    if let Some(mut old) = slot.lock().unwrap().take() {
+        old.kill().ok();
+        old.wait().ok();
+    }
 }
 
 /// Kills the controller and starts a new one (as after a crash or a rollout).
 pub fn restart_controller() {
     let components = COMPONENTS.get().expect("components are running");
-    let mut slot = components.controller.lock().unwrap();
-    if let Some(mut old) = slot.take() {
-        old.kill().ok();
-        old.wait().ok();
-    }
-    *slot = Some(spawn_controller(
-        support::env(),
+    stop(&components.controller);
+    *components.controller.lock().unwrap() = Some(spawn_controller(
+        "controller",
         &components.controller_operations,
+        &[],
     ));
-    let _ = &components.catalogd;
+}
+
+/// The shared catalogd and controller stopped, for a test that runs its own replicas; they
+/// start again when this is dropped.
+pub struct SharedComponentsStopped(());
+
+/// Stops the shared catalogd and controller. Only for a test holding [`exclusive_cluster`].
+pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
+    assert!(
+        matches!(share, ClusterShare::Exclusive(_)),
+        "stopping the shared components needs the cluster alone"
+    );
+    let components = COMPONENTS.get().expect("components are running");
+    stop(&components.controller);
+    stop(&components.catalogd);
+    SharedComponentsStopped(())
+}
+
+impl Drop for SharedComponentsStopped {
+    fn drop(&mut self) {
+        let components = COMPONENTS.get().expect("components are running");
+        *components.catalogd.lock().unwrap() = Some(spawn_catalogd(
+            "catalogd",
+            &components.catalogd_address,
+            &components.catalogd_operations,
+            &[],
+        ));
+        *components.controller.lock().unwrap() = Some(spawn_controller(
+            "controller",
+            &components.controller_operations,
+            &[],
+        ));
+    }
+}
+
+/// One leader-elected replica of a component started by a test; killed when dropped.
+pub struct Replica {
+    pub name: String,
+    pub child: Child,
+    /// Where a catalogd replica serves catalogs.
+    pub address: String,
+}
+
+impl Replica {
+    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
+    pub fn start(role: &str, name: &str) -> Replica {
+        let operations = format!("127.0.0.1:{}", support::free_port());
+        let address = format!("127.0.0.1:{}", support::free_port());
+        let child = match role {
+            "controller" => spawn_controller(name, &operations, &["--leader-elect"]),
+            _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
+        };
+        Replica {
+            name: name.into(),
+            child,
+            address,
+        }
+    }
+
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap()
+                .success(),
+            "kill -{signal} {}",
+            self.name
+        );
+    }
+
+    /// The replica's log, for failure messages and checks.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(log_path(&self.name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too.
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
 }
 
 /// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
@@ -266,7 +367,7 @@ pub fn operations_address(role: &str) -> String {
 
 /// The logs of a component, for failure messages.
 pub fn log_tail(role: &str) -> String {
-    let text = std::fs::read_to_string(scratch_dir("logs").join(format!("{role}.log"))).unwrap_or_default();
+    let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }

@@ -10,6 +10,7 @@ mod fixtures;
 
 mod failures;
 mod gating;
+mod ha;
 mod install;
 mod lifecycle;
 mod real;
