@@ -2,6 +2,7 @@
 //! once per test process against the shared local control plane, and helpers to drive them.
 
 use std::{
+    collections::BTreeMap,
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
     time::Duration,
@@ -271,36 +272,56 @@ pub fn restart_controller() {
     ));
 }
 
-/// The shared catalogd and controller stopped, for a test that runs its own replicas; they
+/// Shared components stopped, for a test that runs its own replicas or needs one absent; they
 /// start again when this is dropped.
-pub struct SharedComponentsStopped(());
+pub struct SharedComponentsStopped {
+    catalogd: bool,
+    controller: bool,
+}
 
 /// Stops the shared catalogd and controller. Only for a test holding [`exclusive_cluster`].
 pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, true, true)
+}
+
+/// Stops the shared catalogd only (catalogs unreachable). Only with [`exclusive_cluster`].
+pub fn stop_shared_catalogd(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, true, false)
+}
+
+fn stop_shared(share: &ClusterShare, catalogd: bool, controller: bool) -> SharedComponentsStopped {
     assert!(
         matches!(share, ClusterShare::Exclusive(_)),
         "stopping the shared components needs the cluster alone"
     );
     let components = COMPONENTS.get().expect("components are running");
-    stop(&components.controller);
-    stop(&components.catalogd);
-    SharedComponentsStopped(())
+    if controller {
+        stop(&components.controller);
+    }
+    if catalogd {
+        stop(&components.catalogd);
+    }
+    SharedComponentsStopped { catalogd, controller }
 }
 
 impl Drop for SharedComponentsStopped {
     fn drop(&mut self) {
         let components = COMPONENTS.get().expect("components are running");
-        *components.catalogd.lock().unwrap() = Some(spawn_catalogd(
-            "catalogd",
-            &components.catalogd_address,
-            &components.catalogd_operations,
-            &[],
-        ));
-        *components.controller.lock().unwrap() = Some(spawn_controller(
-            "controller",
-            &components.controller_operations,
-            &[],
-        ));
+        if self.catalogd {
+            *components.catalogd.lock().unwrap() = Some(spawn_catalogd(
+                "catalogd",
+                &components.catalogd_address,
+                &components.catalogd_operations,
+                &[],
+            ));
+        }
+        if self.controller {
+            *components.controller.lock().unwrap() = Some(spawn_controller(
+                "controller",
+                &components.controller_operations,
+                &[],
+            ));
+        }
     }
 }
 
@@ -602,4 +623,70 @@ pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &
         |ext| condition(ext, "Progressing").is_some_and(|c| c.reason == reason && c.message.contains(text)),
     )
     .await
+}
+
+/// One write the API server's audit log recorded.
+#[derive(Debug)]
+pub struct AuditWrite {
+    pub verb: String,
+    /// `resource` or `resource/subresource`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub received: k8s_openapi::jiff::Timestamp,
+}
+
+/// The API server's audit log, read from a byte offset on.
+pub struct AuditLog {
+    path: std::path::PathBuf,
+}
+
+impl AuditLog {
+    pub fn open() -> AuditLog {
+        let path = support::env().dir.join("logs/audit.log");
+        assert!(
+            path.exists(),
+            "{} is missing: the control plane must run with hack/local-up.sh's audit log",
+            path.display()
+        );
+        AuditLog { path }
+    }
+
+    pub fn end(&self) -> u64 {
+        std::fs::metadata(&self.path).unwrap().len()
+    }
+
+    /// Writes since `offset` by olmv1 replica (the name in `olmv1-<component>/<v> (<name>)`).
+    pub fn writes_since(&self, offset: u64) -> BTreeMap<String, Vec<AuditWrite>> {
+        let text = std::fs::read(&self.path).unwrap();
+        let mut by_replica: BTreeMap<String, Vec<AuditWrite>> = BTreeMap::new();
+        for line in text[offset as usize..].split(|b| *b == b'\n') {
+            let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let agent = event["userAgent"].as_str().unwrap_or_default();
+            let Some(name) = agent
+                .strip_prefix("olmv1-")
+                .and_then(|a| a.rsplit_once(" ("))
+                .and_then(|(_, name)| name.strip_suffix(')'))
+            else {
+                continue;
+            };
+            let object = &event["objectRef"];
+            let resource = match object["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
+                None => object["resource"].as_str().unwrap_or_default().to_string(),
+            };
+            by_replica.entry(name.to_string()).or_default().push(AuditWrite {
+                verb: event["verb"].as_str().unwrap_or_default().to_string(),
+                resource,
+                namespace: object["namespace"].as_str().map(str::to_string),
+                received: event["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap(),
+            });
+        }
+        by_replica
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::{
     Scenario,
-    components::{self, Replica, SYSTEM_NAMESPACE},
+    components::{self, AuditLog, AuditWrite, Replica, SYSTEM_NAMESPACE},
     support, two_versions,
 };
 
@@ -23,69 +23,6 @@ const CONTROLLER_LEASE: &str = "olmv1-controller";
 const CATALOGD_LEASE: &str = "catalogd-operator-lock";
 /// Far above the 15 s lease plus a 2 s retry: a deadline for a loaded machine, not a target.
 const FAILOVER_DEADLINE: Duration = Duration::from_secs(90);
-
-/// One write the API server's audit log recorded.
-#[derive(Debug)]
-struct AuditWrite {
-    verb: String,
-    resource: String,
-    received: Timestamp,
-}
-
-/// The API server's audit log, read from a byte offset on.
-struct AuditLog {
-    path: std::path::PathBuf,
-}
-
-impl AuditLog {
-    fn open() -> AuditLog {
-        let path = support::env().dir.join("logs/audit.log");
-        assert!(
-            path.exists(),
-            "{} is missing: the control plane must run with hack/local-up.sh's audit log",
-            path.display()
-        );
-        AuditLog { path }
-    }
-
-    fn end(&self) -> u64 {
-        std::fs::metadata(&self.path).unwrap().len()
-    }
-
-    /// Writes since `offset` by olmv1 replica (the name in `olmv1-<component>/<v> (<name>)`).
-    fn writes_since(&self, offset: u64) -> BTreeMap<String, Vec<AuditWrite>> {
-        let text = std::fs::read(&self.path).unwrap();
-        let mut by_replica: BTreeMap<String, Vec<AuditWrite>> = BTreeMap::new();
-        for line in text[offset as usize..].split(|b| *b == b'\n') {
-            let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
-                continue;
-            };
-            let agent = event["userAgent"].as_str().unwrap_or_default();
-            let Some(name) = agent
-                .strip_prefix("olmv1-")
-                .and_then(|a| a.rsplit_once(" ("))
-                .and_then(|(_, name)| name.strip_suffix(')'))
-            else {
-                continue;
-            };
-            let object = &event["objectRef"];
-            let resource = match object["subresource"].as_str() {
-                Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
-                None => object["resource"].as_str().unwrap_or_default().to_string(),
-            };
-            by_replica.entry(name.to_string()).or_default().push(AuditWrite {
-                verb: event["verb"].as_str().unwrap_or_default().to_string(),
-                resource,
-                received: event["requestReceivedTimestamp"]
-                    .as_str()
-                    .unwrap()
-                    .parse()
-                    .unwrap(),
-            });
-        }
-        by_replica
-    }
-}
 
 async fn lease(client: &kube::Client, name: &str) -> Option<Lease> {
     Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
