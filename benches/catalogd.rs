@@ -75,7 +75,10 @@ fn child_pull(reference: &str) {
     let pulled = runtime
         .block_on(image::pull_to_dir(
             reference,
-            &PullOptions::new(work.path().join("unpack")),
+            &PullOptions {
+                limits: olmv1::bundle::image::UnpackLimits::CATALOG,
+                ..PullOptions::new(work.path().join("unpack"))
+            },
         ))
         .expect("pull");
     let pulled_at = started.elapsed();
@@ -257,12 +260,90 @@ async fn parent() {
             p(0.99)
         );
     }
+    let pid = server.id().to_string();
     println!(
         "\ncatalogd serve peak RSS: {:.1} MiB",
-        peak_rss_kib(&server.id().to_string()) as f64 / 1024.0
+        peak_rss_kib(&pid) as f64 / 1024.0
     );
+    hostile_clients(port, &pid).await;
     let _ = server.kill();
     let _ = server.wait();
+}
+
+fn rss_kib(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Phase 3, the server under hostile clients (default limits): 300 connections that never finish
+/// their headers, and 20 clients reading `metas?schema=olm.bundle` (gzip) at 800 KiB/s each.
+async fn hostile_clients(port: u16, pid: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SLOW_CLIENTS: usize = 20;
+    const PHASE: Duration = Duration::from_secs(30);
+    let before = rss_kib(pid);
+    let mut half_sent = Vec::new();
+    for _ in 0..300 {
+        if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            let _ = stream
+                .write_all(b"GET /catalogs/bench/api/v1/all HTTP/1.1\r\nHost: x\r\n")
+                .await;
+            half_sent.push(stream);
+        }
+    }
+    let mut slow = Vec::new();
+    for _ in 0..SLOW_CLIENTS {
+        slow.push(tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            stream
+                .write_all(b"GET /catalogs/bench/api/v1/metas?schema=olm.bundle HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+                .await
+                .unwrap();
+            let (mut buf, mut total) = (vec![0u8; 16 * 1024], 0u64);
+            let started = Instant::now();
+            while started.elapsed() < PHASE {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => total += n as u64,
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            total
+        }));
+    }
+    let started = Instant::now();
+    let mut max_rss = 0;
+    while started.elapsed() < PHASE {
+        max_rss = max_rss.max(rss_kib(pid));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut received = 0;
+    for task in slow {
+        received += task.await.unwrap_or(0);
+    }
+    let mut closed = 0;
+    for stream in &mut half_sent {
+        let mut byte = [0u8; 1];
+        if matches!(
+            tokio::time::timeout(Duration::from_millis(10), stream.read(&mut byte)).await,
+            Ok(Ok(0) | Err(_))
+        ) {
+            closed += 1;
+        }
+    }
+    println!(
+        "\nhostile clients for {} s: RSS {:.1} MiB before, at most {:.1} MiB during; {SLOW_CLIENTS} slow \
+         metas clients received {:.1} MiB in all; {closed} of {} half-sent connections closed by the server",
+        PHASE.as_secs(),
+        before as f64 / 1024.0,
+        max_rss as f64 / 1024.0,
+        received as f64 / (1 << 20) as f64,
+        half_sent.len()
+    );
 }
 
 async fn load(

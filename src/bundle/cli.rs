@@ -94,9 +94,11 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
     if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
         return RegistryV1Bundle::from_dir(path).map_err(|e| format!("bundle {source:?}: {e}"));
     }
-    if let Err(e) = crate::bundle::image::ImageReference::parse(source) {
+    if let Err(crate::bundle::image::ImageError::InvalidReference { reason, .. }) =
+        crate::bundle::image::ImageReference::parse(source)
+    {
         return Err(format!(
-            "bundle {source:?}: no such directory, and not an image reference ({e})"
+            "bundle {source:?}: no such directory, and not an image reference either ({reason})"
         ));
     }
     let mut options = PullOptions::new(cache_dir(args));

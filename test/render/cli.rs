@@ -152,6 +152,18 @@ fn errors_are_one_line_with_exit_status_1() {
         stderr.starts_with("olmv1 render: ") && stderr.contains("127.0.0.1:1"),
         "{stderr}"
     );
+
+    // A missing directory is named as such, not taken for an image reference.
+    for missing in ["./no-such-bundle", "/no/such/bundle", "no-such-bundle"] {
+        let output = olmv1_render(&["--bundle", missing, "-n", "x"]);
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("does not exist") || stderr.contains("no such directory"),
+            "{missing}: {stderr}"
+        );
+        assert!(!stderr.contains("error parsing image reference"), "{stderr}");
+    }
 }
 
 #[tokio::test]
