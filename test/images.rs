@@ -197,7 +197,7 @@ async fn basic_auth_with_htpasswd_and_a_wrong_password() {
     });
     let reference = format!("{}/private/simple:v1", registry.host_port);
     let with_credentials = |password: &str| {
-        let mut config = RegistryConfig::default();
+        let config = RegistryConfig::default();
         config.credentials.insert(
             registry.host_port.clone(),
             Credential {
@@ -222,6 +222,27 @@ async fn basic_auth_with_htpasswd_and_a_wrong_password() {
         .await
         .expect("pull with credentials");
     assert_eq!(pulled.digest_ref, pushed.digest_ref);
+
+    // The cache never serves what one credential pulled to a pull that could not have made it:
+    // the same digest, same cache, with a wrong password or none, asks the registry and is refused.
+    for (what, config) in [
+        ("a wrong password", with_credentials("wrong")),
+        ("no credentials", RegistryConfig::default()),
+    ] {
+        let same_cache = PullOptions {
+            registry: config,
+            ..options.clone()
+        };
+        let err = image::pull_to_dir(&pulled.digest_ref, &same_cache)
+            .await
+            .expect_err(what);
+        assert!(matches!(err, ImageError::Unauthorized { .. }), "{what}: {err}");
+        assert!(err.to_string().contains("HTTP 401"), "{what}: {err}");
+    }
+    let again = image::pull_to_dir(&pulled.digest_ref, &options)
+        .await
+        .expect("the right credential is served from the cache");
+    assert_eq!(again.dir, pulled.dir);
 
     options.cache_dir = work.path().join("cache-2");
     options.registry = with_credentials("wrong");
@@ -406,7 +427,7 @@ async fn bearer_token_challenge_asks_for_the_repository_scope() {
         ..Default::default()
     });
     let reference = format!("{}/{repository}:v1", registry.host_port);
-    let mut config = RegistryConfig::default();
+    let config = RegistryConfig::default();
     config.credentials.insert(
         registry.host_port.clone(),
         Credential {
@@ -436,11 +457,13 @@ async fn bearer_token_challenge_asks_for_the_repository_scope() {
     );
 
     options.cache_dir = work.path().join("cache-2");
-    options
-        .registry
-        .credentials
-        .values_mut()
-        .for_each(|c| c.password = "wrong".into());
+    options.registry.credentials.insert(
+        registry.host_port.clone(),
+        Credential {
+            username: "tester".into(),
+            password: "wrong".into(),
+        },
+    );
     let err = image::pull_to_dir(&reference, &options)
         .await
         .expect_err("wrong token password");

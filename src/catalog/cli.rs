@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::server::{CatalogStore, TlsFiles, serve};
+use crate::bundle::image::pull_secret::PullSecretArgs;
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
 use crate::controller::leader::LeaderElector;
@@ -59,6 +60,9 @@ pub struct ClusterArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The global pull secret and catalogd's ServiceAccount pull secrets.
+    #[command(flatten)]
+    pub pull_secrets: PullSecretArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica); every replica
     /// serves, and only the leader has content (others answer 404, as upstream).
     #[arg(long)]
@@ -188,10 +192,17 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         CatalogStore::new(&args.cache_dir.join("catalogs"))
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
     );
-    let registry = RegistryClient::new(args.registry.registry_config()?).map_err(|e| e.to_string())?;
+    let registry_config = args.registry.registry_config()?;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    crate::bundle::image::pull_secret::start(
+        &client,
+        args.pull_secrets.sources(),
+        &registry_config.credentials,
+    )
+    .await;
+    let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
     let settings = CatalogdSettings {
         base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
         image_cache_dir: args.cache_dir.join("unpack"),

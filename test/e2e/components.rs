@@ -148,9 +148,7 @@ pub fn ensure_running() {
         .ok();
         // The OpenShift config API, so that the controller's Upgradeable gating is active from
         // the start (it looks for the API only now and then while it is absent).
-        for crd in ["clusterversions", "clusteroperators"] {
-            let path =
-                support::repo_root().join(format!("test/fixtures/openshift/{crd}.config.openshift.io.yaml"));
+        for path in support::openshift_crd_files() {
             support::kubectl(&["apply", "--server-side", "-f", path.to_str().unwrap()]).ok();
         }
         support::kubectl(&[
@@ -189,6 +187,10 @@ pub fn ensure_running() {
                 "!olmv1.test/catalogd",
                 "--metrics-addr",
                 &catalogd_operations,
+                "--global-pull-secret",
+                &global_pull_secret(),
+                "--service-account",
+                &format!("{SYSTEM_NAMESPACE}/olmv1-catalogd"),
             ],
             env,
         );
@@ -203,6 +205,15 @@ pub fn ensure_running() {
     });
 }
 
+/// The global pull secret both components watch (`NAMESPACE/NAME`); only the pull-secret test
+/// creates it.
+pub fn global_pull_secret() -> String {
+    format!("{SYSTEM_NAMESPACE}/{GLOBAL_PULL_SECRET}")
+}
+
+/// The name of the global pull secret in the system namespace.
+pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
+
 fn spawn_controller(env: &support::TestEnv, metrics: &str) -> Child {
     spawn(
         "controller",
@@ -214,6 +225,10 @@ fn spawn_controller(env: &support::TestEnv, metrics: &str) -> Child {
             metrics,
             "--cache-dir",
             scratch_dir("controller").to_str().unwrap(),
+            "--global-pull-secret",
+            &global_pull_secret(),
+            "--service-account",
+            &format!("{SYSTEM_NAMESPACE}/olmv1-controller"),
         ],
         env,
     )

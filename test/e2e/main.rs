@@ -12,6 +12,8 @@ mod failures;
 mod gating;
 mod install;
 mod lifecycle;
+mod openshift;
+mod pull_secrets;
 mod real;
 mod upgrade;
 

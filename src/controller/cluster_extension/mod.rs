@@ -35,7 +35,7 @@ pub use error::{Error, StepError};
 
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::image::cache::PullOptions,
+    bundle::{image::cache::PullOptions, render::WebhookProvider},
     catalog::cache::CachedCatalogClient,
     controller::metrics::Metrics,
 };
@@ -65,6 +65,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Who provides the serving certificates of bundles' webhooks.
+    pub webhook_provider: WebhookProvider,
 }
 
 impl Context {
@@ -90,6 +92,7 @@ impl Context {
             pull,
             recorder,
             metrics,
+            webhook_provider: WebhookProvider::default(),
         }
     }
 }
@@ -127,6 +130,8 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             owned,
             owner_of,
         )
+        // New registry credentials (a pull secret created or rotated): retry every extension.
+        .reconcile_all_on(ctx.pull.registry.credentials.changes())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

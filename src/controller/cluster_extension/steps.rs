@@ -275,7 +275,13 @@ async fn install_target(
         .as_ref()
         .and_then(|c| c.inline.clone())
         .map(Value::Object);
-    let rendered = render::render(&bundle, &ext.spec.namespace, config.as_ref()).map_err(|source| {
+    let rendered = render::render_with_provider(
+        &bundle,
+        &ext.spec.namespace,
+        config.as_ref(),
+        ctx.webhook_provider,
+    )
+    .map_err(|source| {
         let (bundle, version) = bundle_err(target);
         StepError::Render {
             bundle,
@@ -387,6 +393,7 @@ async fn run_preflights(
         rendered,
         previous,
         &AccessPolicy::default(),
+        &[preflight::owner_finalizers_access(&ext.name_any())],
     )
     .await?;
     let crd_safety = ext
