@@ -584,7 +584,10 @@ async fn hostile_layers_are_refused_and_write_nothing_outside() {
         err.to_string().contains("exceeds the limit of 16777216 bytes"),
         "{err}"
     );
-    assert!(files.iter().all(|f| f == "cache" || f == "cache/anonymous"), "{files:?}");
+    assert!(
+        files.iter().all(|f| f == "cache" || f == "cache/anonymous"),
+        "{files:?}"
+    );
 }
 
 #[tokio::test]
