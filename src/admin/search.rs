@@ -11,8 +11,8 @@ use crate::{
     apply::revision::BundleProperty,
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
-        Bundle, CatalogError, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex, SCHEMA_BUNDLE, SCHEMA_PACKAGE,
-        source::CatalogContent,
+        Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
+        SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
     resolve::{CatalogInput, ResolveRequest, resolve, unsupported_dependency},
 };
@@ -31,6 +31,11 @@ pub struct PackageSummary {
     pub newest_bundle: Option<String>,
     /// Its version.
     pub newest_version: Option<String>,
+    /// Its image.
+    pub newest_image: Option<String>,
+    /// Where its manifests were read: `catalog` (`olm.bundle.object` properties), `image` (the
+    /// bundle image, pulled), or `none` (not read: install modes and verdict unknown).
+    pub manifests_from: ManifestSource,
     /// Install modes the newest bundle supports (`AllNamespaces`, `OwnNamespace`, ...).
     pub install_modes: Vec<String>,
     /// Whether the newest bundle has webhooks (needs cert-manager or the OpenShift service CA).
@@ -47,6 +52,18 @@ pub struct PackageSummary {
     pub installable: bool,
     /// Why not (the resolver's or renderer's message), when not.
     pub not_installable_reason: Option<String>,
+}
+
+/// Where a summary's manifests were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ManifestSource {
+    /// The catalog's `olm.bundle.object` properties.
+    Catalog,
+    /// The pulled bundle image.
+    Image,
+    /// Not read.
+    None,
 }
 
 /// Whether `package` matches `text` (case-insensitive substring of its name; empty matches all).
@@ -110,11 +127,11 @@ pub fn search(
             location: meta.location(),
             message: e.to_string(),
         })?;
-        describe_manifests(&mut rows[row], &bundle);
+        describe_catalog_bundle(&mut rows[row], &bundle);
         Ok(())
     })?;
     for row in &mut rows {
-        row.installable = row.not_installable_reason.is_none();
+        row.installable = row.not_installable_reason.is_none() && row.manifests_from != ManifestSource::None;
     }
     Ok(rows)
 }
@@ -142,6 +159,8 @@ fn summary_without_manifests(
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
         newest_bundle: newest.map(|(n, _)| n.clone()),
         newest_version: newest.map(|(_, v)| v.clone()),
+        newest_image: newest_index.map(|b| b.image.to_string()),
+        manifests_from: ManifestSource::None,
         install_modes: Vec::new(),
         webhooks: false,
         api_services: 0,
@@ -173,9 +192,16 @@ fn summary_without_manifests(
     }
 }
 
-/// Fills install modes, webhooks and APIServices from the bundle's manifests, and asks the
-/// renderer whether it installs with the default configuration.
-fn describe_manifests(row: &mut PackageSummary, bundle: &Bundle) {
+/// Describes the newest bundle from the catalog's `olm.bundle.object` properties, when it has
+/// them (catalogs that only name images leave the row for [`describe_bundle`]).
+fn describe_catalog_bundle(row: &mut PackageSummary, bundle: &Bundle) {
+    if !bundle
+        .properties
+        .iter()
+        .any(|p| p.type_ == PROPERTY_BUNDLE_OBJECT)
+    {
+        return;
+    }
     let properties: Vec<BundleProperty> = bundle
         .properties
         .iter()
@@ -183,26 +209,31 @@ fn describe_manifests(row: &mut PackageSummary, bundle: &Bundle) {
         .map(BundleProperty::from)
         .collect();
     match RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties) {
-        Ok(loaded) => {
-            let spec = &loaded.csv.spec;
-            row.install_modes = spec
-                .install_modes
-                .iter()
-                .filter(|m| m.supported)
-                .map(|m| m.type_.clone())
-                .collect();
-            row.webhooks = !spec.webhookdefinitions.is_empty();
-            row.api_services = spec.apiservicedefinitions.owned.len();
-            if row.not_installable_reason.is_none()
-                && let Err(e) = render(&loaded, "olmv1-search", None)
-            {
-                row.not_installable_reason = Some(e.to_string());
-            }
-        }
+        Ok(loaded) => describe_bundle(row, &loaded, ManifestSource::Catalog),
         Err(e) => {
-            if row.not_installable_reason.is_none() {
-                row.not_installable_reason = Some(e.to_string());
-            }
+            row.manifests_from = ManifestSource::Catalog;
+            row.not_installable_reason.get_or_insert(e.to_string());
         }
     }
+}
+
+/// Fills install modes, webhooks and APIServices from the bundle's manifests, and asks the
+/// renderer whether it installs with the default configuration (the controller's own verdict).
+pub fn describe_bundle(row: &mut PackageSummary, loaded: &RegistryV1Bundle, from: ManifestSource) {
+    let spec = &loaded.csv.spec;
+    row.manifests_from = from;
+    row.install_modes = spec
+        .install_modes
+        .iter()
+        .filter(|m| m.supported)
+        .map(|m| m.type_.clone())
+        .collect();
+    row.webhooks = !spec.webhookdefinitions.is_empty();
+    row.api_services = spec.apiservicedefinitions.owned.len();
+    if row.not_installable_reason.is_none()
+        && let Err(e) = render(loaded, "olmv1-search", None)
+    {
+        row.not_installable_reason = Some(e.to_string());
+    }
+    row.installable = row.not_installable_reason.is_none();
 }

@@ -3,9 +3,12 @@
 use std::process::ExitCode;
 
 use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
-use crate::admin::{
-    search::{PackageSummary, search},
-    table::{Table, Tone},
+use crate::{
+    admin::{
+        search::{ManifestSource, PackageSummary, describe_bundle, search},
+        table::{Table, Tone},
+    },
+    bundle::{image::pull_to_dir, registry_v1::RegistryV1Bundle},
 };
 
 /// Arguments of `olmv1 search`.
@@ -18,6 +21,10 @@ pub struct SearchArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: Output,
+    /// Do not pull bundle images when a catalog carries no manifests (install modes and the
+    /// verdict are then unknown).
+    #[arg(long)]
+    pub no_pull: bool,
 }
 
 /// Runs `olmv1 search`.
@@ -34,6 +41,24 @@ pub async fn run(args: SearchArgs) -> ExitCode {
         match search(&c.input, content, &text) {
             Ok(found) => rows.extend(found),
             Err(e) => return fail("search", &format!("catalog {:?}: {e}", c.input.name)),
+        }
+    }
+    if !args.no_pull {
+        let pull = args.sources.pull_options();
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.manifests_from == ManifestSource::None)
+        {
+            let Some(image) = row.newest_image.clone() else {
+                continue;
+            };
+            match pull_to_dir(&image, &pull).await {
+                Ok(pulled) => match RegistryV1Bundle::from_dir(&pulled.dir) {
+                    Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
+                    Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
+                },
+                Err(e) => eprintln!("olmv1 search: warning: pulling bundle image {image:?}: {e}"),
+            }
         }
     }
     rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
@@ -78,6 +103,9 @@ fn table(rows: &[PackageSummary]) -> Table {
             (None, n) => (format!("{n} entries"), Tone::Warn),
         };
         let verdict = match &r.not_installable_reason {
+            None if r.manifests_from == ManifestSource::None => {
+                ("unknown (manifests not read)".to_string(), Tone::Warn)
+            }
             None => ("yes".to_string(), Tone::Good),
             Some(reason) => (format!("no: {}", first_line(reason)), Tone::Bad),
         };

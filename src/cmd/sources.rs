@@ -79,13 +79,7 @@ impl SourceArgs {
                 return Err(format!("--priority names unknown catalog {name:?}"));
             }
         }
-        let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
-        pull.registry.insecure_registries = self.insecure_registries.clone();
-        for file in &self.ca_files {
-            pull.registry
-                .add_ca_path(file)
-                .map_err(|e| format!("reading CA file {}: {e}", file.display()))?;
-        }
+        let pull = self.pull_options_checked()?;
         let loaded = load_catalogs(&specs, &pull).await?;
         Ok(loaded
             .into_iter()
@@ -101,6 +95,26 @@ impl SourceArgs {
                 problem: None,
             })
             .collect())
+    }
+}
+
+impl SourceArgs {
+    /// How images are pulled (cache, insecure registries, CAs); unreadable CA files are an error.
+    pub fn pull_options_checked(&self) -> Result<PullOptions, String> {
+        let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
+        pull.registry.insecure_registries = self.insecure_registries.clone();
+        for file in &self.ca_files {
+            pull.registry
+                .add_ca_path(file)
+                .map_err(|e| format!("reading CA file {}: {e}", file.display()))?;
+        }
+        Ok(pull)
+    }
+
+    /// [`SourceArgs::pull_options_checked`] after the sources loaded (CA files already read).
+    pub fn pull_options(&self) -> PullOptions {
+        self.pull_options_checked()
+            .unwrap_or_else(|_| PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir)))
     }
 }
 

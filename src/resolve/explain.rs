@@ -160,11 +160,7 @@ pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Ex
     ordered.sort_by(|a, b| a.name.cmp(&b.name));
     // Per catalog: its explanation and, for considered ones, its best bundle.
     let mut out_catalogs = Vec::new();
-    let mut per_catalog: Vec<(
-        &CatalogInput,
-        Vec<(&BundleIndex, Option<Exclusion>)>,
-        Option<&BundleIndex>,
-    )> = Vec::new();
+    let mut per_catalog: Vec<CatalogRules> = Vec::new();
     for catalog in ordered {
         let skip = prepared.catalog_skip(catalog);
         let package = match skip {
@@ -206,7 +202,9 @@ pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Ex
         for (b, rule) in rules {
             let mut excluded_by = *rule;
             let mut detail = String::new();
-            if excluded_by.is_none() {
+            if let Some(rule) = excluded_by {
+                detail = rule_detail(rule, request);
+            } else {
                 let best = best.expect("a surviving bundle means a best one");
                 let is_best = std::ptr::eq(*b, best);
                 if !is_best {
@@ -235,8 +233,6 @@ pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Ex
                         format!("catalog {w} wins")
                     };
                 }
-            } else {
-                detail = rule_detail(excluded_by.expect("set"), request);
             }
             bundles.push(BundleExplanation {
                 catalog: catalog.name.clone(),
@@ -256,6 +252,13 @@ pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Ex
         error,
     })
 }
+
+/// One catalog's bundles with their filter verdicts, and its best bundle.
+type CatalogRules<'a> = (
+    &'a CatalogInput,
+    Vec<(&'a BundleIndex, Option<Exclusion>)>,
+    Option<&'a BundleIndex>,
+);
 
 fn rule_detail(rule: Exclusion, request: &ResolveRequest) -> String {
     match rule {

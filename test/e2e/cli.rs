@@ -233,6 +233,10 @@ async fn search_and_versions_read_the_cluster_catalogs_through_catalogd() {
     assert_eq!(row["newestVersion"], "3.0.0");
     assert_eq!(row["installable"], true, "{row}");
     assert_eq!(
+        row["manifestsFrom"], "image",
+        "the catalog names images only: {row}"
+    );
+    assert_eq!(
         row["installModes"],
         serde_json::json!(["OwnNamespace", "SingleNamespace", "AllNamespaces"])
     );
