@@ -62,11 +62,12 @@ EOF
 
 start_olmv1() { # ROLE ARGS...
   local role=$1
-  "$olmv1" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
-  echo $! >"$OLMV1_ENV_DIR/pids/olmv1-$role.pid"
+  shift
+  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
+  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
 }
 stop_olmv1() {
-  local pid_file="$OLMV1_ENV_DIR/pids/olmv1-$1.pid"
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
   kill "$(cat "$pid_file")" 2>/dev/null || true
   wait "$(cat "$pid_file")" 2>/dev/null || true
   rm -f "$pid_file"
@@ -81,22 +82,22 @@ load_catalog=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["
 # Catalogd, each in turn (nothing else of OLM runs meanwhile).
 log "catalogd: olmv1"
 port=$(free_port)
-start_olmv1 catalogd catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
   --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
 sleep 2
-"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of olmv1-catalogd)" "$work/olmv1-catalogd.json"
+"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of olmv1@catalogd)" "$work/olmv1-catalogd.json"
 stop_olmv1 catalogd
 log "catalogd: upstream"
 UPSTREAM_CATALOGD_ARGS=--feature-gates=APIV1MetasHandler=true \
   "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
-"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of upstream-catalogd)" \
+"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of catalogd@upstream)" \
   --ca "$OLMV1_ENV_DIR/upstream/pki/ca.crt" "$work/upstream-catalogd.json"
 "$here/upstream-up.sh" --stop "$env_file" catalogd
 kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
 
 # The controllers, each in turn, with olmv1 catalogd serving the load catalog.
 port=$(free_port)
-start_olmv1 catalogd catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
   --cache-dir "$work/olmv1-catalogd-cache-2" --metrics-addr "127.0.0.1:$(free_port)"
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: olm.operatorframework.io/v1
@@ -107,15 +108,15 @@ EOF
 kubectl wait --for=condition=Serving clustercatalog/bench-load --timeout=300s >/dev/null
 
 log "controller: olmv1 (uptime: $(uptime))"
-KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller controller --system-namespace olmv1-system \
+KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller --system-namespace olmv1-system \
   --cache-dir "$work/olmv1-controller-cache" --metrics-addr "127.0.0.1:$(free_port)"
-"$driver" bench-controller --pid "$(pid_of olmv1-controller)" --idle-seconds "$idle" "$work/olmv1-controller.json"
+"$driver" bench-controller --pid "$(pid_of olmv1@controller)" --idle-seconds "$idle" "$work/olmv1-controller.json"
 "$driver" bench-clean
 stop_olmv1 controller
 
 log "controller: upstream (uptime: $(uptime))"
 "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" operator-controller
-"$driver" bench-controller --pid "$(pid_of upstream-operator-controller)" --idle-seconds "$idle" \
+"$driver" bench-controller --pid "$(pid_of operator-controller@upstream)" --idle-seconds "$idle" \
   "$work/upstream-controller.json"
 "$driver" bench-clean
 "$here/upstream-up.sh" --stop "$env_file" operator-controller

@@ -55,11 +55,12 @@ mkdir -p "$work"
 
 start_olmv1() { # ROLE ARGS...: `olmv1 ROLE ARGS...` in the background, stopped by local-down.sh
   local role=$1
-  "$olmv1" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
-  echo $! >"$OLMV1_ENV_DIR/pids/olmv1-$role.pid"
+  shift
+  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
+  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
 }
 stop_olmv1() {
-  local pid_file="$OLMV1_ENV_DIR/pids/olmv1-$1.pid"
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
   kill "$(cat "$pid_file")" 2>/dev/null || true
   wait "$(cat "$pid_file")" 2>/dev/null || true
   rm -f "$pid_file"
@@ -73,7 +74,7 @@ source "$OLMV1_ENV_DIR/upstream/catalogd.env"
 "$driver" catalogs "$work/plan.json"
 
 log "1. upstream catalogd -> olmv1 controller"
-start_olmv1 controller controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
+start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
   --metrics-addr "127.0.0.1:$(free_port)" --ca-file "$UPSTREAM_CA_CERT"
 "$driver" real "$work/plan.json" --label olmv1
 
@@ -89,7 +90,7 @@ log "3. olmv1 catalogd -> upstream operator-controller"
 "$here/upstream-up.sh" --stop "$env_file" catalogd
 kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
 port=$(free_port)
-start_olmv1 catalogd catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
   --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
 "$driver" real "$work/plan.json" --label upstream
 "$here/upstream-up.sh" --stop "$env_file" operator-controller

@@ -33,7 +33,7 @@ dir=$OLMV1_ENV_DIR
 pids="$dir/pids" logs="$dir/logs" state="$dir/upstream"
 
 stop_component() { # NAME: SIGTERM, then wait for the process to exit
-  local pid_file="$pids/upstream-$1.pid" pid
+  local pid_file="$pids/$1@upstream.pid" pid
   [[ -f "$pid_file" ]] || return 0
   pid=$(cat "$pid_file")
   kill "$pid" 2>/dev/null || true
@@ -126,13 +126,13 @@ EOF
       shift 3
       exec "$@"' sh "$state/$sa.token" "$namespace" "$OLMV1_CA_CERT" "$@" \
     >"$logs/upstream-$name.log" 2>&1 </dev/null &
-  echo $! >"$pids/upstream-$name.pid"
+  echo $! >"$pids/$name@upstream.pid"
 }
 
 wait_http() { # NAME URL: until URL answers, failing early if the process died
   local name=$1 url=$2 deadline=$((SECONDS + timeout_s))
   until curl -fsS --cacert "$state/pki/ca.crt" "$url" >/dev/null 2>&1; do
-    kill -0 "$(cat "$pids/upstream-$name.pid")" 2>/dev/null || {
+    kill -0 "$(cat "$pids/$name@upstream.pid")" 2>/dev/null || {
       tail -n 20 "$logs/upstream-$name.log" >&2
       die "upstream $name exited (log: $logs/upstream-$name.log)"
     }
