@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::server::{CatalogStore, TlsFiles, serve};
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
-use crate::controller::leader::LeaderElector;
+use crate::controller::leader::{LeaderElector, Leadership, identify, replica_identity};
 use crate::controller::metrics::{Readiness, ReconcileMetrics, serve_operations};
 
 /// The leader election Lease of catalogd (upstream's name).
@@ -189,9 +189,22 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
     );
     let registry = RegistryClient::new(args.registry.registry_config()?).map_err(|e| e.to_string())?;
-    let client = kube::Client::try_default()
+    let identity = replica_identity("catalogd");
+    let mut config = kube::Config::infer()
         .await
         .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    identify(&mut config, "catalogd", &identity);
+    // The reconciler's client stops with the Lease (see leader.rs); the elector's does not.
+    let leadership = if args.leader_elect {
+        Leadership::elected()
+    } else {
+        Leadership::unelected()
+    };
+    let client = leadership
+        .client(config.clone())
+        .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let lease_client =
+        kube::Client::try_from(config).map_err(|e| format!("connecting to the cluster: {e}"))?;
     let settings = CatalogdSettings {
         base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
         image_cache_dir: args.cache_dir.join("unpack"),
@@ -222,10 +235,13 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let server = tokio::spawn(serve(listener, store, tls, async move {
         let _ = server_stopped.await;
     }));
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("olmv1-catalogd-{}", std::process::id()));
-    let elector = LeaderElector::new(client, &args.leader_election_namespace, LEASE_NAME, &identity);
+    let elector = LeaderElector::new(
+        lease_client,
+        &args.leader_election_namespace,
+        LEASE_NAME,
+        &identity,
+        leadership,
+    );
     if args.leader_elect {
         tracing::info!(%identity, "waiting for leadership");
         tokio::select! {
@@ -239,12 +255,12 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {
-        () = crate::controller::cluster_catalog::run(context) => false,
-        () = elector.hold(), if args.leader_elect => true,
+        () = crate::controller::cluster_catalog::run(context) => None,
+        lost = elector.hold(), if args.leader_elect => Some(lost),
     };
     let _ = stop_server.send(());
-    if lost {
-        return Err("lost leadership; exiting so another replica can lead".into());
+    if let Some(lost) = lost {
+        return Err(format!("{lost}; exiting so another replica can lead"));
     }
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),

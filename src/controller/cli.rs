@@ -9,7 +9,7 @@ use tracing::{error, info};
 
 use super::{
     cluster_extension::{self, Context},
-    leader::LeaderElector,
+    leader::{LeaderElector, Leadership, identify, replica_identity},
     metrics::{Metrics, Readiness, serve_operations},
     upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
 };
@@ -75,11 +75,20 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         ca_files,
         upgradeable,
     } = args;
-    let config = Config::infer()
+    let identity = replica_identity("controller");
+    let mut config = Config::infer()
         .await
         .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-    let client =
-        Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    identify(&mut config, "controller", &identity);
+    // Every client that reconciles is guarded: it stops with the Lease (see leader.rs).
+    let leadership = if leader_elect {
+        Leadership::elected()
+    } else {
+        Leadership::unelected()
+    };
+    let client = leadership
+        .client(config.clone())
+        .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
 
     let mut ca_pems = Vec::new();
     for file in &ca_files {
@@ -109,10 +118,15 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let readiness = Readiness::default();
     let server = tokio::spawn(serve_operations(metrics_addr, registry, readiness.clone()));
 
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("olmv1-{}", std::process::id()));
-    let elector = LeaderElector::new(client.clone(), &system_namespace, "olmv1-controller", &identity);
+    let lease_client =
+        Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let elector = LeaderElector::new(
+        lease_client,
+        &system_namespace,
+        "olmv1-controller",
+        &identity,
+        leadership.clone(),
+    );
     if leader_elect {
         info!(%identity, "waiting for leadership");
         elector.acquire().await.map_err(|e| e.to_string())?;
@@ -120,7 +134,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     let ctx = Arc::new(Context::new(
         client.clone(),
-        ServiceAccountClients::new(client.clone(), config),
+        ServiceAccountClients::new(client.clone(), config, leadership),
         RevisionStore::new(client.clone(), &system_namespace),
         Arc::new(CachedCatalogClient::new(catalog_client)),
         pull,
@@ -140,7 +154,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             gating.abort();
             info!("controllers stopped");
         }
-        _ = elector.hold(), if leader_elect => return Err("lost leadership; exiting so another replica can lead".into()),
+        lost = elector.hold(), if leader_elect => return Err(format!("{lost}; exiting so another replica can lead")),
         result = server => return Err(format!("operations server stopped: {result:?}")),
     }
     Ok(())
