@@ -32,9 +32,13 @@ src=$(cd "$src" && pwd)
 idle=${OLMV1_BENCH_IDLE_SECONDS:-600}
 
 "$here/install-deps.sh"
-log "building olmv1 (release) and the driver"
-(cd "$repo" && cargo build -q --release --bin olmv1 && cargo build -q --example interop)
-olmv1="$repo/target/release/olmv1"
+profile=${OLMV1_BENCH_PROFILE:-release} # `debug` measures the debug build (an upper bound)
+log "building olmv1 ($profile) and the driver"
+if [[ $profile == release ]]; then
+  (cd "$repo" && cargo build -q --release --bin olmv1)
+fi
+(cd "$repo" && cargo build -q --bin olmv1 --example interop)
+olmv1="$repo/target/$profile/olmv1"
 driver="$repo/target/debug/examples/interop"
 
 env_file=$(OLMV1_SKIP_CRDS=1 "$here/local-up.sh")
@@ -129,5 +133,5 @@ r = lambda f: json.load(open(f"{w}/{f}"))
 print(json.dumps({side: {"controller": r(f"{side}-controller.json"), "catalogd": r(f"{side}-catalogd.json")}
                   for side in ("olmv1", "upstream")}))
 EOF
-echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC'), olmv1 $profile build, idle window ${idle} s, on $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$driver" bench-table "$work/results.json"
