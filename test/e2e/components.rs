@@ -399,6 +399,27 @@ pub fn operations_address(role: &str) -> String {
     }
 }
 
+/// The whole log of a component (`controller`, `catalogd` or a replica's name), without the
+/// terminal colour codes.
+pub fn log(role: &str) -> String {
+    let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence `ESC [ ... m`.
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
 /// The logs of a component, for failure messages.
 pub fn log_tail(role: &str) -> String {
     let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
