@@ -2,8 +2,8 @@
 # Installs what the tests and the demo need and a fresh machine (Debian bookworm) may lack:
 #   Debian packages: docker-registry (OCI registry), openssl (test PKI), apache2-utils (htpasswd
 #   for registry Basic auth tests), curl, ca-certificates, podman and runc (hack/deploy-test.sh runs
-#   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies), python3 (generates
-#   the hostile tar corpus, test/fixtures/hostile-layers);
+#   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies), graphviz
+#   (`olmv1 upgrades -o svg`), python3 (the hostile tar corpus);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
 #   builds the control plane's binaries from Go modules (hack/build-tools.sh, cached by version).
 # Safe to run again: it only does what is missing.
@@ -22,6 +22,7 @@ declare -A packages=(
   [podman]=podman
   [runc]=runc
   [python3]=python3
+  [dot]=graphviz
 )
 missing=()
 for cmd in "${!packages[@]}"; do

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use olmv1::{bundle, catalog, controller, resolve};
+use olmv1::{bundle, catalog, cmd, controller, resolve};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -32,11 +32,27 @@ enum Command {
     Image(bundle::image_cli::ImageCommand),
     /// Print the ClusterExtension and ClusterCatalog CRDs as a YAML stream.
     Crd,
+    /// Find packages across the cluster's catalogs, a catalog image or a directory.
+    Search(cmd::search::SearchArgs),
+    /// Every channel of a package with its bundles, upgrade edges and deprecations.
+    Versions(cmd::versions::VersionsArgs),
+    /// The versions an extension can reach now, and the shortest path to later ones.
+    Upgrades(cmd::upgrades::UpgradesArgs),
+    /// Why the resolver chose what it chose, or found nothing.
+    Explain(cmd::explain::ExplainArgs),
+    /// Create a ClusterExtension.
+    Install(cmd::install::InstallArgs),
+    /// Change a ClusterExtension's version, channels or upgrade policy.
+    Upgrade(cmd::install::UpgradeArgs),
+    /// Delete a ClusterExtension.
+    Uninstall(cmd::install::UninstallArgs),
+    /// A readable summary of every extension: installed, target, conditions, upgrades.
+    Status(cmd::status::StatusArgs),
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     init_tracing();
     exit_with_parent();
     match cli.command {
@@ -45,11 +61,36 @@ async fn main() -> ExitCode {
         Command::Resolve(args) => resolve::cli::run(args).await,
         Command::Render(args) => bundle::cli::run(args).await,
         Command::Image(cmd) => bundle::image_cli::run(cmd).await,
+        Command::Search(args) => cmd::search::run(args).await,
+        Command::Versions(args) => cmd::versions::run(args).await,
+        Command::Upgrades(args) => cmd::upgrades::run(args).await,
+        Command::Explain(args) => cmd::explain::run(args).await,
+        Command::Install(args) => cmd::install::install(args).await,
+        Command::Upgrade(args) => cmd::install::upgrade(args).await,
+        Command::Uninstall(args) => cmd::install::uninstall(args).await,
+        Command::Status(args) => cmd::status::run(args).await,
         Command::Crd => {
             print!("{}", olmv1_api::crd::crds_yaml());
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Parses the command line. Run as `kubectl-olmv1` (a link kubectl finds on PATH, so
+/// `kubectl olmv1 search ...` works), help and errors name the plugin as kubectl users type it.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let invoked = std::env::args_os().next().and_then(|a| {
+        std::path::Path::new(&a)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    });
+    let mut command = Cli::command();
+    if invoked.as_deref() == Some("kubectl-olmv1") {
+        command = command.name("kubectl-olmv1").bin_name("kubectl olmv1");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// With `OLMV1_EXIT_WITH_PARENT=1`, the process exits when its parent does: test harnesses and

@@ -128,9 +128,13 @@ async fn push(args: PushArgs) -> Result<String, String> {
         registry.add_auth_file(path)?;
     }
     if let (Some(username), Some(password)) = (args.username.clone(), password) {
-        registry
-            .credentials
-            .insert(image.registry.clone(), Credential { username, password });
+        registry.credentials.insert(
+            image.registry.clone(),
+            Credential {
+                username,
+                password: secrecy::ExposeSecret::expose_secret(&password).to_string(),
+            },
+        );
     }
     let options = PushOptions {
         registry,

@@ -17,6 +17,7 @@ mod meta;
 mod model;
 mod read;
 pub mod server;
+pub mod source;
 
 use std::{path::Path, sync::Arc};
 

@@ -9,7 +9,7 @@ use crate::controller::{
     status::{ConditionStatus, set_condition},
 };
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -31,10 +31,9 @@ use serde_json::json;
 
 use crate::bundle::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 use crate::catalog::server::CatalogStore;
-use crate::confined::ConfinedDir;
 
 /// The image label naming the FBC directory of a catalog image.
-pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+pub use crate::catalog::source::CONFIGS_LABEL;
 const MESSAGE_SUCCEEDED: &str = "Successfully unpacked and stored content from resolved source";
 const MESSAGE_SERVING: &str = "Serving desired content from resolved source";
 const MESSAGE_UNAVAILABLE_MODE: &str = "Catalog availability mode is set to Unavailable";
@@ -163,7 +162,11 @@ pub async fn run(context: Arc<Context>) {
     if !context.settings.selector.is_empty() {
         watch = watch.labels(&context.settings.selector);
     }
+    // New registry credentials (a pull secret created or rotated): retry every catalog now
+    // rather than after its failure backoff.
+    let credentials_changed = context.registry.config().credentials.changes();
     Controller::new(api, watch)
+        .reconcile_all_on(credentials_changed)
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -358,7 +361,7 @@ async fn unpack_and_store(
     .map_err(|e| source_error(&e, pinned))?;
     let result = store_pulled(&name, &pulled, context, pinned).await;
     // The content now lives in the catalog store; the unpacked image is not needed any more.
-    let _ = image::cache::remove(cache_dir, &pulled.digest);
+    let _ = image::cache::remove(&pulled);
     result?;
     Ok(StoredState {
         digest_ref: pulled.digest_ref,
@@ -374,7 +377,7 @@ async fn store_pulled(
     context: &Context,
     pinned: bool,
 ) -> Result<(), Error> {
-    let configs = configs_dir(pulled).map_err(|message| Error::Source {
+    let configs = crate::catalog::source::configs_dir(pulled).map_err(|message| Error::Source {
         message,
         terminal: pinned,
     })?;
@@ -384,33 +387,6 @@ async fn store_pulled(
         .map_err(|e| Error::Store(e.to_string()))?
         .map_err(|e| Error::Store(e.to_string()))?;
     Ok(())
-}
-
-/// The FBC directory of a pulled catalog image, from its configs label.
-fn configs_dir(pulled: &image::PulledImage) -> Result<PathBuf, String> {
-    let label = pulled
-        .labels
-        .get(CONFIGS_LABEL)
-        .ok_or_else(|| format!("catalog image is missing the required label {CONFIGS_LABEL:?}"))?;
-    let relative = Path::new(label.trim_start_matches('/'));
-    if relative
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "catalog image label {CONFIGS_LABEL:?} has an invalid path {label:?}"
-        ));
-    }
-    // Opened without following links: a configs directory that is a link (to the host or
-    // elsewhere in the image) is refused.
-    let opened = ConfinedDir::open(&pulled.dir).and_then(|root| root.open_dir(relative));
-    if let Err(e) = opened {
-        return Err(format!(
-            "catalog image {} label {CONFIGS_LABEL:?} names {label:?}, which is not a directory in the image: {e}",
-            pulled.digest_ref
-        ));
-    }
-    Ok(pulled.dir.join(relative))
 }
 
 fn source_error(error: &ImageError, pinned: bool) -> Error {
@@ -618,21 +594,24 @@ mod tests {
             labels: Default::default(),
             unpacked_at: SystemTime::now(),
         };
-        let err = configs_dir(&pulled).unwrap_err();
+        let err = crate::catalog::source::configs_dir(&pulled).unwrap_err();
         assert_eq!(
             err,
             format!("catalog image is missing the required label {CONFIGS_LABEL:?}")
         );
         pulled.labels.insert(CONFIGS_LABEL.into(), "/configs".into());
-        assert_eq!(configs_dir(&pulled).unwrap(), dir.path().join("configs"));
+        assert_eq!(
+            crate::catalog::source::configs_dir(&pulled).unwrap(),
+            dir.path().join("configs")
+        );
         pulled.labels.insert(CONFIGS_LABEL.into(), "/../etc".into());
-        assert!(configs_dir(&pulled).is_err());
+        assert!(crate::catalog::source::configs_dir(&pulled).is_err());
         pulled.labels.insert(CONFIGS_LABEL.into(), "/missing".into());
-        assert!(configs_dir(&pulled).unwrap_err().contains("not a directory"));
-        // A configs directory that is a link (here to the host's /etc) is never followed.
-        std::os::unix::fs::symlink("/etc", dir.path().join("host")).unwrap();
-        pulled.labels.insert(CONFIGS_LABEL.into(), "/host".into());
-        assert!(configs_dir(&pulled).unwrap_err().contains("symbolic link"));
+        assert!(
+            crate::catalog::source::configs_dir(&pulled)
+                .unwrap_err()
+                .contains("not a directory")
+        );
     }
 
     #[test]

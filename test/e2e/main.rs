@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cli;
 mod components;
 mod fixtures;
 
@@ -13,6 +14,8 @@ mod gating;
 mod ha;
 mod install;
 mod lifecycle;
+mod openshift;
+mod pull_secrets;
 mod real;
 mod upgrade;
 

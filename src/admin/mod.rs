@@ -1,0 +1,10 @@
+//! What the admin's command line (`olmv1 search|versions|upgrades|explain|status`) computes:
+//! pure functions over catalog indexes and the controller's own resolver, plus the cluster
+//! reader they share. Argument parsing and printing live in `src/cmd/`.
+
+pub mod cluster;
+pub mod graph;
+pub mod search;
+pub mod table;
+pub mod upgrades;
+pub mod versions;
