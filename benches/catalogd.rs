@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use olmv1::bundle::image::{self, PullOptions, PushOptions, RegistryConfig};
 use olmv1::catalog::server::CatalogStore;
+use olmv1::image::{self, PullOptions, PushOptions, RegistryConfig};
 
 const CHILD_ENV: &str = "OLMV1_BENCH_PULL_REF";
 const CATALOG: &str = "certified-operators-v4.16";

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
 use olmv1::catalog::cache::CachedCatalogClient;
 use olmv1::catalog::client::CatalogClient;
 use olmv1::catalog::{CatalogIndex, Meta, read_dir_metas, write_jsonl};
+use olmv1::image::{PushOptions, RegistryConfig, push_dir};
 use olmv1_api::v1::ClusterCatalog;
 use support::{RegistryOptions, start_registry, wait_for};
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use olmv1::bundle::image::{
+use olmv1::image::{
     self, Credential, ImageError, PullOptions, PushOptions, RegistryConfig, UnpackLimits, push_dir,
     push_layers,
 };

@@ -9,8 +9,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::apply::revision::BundleProperty;
 use crate::bundle::csv::ClusterServiceVersion;
+use crate::catalog::BundleProperty;
 
 /// The annotation holding a CSV's bundle properties (a JSON array of `{type, value}`).
 pub const PROPERTIES_ANNOTATION: &str = "olm.properties";

@@ -1,6 +1,8 @@
+//! Owns the reconcilers (ClusterExtension, ClusterCatalog, Upgradeable), their metrics, leader election.
+//! May import every module below it (api, version, image, catalog, resolve, bundle, apply); never cmd.
+//!
 //! Reconcilers: ClusterExtension, ClusterCatalog, Upgradeable.
 
-pub mod cli;
 pub mod cluster_catalog;
 pub mod cluster_extension;
 pub mod leader;

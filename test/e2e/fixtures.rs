@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
+use olmv1::image::{PushOptions, RegistryConfig, push_dir};
 use serde_json::{Value, json};
 
 /// How a bundle's CRD looks: `Compatible` versions only add optional fields; `Breaking` changes

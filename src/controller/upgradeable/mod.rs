@@ -1,3 +1,6 @@
+//! Owns the Upgradeable condition of the `olm` ClusterOperator (rules in compat, I/O in reconciler).
+//! May import api, version, apply (revision records), controller's shared parts; never cmd.
+//!
 //! Cluster upgrade gating: installed bundles' `olm.maxOpenShiftVersion` -> condition `Upgradeable`
 //! on the `olm` ClusterOperator (`config.openshift.io/v1`).
 //!

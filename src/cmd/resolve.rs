@@ -16,8 +16,8 @@ use olmv1_api::v1::{
     CatalogFilter, ClusterExtension, UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME,
 };
 
-use super::{CatalogInput, InstalledBundle, ResolveRequest, resolve};
 use crate::catalog::{CatalogIndex, client::CatalogClient, parse_stream};
+use crate::resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve};
 
 /// Arguments of `olmv1 resolve`.
 #[derive(clap::Args, Debug)]

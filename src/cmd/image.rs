@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::image::{Credential, PushOptions, RegistryConfig, push_dir};
+use super::start::RegistryOptions;
+use crate::image::{Credential, ImageReference, PushOptions, push_dir};
 
 /// Subcommands of `olmv1 image`.
 #[derive(clap::Subcommand, Debug)]
@@ -61,19 +62,17 @@ pub async fn run(cmd: ImageCommand) -> ExitCode {
 
 async fn push(args: PushArgs) -> Result<String, String> {
     let labels = parse_labels(&args.labels)?;
-    let mut registry = RegistryConfig::default();
-    let image = super::image::ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
-    if args.insecure {
-        registry.insecure_registries.push(image.registry.clone());
+    let image = ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
+    let mut registry = RegistryOptions {
+        insecure_registries: args
+            .insecure
+            .then(|| image.registry.clone())
+            .into_iter()
+            .collect(),
+        ca_paths: args.ca_file.as_deref().into_iter().collect(),
+        auth_file: args.auth_file.as_deref(),
     }
-    if let Some(path) = &args.ca_file {
-        registry
-            .add_ca_path(path)
-            .map_err(|e| format!("reading CA file {}: {e}", path.display()))?;
-    }
-    if let Some(path) = &args.auth_file {
-        registry.add_auth_file(path)?;
-    }
+    .config()?;
     if let (Some(username), Some(password)) = (args.username, args.password) {
         registry
             .credentials

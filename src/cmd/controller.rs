@@ -7,17 +7,20 @@ use kube::{Client, Config};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::{
-    cluster_extension::{self, Context},
-    leader::LeaderElector,
-    metrics::{Metrics, Readiness, serve_operations},
-    upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
-};
+use super::start::{LOST_LEADERSHIP, Leadership, RegistryOptions, read_ca_files, start_operations_server};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::image::{cache::PullOptions, registry::RegistryConfig},
     catalog::{cache::CachedCatalogClient, client::CatalogClient},
+    controller::{
+        cluster_extension::{self, Context},
+        metrics::Metrics,
+        upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
+    },
+    image::cache::PullOptions,
 };
+
+/// The leader election Lease of the controller.
+const LEASE_NAME: &str = "olmv1-controller";
 
 /// Arguments of `olmv1 controller`.
 #[derive(clap::Args, Debug)]
@@ -81,21 +84,13 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let client =
         Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
 
-    let mut ca_pems = Vec::new();
-    for file in &ca_files {
-        ca_pems
-            .push(std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?);
-    }
-    let catalog_client = CatalogClient::new(&ca_pems).map_err(|e| e.to_string())?;
-    let mut registry_config = RegistryConfig {
+    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?).map_err(|e| e.to_string())?;
+    let registry_config = RegistryOptions {
         insecure_registries,
-        ..RegistryConfig::default()
-    };
-    for file in &ca_files {
-        registry_config
-            .add_ca_path(file)
-            .map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?;
+        ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
+        auth_file: None,
     }
+    .config()?;
     let pull = PullOptions {
         registry: registry_config,
         ..PullOptions::new(cache_dir)
@@ -106,17 +101,16 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
-    let readiness = Readiness::default();
-    let server = tokio::spawn(serve_operations(metrics_addr, registry, readiness.clone()));
+    let (readiness, server) = start_operations_server(metrics_addr, registry);
 
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("olmv1-{}", std::process::id()));
-    let elector = LeaderElector::new(client.clone(), &system_namespace, "olmv1-controller", &identity);
-    if leader_elect {
-        info!(%identity, "waiting for leadership");
-        elector.acquire().await.map_err(|e| e.to_string())?;
-    }
+    let leadership = Leadership::new(
+        leader_elect,
+        client.clone(),
+        &system_namespace,
+        LEASE_NAME,
+        "olmv1",
+    );
+    leadership.acquire().await?;
 
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -140,7 +134,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             gating.abort();
             info!("controllers stopped");
         }
-        _ = elector.hold(), if leader_elect => return Err("lost leadership; exiting so another replica can lead".into()),
+        () = leadership.lost() => return Err(LOST_LEADERSHIP.into()),
         result = server => return Err(format!("operations server stopped: {result:?}")),
     }
     Ok(())

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::{CatalogStore, TlsFiles, serve};
-use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
-use crate::controller::cluster_catalog::{CatalogdSettings, Context};
-use crate::controller::leader::LeaderElector;
-use crate::controller::metrics::{Readiness, ReconcileMetrics, serve_operations};
+use super::start::{LOST_LEADERSHIP, Leadership, RegistryOptions, shutdown_signal, start_operations_server};
+use crate::catalog::server::{CatalogStore, TlsFiles, serve};
+use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
+use crate::controller::metrics::ReconcileMetrics;
+use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
 
 /// The leader election Lease of catalogd (upstream's name).
 const LEASE_NAME: &str = "catalogd-operator-lock";
@@ -94,19 +94,12 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The registry configuration these flags describe.
     pub fn registry_config(&self) -> Result<RegistryConfig, String> {
-        let mut config = RegistryConfig {
+        RegistryOptions {
             insecure_registries: self.insecure_registries.clone(),
-            ..Default::default()
-        };
-        if let Some(path) = &self.pull_cas_dir {
-            config
-                .add_ca_path(path)
-                .map_err(|e| format!("reading CAs from {}: {e}", path.display()))?;
+            ca_paths: self.pull_cas_dir.as_deref().into_iter().collect(),
+            auth_file: self.auth_file.as_deref(),
         }
-        if let Some(path) = &self.auth_file {
-            config.add_auth_file(path)?;
-        }
-        Ok(config)
+        .config()
     }
 }
 
@@ -207,12 +200,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         &mut metrics_registry,
         "olmv1_clustercatalog",
     ));
-    let readiness = Readiness::default();
-    tokio::spawn(serve_operations(
-        args.metrics_addr,
-        metrics_registry,
-        readiness.clone(),
-    ));
+    let (readiness, _operations) = start_operations_server(args.metrics_addr, metrics_registry);
     let context = Arc::new(
         Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
     );
@@ -222,29 +210,29 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let server = tokio::spawn(serve(listener, store, tls, async move {
         let _ = server_stopped.await;
     }));
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("olmv1-catalogd-{}", std::process::id()));
-    let elector = LeaderElector::new(client, &args.leader_election_namespace, LEASE_NAME, &identity);
-    if args.leader_elect {
-        tracing::info!(%identity, "waiting for leadership");
-        tokio::select! {
-            acquired = elector.acquire() => acquired.map_err(|e| e.to_string())?,
-            () = shutdown_signal() => {
-                let _ = stop_server.send(());
-                return Ok(());
-            }
+    let leadership = Leadership::new(
+        args.leader_elect,
+        client,
+        &args.leader_election_namespace,
+        LEASE_NAME,
+        "olmv1-catalogd",
+    );
+    tokio::select! {
+        acquired = leadership.acquire() => acquired?,
+        () = shutdown_signal() => {
+            let _ = stop_server.send(());
+            return Ok(());
         }
     }
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {
-        () = crate::controller::cluster_catalog::run(context) => false,
-        () = elector.hold(), if args.leader_elect => true,
+        () = cluster_catalog::run(context) => false,
+        () = leadership.lost() => true,
     };
     let _ = stop_server.send(());
     if lost {
-        return Err("lost leadership; exiting so another replica can lead".into());
+        return Err(LOST_LEADERSHIP.into());
     }
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),
@@ -279,21 +267,5 @@ fn announce(listener: &tokio::net::TcpListener, tls: bool) {
         let scheme = if tls { "https" } else { "http" };
         tracing::info!(address = %addr, "catalog server listening");
         println!("serving catalogs on {scheme}://{addr}/catalogs/");
-    }
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
