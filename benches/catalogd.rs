@@ -158,6 +158,7 @@ async fn parent() {
         )]
         .into(),
         prefix: "/configs".into(),
+        ..Default::default()
     };
     let started = Instant::now();
     let pushed = image::push_dir(&catalog, &reference, &push).await.expect("push");

@@ -214,6 +214,7 @@ async fn publish_multi(packages: &[Package]) -> String {
         )]
         .into(),
         prefix: "/configs".into(),
+        ..Default::default()
     };
     olmv1::image::push_dir(
         &work.path().join("configs"),

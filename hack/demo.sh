@@ -3,7 +3,7 @@
 #   1. installs what is missing and starts the local control plane with the CRDs (hack/local-up.sh),
 #      or reuses the one already running in the demo directory;
 #   2. publishes the demo's example-operator bundle and its catalog to the local registry with
-#      `olmv1 image push` (no Docker);
+#      `olmv1 image push` (no Docker; hack/demo/publish.sh);
 #   3. starts `olmv1 catalogd` (serving ClusterCatalogs over HTTP) and `olmv1 controller`;
 #   4. prepares the install namespace and a narrowly-privileged installer ServiceAccount, applies a
 #      ClusterCatalog and a ClusterExtension, and waits until the extension is Installed=True.
@@ -39,21 +39,6 @@ start_olmv1() {
   echo $! >"$pid_file"
 }
 
-# publish: the bundle image, then the catalog image whose bundle references point at it.
-publish() {
-  local bundle_ref="$OLMV1_REGISTRY/demo/example-operator-bundle:v1.0.0"
-  "$olmv1" image push "$demo/bundles/v1.0.0" "$bundle_ref" \
-    --label operators.operatorframework.io.bundle.mediatype.v1=registry+v1 >/dev/null
-  local configs
-  configs=$(mktemp -d)
-  cp -r "$demo/catalog/." "$configs/"
-  sed -i "s|REGISTRY|$OLMV1_REGISTRY|g" "$configs/example-operator/catalog.yaml"
-  "$olmv1" image push "$configs" "$OLMV1_REGISTRY/demo/catalog:latest" --prefix /configs \
-    --label operators.operatorframework.io.index.configs.v1=/configs >/dev/null
-  rm -rf "$configs"
-  log "published $bundle_ref and $OLMV1_REGISTRY/demo/catalog:latest"
-}
-
 up() {
   "$here/install-deps.sh"
   if running; then
@@ -66,7 +51,7 @@ up() {
   source "$OLMV1_ENV_DIR/env.sh"
   (cd "$repo" && cargo build -q --bin olmv1)
 
-  publish
+  "$demo/publish.sh" "$olmv1" "$OLMV1_REGISTRY" 2>&1 | sed 's/^/demo: /' >&2
   kubectl create namespace olmv1-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   local catalogd_port
   catalogd_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need and a fresh machine (Debian bookworm) may lack:
 #   Debian packages: docker-registry (OCI registry), openssl (test PKI), apache2-utils (htpasswd
-#   for registry Basic auth tests), curl, ca-certificates;
+#   for registry Basic auth tests), curl, ca-certificates, podman and runc (hack/deploy-test.sh runs
+#   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
 #   builds the control plane's binaries from Go modules (hack/build-tools.sh, cached by version).
 # Safe to run again: it only does what is missing.
@@ -17,6 +18,8 @@ declare -A packages=(
   [openssl]=openssl
   [htpasswd]=apache2-utils
   [curl]=curl
+  [podman]=podman
+  [runc]=runc
 )
 missing=()
 for cmd in "${!packages[@]}"; do

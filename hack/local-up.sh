@@ -179,6 +179,16 @@ log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - started))s)"
 # ---------------------------------------------------------------------------------------------
 # kube-apiserver
 curl_admin() { curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@"; }
+# Audit log of writes (Metadata level, no reads): who wrote what, e.g. only the leader replica.
+cat >"$dir/audit-policy.yaml" <<'EOF_POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+EOF_POLICY
 for attempt in 1 2 3; do
   free_port api_port
   start kube-apiserver "$bin/kube-apiserver" \
@@ -189,7 +199,8 @@ for attempt in 1 2 3; do
     --authorization-mode=RBAC --disable-admission-plugins=ServiceAccount \
     --client-ca-file="$pki/client-ca.crt" \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
-    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key"
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$logs/audit.log"
   rc=0
   wait_ready kube-apiserver "/readyz" curl_admin "https://127.0.0.1:$api_port/readyz" || rc=$?
   ((rc == 0)) && break
@@ -315,11 +326,11 @@ wait_ready kube-controller-manager "the default ServiceAccount" kubectl get serv
 log "node $node Ready, default ServiceAccount present ($((SECONDS - started))s)"
 
 # ---------------------------------------------------------------------------------------------
-# The project's CRDs: the committed config/crd/*.yaml (a test keeps them equal to `olmv1 crd`),
-# or `olmv1 crd` itself when they are not there.
+# The project's CRDs: the committed config/crd/olm.operatorframework.io_*.yaml (a test keeps them
+# equal to `olmv1 crd`), or `olmv1 crd` itself when they are not there.
 if [[ "${OLMV1_SKIP_CRDS:-}" != 1 ]]; then
   shopt -s nullglob
-  crd_files=("$repo"/config/crd/*.yaml)
+  crd_files=("$repo"/config/crd/olm.operatorframework.io_*.yaml)
   shopt -u nullglob
   if ((${#crd_files[@]})); then
     for f in "${crd_files[@]}"; do kubectl apply --server-side -f "$f" >/dev/null; done

@@ -2,8 +2,10 @@
 # Runs every test of the workspace against one shared local control plane:
 #   installs what is missing (hack/install-deps.sh), builds the tests, starts the environment
 #   (hack/local-up.sh), runs `cargo test --workspace` with OLMV1_TEST_ENV pointing at it, and stops
-#   the environment on exit. Exits non-zero when anything fails.
-# Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`).
+#   the environment on exit; then, for a whole run (no arguments), the installed-form test
+#   hack/deploy-test.sh (the image under podman, the install manifest). Exits non-zero when
+#   anything fails.
+# Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`) and skip deploy-test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
@@ -39,3 +41,6 @@ export OLMV1_TEST_ENV
 OLMV1_TEST_ENV=$("$here/local-up.sh")
 
 cargo test --workspace "$@"
+if (($# == 0)); then
+  "$here/deploy-test.sh"
+fi

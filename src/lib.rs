@@ -8,6 +8,7 @@ pub mod cmd;
 pub mod controller;
 pub mod go_format;
 pub mod image;
+pub mod leader;
 pub mod resolve;
 pub mod version;
 
@@ -19,7 +20,7 @@ mod layers {
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
             "go_format" => 0,
-            "version" | "image" => 1,
+            "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
             "controller" => 4,

@@ -382,6 +382,7 @@ fn catalog_push_options(registry: RegistryConfig) -> PushOptions {
         registry,
         labels: [(CONFIGS_LABEL.to_string(), "/configs".to_string())].into(),
         prefix: "/configs".into(),
+        ..Default::default()
     }
 }
 

@@ -27,6 +27,7 @@ fn push_options(registry: RegistryConfig) -> PushOptions {
         registry,
         labels: labels(),
         prefix: "/".into(),
+        ..Default::default()
     }
 }
 

@@ -17,6 +17,8 @@ use k8s_openapi::api::{
 use kube::{Api, Client, Config, api::PostParams, config::AuthInfo};
 use tokio::sync::RwLock;
 
+use crate::leader::Leadership;
+
 /// How long a requested token lives.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -65,15 +67,19 @@ pub struct ServiceAccountClients {
     /// The controller's config: the API server address and CA that SA clients reuse.
     base: Config,
     cache: Arc<RwLock<HashMap<(String, String), CachedToken>>>,
+    /// Service account clients stop with the controller's leadership.
+    leadership: Leadership,
 }
 
 impl ServiceAccountClients {
-    /// Builds the factory from the controller's own client and config.
-    pub fn new(controller: Client, base: Config) -> Self {
+    /// Builds the factory from the controller's own client and config; its clients are guarded
+    /// by `leadership`.
+    pub fn new(controller: Client, base: Config, leadership: Leadership) -> Self {
         Self {
             controller,
             base,
             cache: Arc::default(),
+            leadership,
         }
     }
 
@@ -145,10 +151,12 @@ impl ServiceAccountClients {
             token: Some(token.into()),
             ..AuthInfo::default()
         };
-        Client::try_from(config).map_err(|source| IdentityError::Client {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            source,
-        })
+        self.leadership
+            .client(config)
+            .map_err(|source| IdentityError::Client {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
     }
 }

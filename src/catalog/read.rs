@@ -407,3 +407,83 @@ mod tests {
         assert!(err.contains("all: object #2"), "{err}");
     }
 }
+
+/// Property tests: whatever the bytes, JSON or YAML, reading a catalog file or a JSONL stream
+/// answers metas or an error, never a panic.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Arbitrary JSON values, FBC-shaped now and then (a `schema` key) so that decoding goes past
+    /// the first check.
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(serde_json::Value::from),
+            "\\PC{0,12}".prop_map(serde_json::Value::from),
+            prop_oneof![
+                Just("olm.package"),
+                Just("olm.channel"),
+                Just("olm.bundle"),
+                Just("olm.deprecations")
+            ]
+            .prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("schema".to_string()),
+                        Just("name".to_string()),
+                        Just("package".to_string()),
+                        Just("entries".to_string()),
+                        Just("properties".to_string()),
+                        "[a-z]{1,8}",
+                    ],
+                    inner,
+                    0..6,
+                )
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse_stream(&data, Arc::from("random"));
+            let _ = jsonl_metas(Bytes::from(data.clone()), Arc::from("random")).count();
+            let _ = JsonlReader::new(&data[..], Arc::from("random"), 64).count();
+        }
+
+        #[test]
+        fn random_json_documents_never_panic(docs in proptest::collection::vec(json_value(), 0..4)) {
+            let json: Vec<u8> = docs
+                .iter()
+                .flat_map(|d| serde_json::to_vec(d).unwrap().into_iter().chain([b'\n']))
+                .collect();
+            let _ = parse_stream(&json, Arc::from("random.json"));
+            let _ = jsonl_metas(Bytes::from(json.clone()), Arc::from("random.jsonl")).count();
+            let _ = JsonlReader::new(&json[..], Arc::from("random.jsonl"), 1 << 20).count();
+        }
+
+        #[test]
+        fn random_yaml_documents_never_panic(docs in proptest::collection::vec(json_value(), 0..4)) {
+            let yaml: String = docs
+                .iter()
+                .map(|d| format!("---\n{}", serde_saphyr::to_string(d).unwrap_or_default()))
+                .collect();
+            let _ = parse_stream(yaml.as_bytes(), Arc::from("random.yaml"));
+        }
+
+        #[test]
+        fn random_yaml_text_never_panics(text in "[a-z:{}\\[\\]\\-#&*!|>'\" \n\t0-9.,]{0,200}") {
+            let _ = parse_stream(text.as_bytes(), Arc::from("random.yaml"));
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::start::{LOST_LEADERSHIP, Leadership, RegistryOptions, shutdown_signal, start_operations_server};
+use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_server};
 use crate::catalog::server::{CatalogStore, TlsFiles, serve};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::ReconcileMetrics;
@@ -182,9 +182,14 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
     );
     let registry = RegistryClient::new(args.registry.registry_config()?).map_err(|e| e.to_string())?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let replica = Replica::connect(
+        "catalogd",
+        args.leader_elect,
+        &args.leader_election_namespace,
+        LEASE_NAME,
+    )
+    .await?;
+    let client = replica.client.clone();
     let settings = CatalogdSettings {
         base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
         image_cache_dir: args.cache_dir.join("unpack"),
@@ -210,15 +215,8 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let server = tokio::spawn(serve(listener, store, tls, async move {
         let _ = server_stopped.await;
     }));
-    let leadership = Leadership::new(
-        args.leader_elect,
-        client,
-        &args.leader_election_namespace,
-        LEASE_NAME,
-        "olmv1-catalogd",
-    );
     tokio::select! {
-        acquired = leadership.acquire() => acquired?,
+        acquired = replica.acquire() => acquired?,
         () = shutdown_signal() => {
             let _ = stop_server.send(());
             return Ok(());
@@ -227,12 +225,12 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {
-        () = cluster_catalog::run(context) => false,
-        () = leadership.lost() => true,
+        () = cluster_catalog::run(context) => None,
+        lost = replica.lost() => Some(lost),
     };
     let _ = stop_server.send(());
-    if lost {
-        return Err(LOST_LEADERSHIP.into());
+    if let Some(lost) = lost {
+        return Err(lost);
     }
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),

@@ -3,11 +3,10 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
-use kube::{Client, Config};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::start::{LOST_LEADERSHIP, Leadership, RegistryOptions, read_ca_files, start_operations_server};
+use super::start::{RegistryOptions, Replica, read_ca_files, start_operations_server};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
     catalog::{cache::CachedCatalogClient, client::CatalogClient},
@@ -78,11 +77,8 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         ca_files,
         upgradeable,
     } = args;
-    let config = Config::infer()
-        .await
-        .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-    let client =
-        Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
+    let client = replica.client.clone();
 
     let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?).map_err(|e| e.to_string())?;
     let registry_config = RegistryOptions {
@@ -103,18 +99,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
     let (readiness, server) = start_operations_server(metrics_addr, registry);
 
-    let leadership = Leadership::new(
-        leader_elect,
-        client.clone(),
-        &system_namespace,
-        LEASE_NAME,
-        "olmv1",
-    );
-    leadership.acquire().await?;
+    replica.acquire().await?;
 
     let ctx = Arc::new(Context::new(
         client.clone(),
-        ServiceAccountClients::new(client.clone(), config),
+        ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),
         RevisionStore::new(client.clone(), &system_namespace),
         Arc::new(CachedCatalogClient::new(catalog_client)),
         pull,
@@ -134,7 +123,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             gating.abort();
             info!("controllers stopped");
         }
-        () = leadership.lost() => return Err(LOST_LEADERSHIP.into()),
+        lost = replica.lost() => return Err(lost),
         result = server => return Err(format!("operations server stopped: {result:?}")),
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::start::RegistryOptions;
-use crate::image::{Credential, ImageReference, PushOptions, push_dir};
+use crate::image::{Credential, ImageReference, PushOptions, RuntimeConfig, push_dir};
 
 /// Subcommands of `olmv1 image`.
 #[derive(clap::Subcommand, Debug)]
@@ -27,6 +27,9 @@ pub struct PushArgs {
     /// Path inside the image where DIR's content lands (e.g. `/configs` for catalogs).
     #[arg(long, default_value = "/")]
     pub prefix: String,
+    /// How a container runtime starts the image (a runnable image, e.g. olmv1's own).
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Allow plain HTTP to this registry (loopback registries always are).
     #[arg(long)]
     pub insecure: bool,
@@ -42,6 +45,46 @@ pub struct PushArgs {
     /// Password for Basic or token auth.
     #[arg(long, env = "OLMV1_REGISTRY_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+}
+
+/// The image config of a runnable image.
+#[derive(clap::Args, Debug, Default)]
+pub struct RuntimeArgs {
+    /// Entrypoint argument (repeatable, in order), e.g. `--entrypoint /usr/local/bin/olmv1`.
+    #[arg(long = "entrypoint", value_name = "ARG")]
+    pub entrypoint: Vec<String>,
+    /// Default argument after the entrypoint (repeatable, in order).
+    #[arg(long = "cmd", value_name = "ARG")]
+    pub cmd: Vec<String>,
+    /// User the process runs as, `UID[:GID]` (numeric, so runAsNonRoot can check it).
+    #[arg(long, value_name = "UID[:GID]")]
+    pub user: Option<String>,
+    /// Environment entry `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory of the process.
+    #[arg(long, value_name = "PATH")]
+    pub workdir: Option<String>,
+}
+
+impl RuntimeArgs {
+    fn into_config(self) -> Result<RuntimeConfig, String> {
+        parse_labels(&self.env).map_err(|e| format!("--env: {e}"))?;
+        if let Some(user) = &self.user
+            && !user
+                .split(':')
+                .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(format!("--user {user:?} must be a numeric UID or UID:GID"));
+        }
+        Ok(RuntimeConfig {
+            entrypoint: self.entrypoint,
+            cmd: self.cmd,
+            user: self.user,
+            env: self.env,
+            working_dir: self.workdir,
+        })
+    }
 }
 
 /// Runs `olmv1 image ...`.
@@ -62,6 +105,7 @@ pub async fn run(cmd: ImageCommand) -> ExitCode {
 
 async fn push(args: PushArgs) -> Result<String, String> {
     let labels = parse_labels(&args.labels)?;
+    let runtime = args.runtime.into_config()?;
     let image = ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
     let mut registry = RegistryOptions {
         insecure_registries: args
@@ -82,6 +126,7 @@ async fn push(args: PushArgs) -> Result<String, String> {
         registry,
         labels,
         prefix: args.prefix,
+        runtime,
     };
     let pushed = push_dir(&args.dir, &args.reference, &options)
         .await
@@ -107,5 +152,25 @@ mod tests {
         assert_eq!(labels["a"], "b=c");
         assert_eq!(labels["x"], "");
         assert!(super::parse_labels(&["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn runtime_config_checks_user_and_env() {
+        let args = |user: &str, env: &str| super::RuntimeArgs {
+            user: Some(user.into()),
+            env: vec![env.into()],
+            ..Default::default()
+        };
+        let config = args("65532:65532", "PATH=/usr/local/bin").into_config().unwrap();
+        assert_eq!(config.user.as_deref(), Some("65532:65532"));
+        assert_eq!(config.env, ["PATH=/usr/local/bin"]);
+        let err = args("nonroot", "A=b").into_config().unwrap_err();
+        assert_eq!(err, r#"--user "nonroot" must be a numeric UID or UID:GID"#);
+        assert!(
+            args("1000", "NOEQUALS")
+                .into_config()
+                .unwrap_err()
+                .starts_with("--env: ")
+        );
     }
 }

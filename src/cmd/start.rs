@@ -1,21 +1,19 @@
-//! Start-up shared by the commands: logging, the parent watch, pod identity, registry options,
-//! the operations server (`/metrics`, `/healthz`, `/readyz`), the leader loop and signals.
+//! Start-up shared by the commands: logging, the parent watch, the replica's identity, clients and
+//! leader loop, registry options, the operations server (`/metrics`, `/healthz`, `/readyz`), signals.
 
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
 };
 
-use kube::Client;
+use kube::{Client, Config};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use crate::{
-    controller::{
-        leader::LeaderElector,
-        metrics::{Readiness, serve_operations},
-    },
+    controller::metrics::{Readiness, serve_operations},
     image::RegistryConfig,
+    leader::{LeaderElector, Leadership, identify, replica_identity},
 };
 
 /// Structured logs on stderr; `RUST_LOG` filters (default `info`), `OLMV1_LOG_FORMAT=json` for JSON.
@@ -45,14 +43,6 @@ pub fn exit_with_parent() {
             }
         }
     });
-}
-
-/// This replica's name in leader election: the pod name (`POD_NAME`, else `HOSTNAME`), or
-/// `<fallback_prefix>-<pid>` outside a pod.
-pub fn pod_identity(fallback_prefix: &str) -> String {
-    std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("{fallback_prefix}-{}", std::process::id()))
 }
 
 /// How a command reaches registries: hosts allowed plain HTTP, extra CAs, an auth file.
@@ -104,41 +94,75 @@ pub fn start_operations_server(
     (readiness, server)
 }
 
-/// Leader election on one Lease, or none when the process runs alone.
-pub struct Leadership {
+/// A replica's connection to the cluster: its identity, a client that stops with the Lease, and
+/// the elector (when it elects) on a client of its own.
+pub struct Replica {
+    /// The pod name (or host name, or `olmv1-<component>-<pid>`).
+    pub identity: String,
+    /// The configuration, naming the replica in its User-Agent.
+    pub config: Config,
+    /// Whether this replica may send requests now.
+    pub leadership: Leadership,
+    /// The client every reconcile uses: refused while this replica does not lead.
+    pub client: Client,
     elector: Option<LeaderElector>,
 }
 
-impl Leadership {
-    /// With `elect`, elects on Lease `namespace/lease` as this pod; otherwise always leads.
-    pub fn new(elect: bool, client: Client, namespace: &str, lease: &str, fallback_prefix: &str) -> Self {
-        let elector = elect.then(|| {
-            let identity = pod_identity(fallback_prefix);
-            tracing::info!(%identity, %lease, "waiting for leadership");
-            LeaderElector::new(client, namespace, lease, &identity)
-        });
-        Self { elector }
+impl Replica {
+    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` before leading.
+    pub async fn connect(component: &str, elect: bool, namespace: &str, lease: &str) -> Result<Self, String> {
+        let identity = replica_identity(component);
+        let mut config = Config::infer()
+            .await
+            .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
+        identify(&mut config, component, &identity);
+        let build_error = |e| format!("cannot build a Kubernetes client: {e}");
+        let leadership = if elect {
+            Leadership::elected()
+        } else {
+            Leadership::unelected()
+        };
+        // The reconcilers' client stops with the Lease (see leader.rs); the elector's does not.
+        let client = leadership.client(config.clone()).map_err(build_error)?;
+        let elector = match elect {
+            true => {
+                let lease_client = Client::try_from(config.clone()).map_err(build_error)?;
+                Some(LeaderElector::new(
+                    lease_client,
+                    namespace,
+                    lease,
+                    &identity,
+                    leadership.clone(),
+                ))
+            }
+            false => None,
+        };
+        Ok(Self {
+            identity,
+            config,
+            leadership,
+            client,
+            elector,
+        })
     }
 
-    /// Waits until this process leads.
+    /// Waits until this replica leads (at once when it does not elect).
     pub async fn acquire(&self) -> Result<(), String> {
-        match &self.elector {
-            Some(elector) => elector.acquire().await.map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        let Some(elector) = &self.elector else {
+            return Ok(());
+        };
+        tracing::info!(identity = %self.identity, "waiting for leadership");
+        elector.acquire().await.map_err(|e| e.to_string())
     }
 
-    /// Completes when leadership is lost; never when the process runs alone.
-    pub async fn lost(&self) {
+    /// Completes with the message to exit with when leadership is lost; never without election.
+    pub async fn lost(&self) -> String {
         match &self.elector {
-            Some(elector) => elector.hold().await,
+            Some(elector) => format!("{}; exiting so another replica can lead", elector.hold().await),
             None => std::future::pending().await,
         }
     }
 }
-
-/// The message a replica exits with when another takes over its Lease.
-pub const LOST_LEADERSHIP: &str = "lost leadership; exiting so another replica can lead";
 
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

@@ -17,7 +17,7 @@ pub mod unpack;
 use std::path::PathBuf;
 
 pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client};
-pub use push::{PushOptions, PushedImage, push_dir, push_layers};
+pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;
 pub use registry::{Credential, Platform, RegistryClient, RegistryConfig};
 pub use unpack::{UnpackError, UnpackLimits};

@@ -24,6 +24,30 @@ pub struct PushOptions {
     pub labels: BTreeMap<String, String>,
     /// Where the directory's content lands in the image (`/` by default, e.g. `/configs`).
     pub prefix: String,
+    /// How a container runtime starts the image (empty for bundle and catalog images).
+    pub runtime: RuntimeConfig,
+}
+
+/// The runnable part of an image config (OCI image spec `config`): what a container runtime
+/// starts and as whom. Empty fields are left out, so images without them keep their digests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RuntimeConfig {
+    /// The command run by default (`/usr/local/bin/olmv1`); a pod's `args` follow it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub entrypoint: Vec<String>,
+    /// Default arguments after the entrypoint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cmd: Vec<String>,
+    /// `UID[:GID]` the process runs as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// `KEY=VALUE` environment entries.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Working directory of the process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
 }
 
 /// The result of a push.
@@ -87,13 +111,7 @@ async fn push_built_layers(
 ) -> Result<PushedImage, ImageError> {
     let client = RegistryClient::new(options.registry.clone())?;
     let diff_ids: Vec<&str> = layers.iter().map(|l| l.diff_id.as_str()).collect();
-    let config = json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "config": { "Labels": options.labels },
-        "rootfs": { "type": "layers", "diff_ids": diff_ids },
-    });
-    let config_bytes = bytes::Bytes::from(serde_json::to_vec(&config).unwrap_or_default());
+    let config_bytes = bytes::Bytes::from(image_config(&options.runtime, &options.labels, &diff_ids));
     let config_digest = sha256_digest(&config_bytes);
     let mut descriptors = Vec::new();
     for layer in layers {
@@ -145,6 +163,20 @@ async fn push_built_layers(
         digest_ref: image.with_digest(&digest),
         digest,
     })
+}
+
+/// The image config blob: platform, runtime settings, labels and layer diff IDs. It has no
+/// creation time or history, so the same content always gives the same digest.
+fn image_config(runtime: &RuntimeConfig, labels: &BTreeMap<String, String>, diff_ids: &[&str]) -> Vec<u8> {
+    let mut config = serde_json::to_value(runtime).unwrap_or_else(|_| json!({}));
+    config["Labels"] = json!(labels);
+    let image = json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config,
+        "rootfs": { "type": "layers", "diff_ids": diff_ids },
+    });
+    serde_json::to_vec(&image).unwrap_or_default()
 }
 
 /// A compressed layer with its digests.
@@ -246,6 +278,39 @@ fn io_error(image: &ImageReference, dir: &Path, source: io::Error) -> ImageError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_config_carries_the_runtime_settings_only_when_given() {
+        let labels = BTreeMap::from([("k".to_string(), "v".to_string())]);
+        let plain: serde_json::Value =
+            serde_json::from_slice(&image_config(&RuntimeConfig::default(), &labels, &["sha256:aa"]))
+                .unwrap();
+        // Bundle and catalog images keep the config they always had (and so their digests).
+        assert_eq!(plain["config"], json!({"Labels": {"k": "v"}}));
+        let runtime = RuntimeConfig {
+            entrypoint: vec!["/usr/local/bin/olmv1".into()],
+            user: Some("65532:65532".into()),
+            env: vec!["PATH=/usr/local/bin".into()],
+            ..Default::default()
+        };
+        let runnable: serde_json::Value =
+            serde_json::from_slice(&image_config(&runtime, &labels, &["sha256:aa"])).unwrap();
+        assert_eq!(
+            runnable["config"],
+            json!({
+                "Entrypoint": ["/usr/local/bin/olmv1"],
+                "User": "65532:65532",
+                "Env": ["PATH=/usr/local/bin"],
+                "Labels": {"k": "v"},
+            })
+        );
+        assert_eq!(runnable["rootfs"]["diff_ids"], json!(["sha256:aa"]));
+        assert!(runnable.get("created").is_none());
+        assert_eq!(
+            image_config(&runtime, &labels, &["sha256:aa"]),
+            image_config(&runtime, &labels, &["sha256:aa"])
+        );
+    }
 
     #[test]
     fn layers_are_deterministic_and_prefixed() {

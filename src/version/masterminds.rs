@@ -448,3 +448,93 @@ mod tests {
         );
     }
 }
+
+/// Property tests: any text is an answer (a range or an error), never a panic; a range printed
+/// and parsed again matches the same versions; simple generated ranges mean what they say.
+#[cfg(test)]
+mod properties {
+    use std::cmp::Ordering;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn version() -> impl Strategy<Value = LooseVersion> {
+        (0u64..4, 0u64..4, 0u64..4).prop_map(|(major, minor, patch)| LooseVersion {
+            major,
+            minor,
+            patch,
+            pre: String::new(),
+        })
+    }
+
+    /// `(operator text, what it says of `candidate.compare(bound)`)`.
+    fn operator() -> impl Strategy<Value = (&'static str, fn(Ordering) -> bool)> {
+        prop_oneof![
+            Just(("=", Ordering::is_eq as fn(Ordering) -> bool)),
+            Just(("!=", Ordering::is_ne as fn(Ordering) -> bool)),
+            Just((">", Ordering::is_gt as fn(Ordering) -> bool)),
+            Just(("<", Ordering::is_lt as fn(Ordering) -> bool)),
+            Just((">=", Ordering::is_ge as fn(Ordering) -> bool)),
+            Just(("<=", Ordering::is_le as fn(Ordering) -> bool)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_errs_never_panics(text in "\\PC{0,40}") {
+            let _ = VersionRange::parse(&text);
+        }
+
+        #[test]
+        fn range_like_text_parses_or_errs_never_panics(
+            text in "[0-9vxX*.,|<>=!~^ -]{0,30}",
+            candidate in version(),
+        ) {
+            if let Ok(range) = VersionRange::parse(&text) {
+                let _ = range.matches_loose(&candidate);
+            }
+        }
+
+        #[test]
+        fn print_then_parse_matches_the_same_versions(
+            text in "[0-9vxX*.,|<>=!~^ -]{0,30}",
+            candidates in proptest::collection::vec(version(), 1..8),
+        ) {
+            if let Ok(range) = VersionRange::parse(&text) {
+                let again = VersionRange::parse(&range.to_string()).expect("a printed range parses");
+                for candidate in &candidates {
+                    prop_assert_eq!(range.matches_loose(candidate), again.matches_loose(candidate));
+                }
+            }
+        }
+
+        #[test]
+        fn generated_ranges_mean_what_they_say(
+            groups in proptest::collection::vec(
+                proptest::collection::vec((operator(), version()), 1..3),
+                1..3,
+            ),
+            candidate in version(),
+        ) {
+            let text = groups
+                .iter()
+                .map(|group| {
+                    group
+                        .iter()
+                        .map(|((op, _), bound)| format!("{op}{bound}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .collect::<Vec<_>>()
+                .join(" || ");
+            let range = VersionRange::parse(&text).expect("a generated range parses");
+            let expected = groups.iter().any(|group| {
+                group
+                    .iter()
+                    .all(|((_, holds), bound)| holds(candidate.compare(bound)))
+            });
+            prop_assert_eq!(range.matches_loose(&candidate), expected, "{} vs {}", text, candidate);
+        }
+    }
+}

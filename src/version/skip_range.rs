@@ -272,3 +272,75 @@ mod tests {
         }
     }
 }
+
+/// Property tests: any text is a range or an error, never a panic; generated ranges mean what
+/// they say and print back to text that parses to the same range.
+#[cfg(test)]
+mod properties {
+    use std::cmp::Ordering;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn version() -> impl Strategy<Value = semver::Version> {
+        (0u64..4, 0u64..4, 0u64..4).prop_map(|(a, b, c)| semver::Version::new(a, b, c))
+    }
+
+    fn operator() -> impl Strategy<Value = (&'static str, fn(Ordering) -> bool)> {
+        prop_oneof![
+            Just(("=", Ordering::is_eq as fn(Ordering) -> bool)),
+            Just(("!=", Ordering::is_ne as fn(Ordering) -> bool)),
+            Just((">", Ordering::is_gt as fn(Ordering) -> bool)),
+            Just(("<", Ordering::is_lt as fn(Ordering) -> bool)),
+            Just((">=", Ordering::is_ge as fn(Ordering) -> bool)),
+            Just(("<=", Ordering::is_le as fn(Ordering) -> bool)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_errs_never_panics(text in "\\PC{0,40}") {
+            let _ = SkipRange::parse(&text);
+        }
+
+        #[test]
+        fn range_like_text_parses_or_errs_never_panics(
+            text in "[0-9xX.|<>=! -]{0,30}",
+            candidate in version(),
+        ) {
+            if let Ok(range) = SkipRange::parse(&text) {
+                let again = SkipRange::parse(&range.to_string()).expect("a printed range parses");
+                prop_assert_eq!(range.contains(&candidate), again.contains(&candidate));
+            }
+        }
+
+        #[test]
+        fn generated_ranges_mean_what_they_say(
+            groups in proptest::collection::vec(
+                proptest::collection::vec((operator(), version()), 1..3),
+                1..3,
+            ),
+            candidate in version(),
+        ) {
+            let text = groups
+                .iter()
+                .map(|group| {
+                    group
+                        .iter()
+                        .map(|((op, _), bound)| format!("{op}{bound}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect::<Vec<_>>()
+                .join(" || ");
+            let range = SkipRange::parse(&text).expect("a generated range parses");
+            let expected = groups.iter().any(|group| {
+                group
+                    .iter()
+                    .all(|((_, holds), bound)| holds(candidate.cmp(bound)))
+            });
+            prop_assert_eq!(range.contains(&candidate), expected, "{} vs {}", text, candidate);
+        }
+    }
+}

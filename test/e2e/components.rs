@@ -2,6 +2,7 @@
 //! once per test process against the shared local control plane, and helpers to drive them.
 
 use std::{
+    collections::BTreeMap,
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
     time::Duration,
@@ -129,8 +130,10 @@ pub async fn restart_api_server(share: &ClusterShare) {
 }
 
 struct Components {
-    catalogd: Child,
+    catalogd: Mutex<Option<Child>>,
     controller: Mutex<Option<Child>>,
+    /// Where catalogd serves catalogs.
+    catalogd_address: String,
     /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
     catalogd_operations: String,
     controller_operations: String,
@@ -141,7 +144,6 @@ static COMPONENTS: OnceLock<Components> = OnceLock::new();
 /// Starts catalogd and the controller once for this test process.
 pub fn ensure_running() {
     COMPONENTS.get_or_init(|| {
-        let env = support::env();
         support::kubectl_apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
         ))
@@ -169,58 +171,65 @@ pub fn ensure_running() {
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
-        let port = support::free_port();
-        let addr = format!("127.0.0.1:{port}");
+        let catalogd_address = format!("127.0.0.1:{}", support::free_port());
         let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
-        let catalogd = spawn(
-            "catalogd",
-            &[
-                "catalogd",
-                "--catalogs-server-addr",
-                &addr,
-                "--external-address",
-                &addr,
-                "--cache-dir",
-                scratch_dir("catalogd").to_str().unwrap(),
-                "--poll-interval-unit-seconds",
-                "1",
-                // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
-                "--selector",
-                "!olmv1.test/catalogd",
-                "--metrics-addr",
-                &catalogd_operations,
-            ],
-            env,
-        );
+        let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
         let controller_operations = format!("127.0.0.1:{}", support::free_port());
-        let controller = spawn_controller(env, &controller_operations);
+        let controller = spawn_controller("controller", &controller_operations, &[]);
         Components {
-            catalogd,
+            catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
+            catalogd_address,
             catalogd_operations,
             controller_operations,
         }
     });
 }
 
-fn spawn_controller(env: &support::TestEnv, metrics: &str) -> Child {
-    spawn(
-        "controller",
-        &[
-            "controller",
-            "--system-namespace",
-            SYSTEM_NAMESPACE,
-            "--metrics-addr",
-            metrics,
-            "--cache-dir",
-            scratch_dir("controller").to_str().unwrap(),
-        ],
-        env,
-    )
+/// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
+fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -> Child {
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "catalogd",
+        "--catalogs-server-addr",
+        address,
+        "--external-address",
+        address,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--poll-interval-unit-seconds",
+        "1",
+        // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
+        "--selector",
+        "!olmv1.test/catalogd",
+        "--metrics-addr",
+        operations,
+    ];
+    args.extend_from_slice(extra);
+    spawn("catalogd", name, &args)
 }
 
-fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
-    let log = std::fs::File::create(scratch_dir("logs").join(format!("{role}.log"))).unwrap();
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
+fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "controller",
+        "--system-namespace",
+        SYSTEM_NAMESPACE,
+        "--metrics-addr",
+        operations,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    spawn("controller", name, &args)
+}
+
+/// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
+/// `POD_NAME`, which the controller's User-Agent and Lease name).
+fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
+    let env = support::env();
+    let log = std::fs::File::create(log_path(name)).unwrap();
     env.command(support::olmv1_bin())
         .env(
             "KUBECONFIG",
@@ -231,28 +240,141 @@ fn spawn(role: &str, args: &[&str], env: &support::TestEnv) -> Child {
             ),
         )
         .args(args)
+        .env("POD_NAME", name)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
         .env("RUST_LOG", "info,olmv1=debug")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start olmv1 {role}: {e}"))
+        .unwrap_or_else(|e| panic!("cannot start olmv1 {role} {name}: {e}"))
+}
+
+fn log_path(name: &str) -> std::path::PathBuf {
+    scratch_dir("logs").join(format!("{name}.log"))
+}
+
+fn stop(slot: &Mutex<Option<Child>>) {
+    if let Some(mut old) = slot.lock().unwrap().take() {
+        old.kill().ok();
+        old.wait().ok();
+    }
 }
 
 /// Kills the controller and starts a new one (as after a crash or a rollout).
 pub fn restart_controller() {
     let components = COMPONENTS.get().expect("components are running");
-    let mut slot = components.controller.lock().unwrap();
-    if let Some(mut old) = slot.take() {
-        old.kill().ok();
-        old.wait().ok();
-    }
-    *slot = Some(spawn_controller(
-        support::env(),
+    stop(&components.controller);
+    *components.controller.lock().unwrap() = Some(spawn_controller(
+        "controller",
         &components.controller_operations,
+        &[],
     ));
-    let _ = &components.catalogd;
+}
+
+/// Shared components stopped, for a test that runs its own replicas or needs one absent; they
+/// start again when this is dropped.
+pub struct SharedComponentsStopped {
+    catalogd: bool,
+    controller: bool,
+}
+
+/// Stops the shared catalogd and controller. Only for a test holding [`exclusive_cluster`].
+pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, true, true)
+}
+
+/// Stops the shared catalogd only (catalogs unreachable). Only with [`exclusive_cluster`].
+pub fn stop_shared_catalogd(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, true, false)
+}
+
+fn stop_shared(share: &ClusterShare, catalogd: bool, controller: bool) -> SharedComponentsStopped {
+    assert!(
+        matches!(share, ClusterShare::Exclusive(_)),
+        "stopping the shared components needs the cluster alone"
+    );
+    let components = COMPONENTS.get().expect("components are running");
+    if controller {
+        stop(&components.controller);
+    }
+    if catalogd {
+        stop(&components.catalogd);
+    }
+    SharedComponentsStopped { catalogd, controller }
+}
+
+impl Drop for SharedComponentsStopped {
+    fn drop(&mut self) {
+        let components = COMPONENTS.get().expect("components are running");
+        if self.catalogd {
+            *components.catalogd.lock().unwrap() = Some(spawn_catalogd(
+                "catalogd",
+                &components.catalogd_address,
+                &components.catalogd_operations,
+                &[],
+            ));
+        }
+        if self.controller {
+            *components.controller.lock().unwrap() = Some(spawn_controller(
+                "controller",
+                &components.controller_operations,
+                &[],
+            ));
+        }
+    }
+}
+
+/// One leader-elected replica of a component started by a test; killed when dropped.
+pub struct Replica {
+    pub name: String,
+    pub child: Child,
+    /// Where a catalogd replica serves catalogs.
+    pub address: String,
+}
+
+impl Replica {
+    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
+    pub fn start(role: &str, name: &str) -> Replica {
+        let operations = format!("127.0.0.1:{}", support::free_port());
+        let address = format!("127.0.0.1:{}", support::free_port());
+        let child = match role {
+            "controller" => spawn_controller(name, &operations, &["--leader-elect"]),
+            _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
+        };
+        Replica {
+            name: name.into(),
+            child,
+            address,
+        }
+    }
+
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap()
+                .success(),
+            "kill -{signal} {}",
+            self.name
+        );
+    }
+
+    /// The replica's log, for failure messages and checks.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(log_path(&self.name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too.
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
 }
 
 /// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
@@ -266,7 +388,7 @@ pub fn operations_address(role: &str) -> String {
 
 /// The logs of a component, for failure messages.
 pub fn log_tail(role: &str) -> String {
-    let text = std::fs::read_to_string(scratch_dir("logs").join(format!("{role}.log"))).unwrap_or_default();
+    let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
@@ -501,4 +623,70 @@ pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &
         |ext| condition(ext, "Progressing").is_some_and(|c| c.reason == reason && c.message.contains(text)),
     )
     .await
+}
+
+/// One write the API server's audit log recorded.
+#[derive(Debug)]
+pub struct AuditWrite {
+    pub verb: String,
+    /// `resource` or `resource/subresource`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub received: k8s_openapi::jiff::Timestamp,
+}
+
+/// The API server's audit log, read from a byte offset on.
+pub struct AuditLog {
+    path: std::path::PathBuf,
+}
+
+impl AuditLog {
+    pub fn open() -> AuditLog {
+        let path = support::env().dir.join("logs/audit.log");
+        assert!(
+            path.exists(),
+            "{} is missing: the control plane must run with hack/local-up.sh's audit log",
+            path.display()
+        );
+        AuditLog { path }
+    }
+
+    pub fn end(&self) -> u64 {
+        std::fs::metadata(&self.path).unwrap().len()
+    }
+
+    /// Writes since `offset` by olmv1 replica (the name in `olmv1-<component>/<v> (<name>)`).
+    pub fn writes_since(&self, offset: u64) -> BTreeMap<String, Vec<AuditWrite>> {
+        let text = std::fs::read(&self.path).unwrap();
+        let mut by_replica: BTreeMap<String, Vec<AuditWrite>> = BTreeMap::new();
+        for line in text[offset as usize..].split(|b| *b == b'\n') {
+            let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let agent = event["userAgent"].as_str().unwrap_or_default();
+            let Some(name) = agent
+                .strip_prefix("olmv1-")
+                .and_then(|a| a.rsplit_once(" ("))
+                .and_then(|(_, name)| name.strip_suffix(')'))
+            else {
+                continue;
+            };
+            let object = &event["objectRef"];
+            let resource = match object["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
+                None => object["resource"].as_str().unwrap_or_default().to_string(),
+            };
+            by_replica.entry(name.to_string()).or_default().push(AuditWrite {
+                verb: event["verb"].as_str().unwrap_or_default().to_string(),
+                resource,
+                namespace: object["namespace"].as_str().map(str::to_string),
+                received: event["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap(),
+            });
+        }
+        by_replica
+    }
 }

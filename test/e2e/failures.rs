@@ -271,3 +271,64 @@ async fn the_installed_extension_keeps_running_when_its_bundle_leaves_the_catalo
     assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
     assert!(s.operator_deployment().await.is_some());
 }
+
+#[tokio::test]
+async fn an_unreachable_registry_during_an_upgrade_keeps_the_installed_version_and_converges() {
+    // The images live in a registry of this test's own, which it stops and starts again.
+    let mut registry = support::start_registry(&support::RegistryOptions::default());
+    let s = Scenario::in_registry("regdown", two_versions, &registry.host_port).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    registry.stop();
+    s.apply_extension(json!({"version": "1.1.0"})).await;
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &registry.host_port).await;
+    assert_eq!(
+        components::condition(&ext, "Progressing").unwrap().status,
+        "True",
+        "a registry that is down is retried"
+    );
+    assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
+    assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
+    assert!(
+        s.operator_deployment().await.is_some(),
+        "the installed version keeps running"
+    );
+
+    registry.restart();
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+}
+
+#[tokio::test]
+async fn the_installed_extension_is_kept_while_catalogd_is_down() {
+    let s = Scenario::new_exclusive("catalogddown", two_versions).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    // catalogd stops; a restarted controller has no catalog content cached, and an upgrade is
+    // asked for: resolution cannot read the catalog.
+    let stopped = components::stop_shared_catalogd(&s.cluster);
+    components::restart_controller();
+    s.apply_extension(json!({"version": "1.1.0"})).await;
+    let expected = format!(
+        "error walking catalogs: error getting package {:?} from catalog {:?}",
+        s.package, s.catalog
+    );
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
+    assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
+    assert_eq!(ext.status.unwrap().install.unwrap().bundle.version, "1.0.0");
+    assert!(s.operator_deployment().await.is_some(), "nothing is uninstalled");
+    assert_eq!(record_version(&s).await, "1.0.0");
+
+    drop(stopped);
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+}
+
+async fn record_version(s: &Scenario) -> String {
+    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
+        .get(&format!("{}-revision", s.extension))
+        .await
+        .unwrap();
+    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    data["bundleVersion"].as_str().unwrap().to_string()
+}

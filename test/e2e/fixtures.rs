@@ -355,6 +355,7 @@ async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         prefix: prefix.into(),
+        ..Default::default()
     };
     push_dir(dir, reference, &options)
         .await

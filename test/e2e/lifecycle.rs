@@ -14,7 +14,7 @@ use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams},
 };
-use olmv1_api::v1::ClusterExtension;
+use olmv1_api::v1::{ClusterExtension, conditions::LABEL_OWNER_NAME};
 use serde_json::json;
 
 use crate::{Scenario, components, fixtures, support, two_versions};
@@ -237,4 +237,85 @@ async fn the_components_serve_health_readiness_and_metrics() {
     );
     assert!(controller.contains(&installed), "{installed} in {controller}");
     assert!(controller.contains("olmv1_upgradeable_blocking_extensions"));
+}
+
+#[tokio::test]
+async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_orphaned() {
+    let s = Scenario::new("killupgrade", two_versions).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    // kill -9 as soon as the API server has recorded the upgrade's first write of bundle content
+    // (the service account's apply in the install namespace or of the CRD).
+    let audit = components::AuditLog::open();
+    let before = audit.end();
+    s.apply_extension(json!({"version": "1.1.0"})).await;
+    support::wait_for_every(
+        "the controller to begin applying 1.1.0",
+        components::INSTALL_TIMEOUT,
+        Duration::from_millis(5),
+        || async {
+            let writes = audit.writes_since(before);
+            let applying = writes.get("controller").is_some_and(|w| {
+                w.iter().any(|w| {
+                    w.verb == "patch"
+                        && (w.namespace.as_deref() == Some(s.namespace.as_str())
+                            || w.resource == "customresourcedefinitions")
+                })
+            });
+            if applying { Ok(()) } else { Err("no apply yet") }
+        },
+    )
+    .await;
+    components::restart_controller();
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+
+    // The record names the new revision and exactly the objects that carry the owner label.
+    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
+        .get(&format!("{}-revision", s.extension))
+        .await
+        .unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    assert_eq!(record["bundleVersion"], "1.1.0");
+    assert_eq!(record["revision"], 2, "one upgrade, one new revision");
+    let mut recorded: Vec<(String, String)> = record["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    recorded.sort();
+    let selector = format!("{LABEL_OWNER_NAME}={}", s.extension);
+    let mut labelled = Vec::new();
+    for (kinds, scope) in [
+        (
+            "deployments,configmaps,secrets,services,serviceaccounts,roles,rolebindings",
+            vec!["-n", s.namespace.as_str()],
+        ),
+        (
+            "customresourcedefinitions,clusterroles,clusterrolebindings",
+            vec![],
+        ),
+    ] {
+        let mut args = vec!["get", kinds, "-l", selector.as_str(), "-o", "json"];
+        args.extend(scope);
+        let out = support::kubectl(&args).ok();
+        let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for item in list["items"].as_array().unwrap() {
+            labelled.push((
+                item["kind"].as_str().unwrap().to_string(),
+                item["metadata"]["name"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    labelled.sort();
+    assert_eq!(
+        labelled, recorded,
+        "every applied object is recorded, none orphaned"
+    );
 }

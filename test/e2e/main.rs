@@ -10,6 +10,7 @@ mod fixtures;
 
 mod failures;
 mod gating;
+mod ha;
 mod install;
 mod lifecycle;
 mod real;
@@ -32,17 +33,43 @@ impl Scenario {
     /// Publishes `package` (built by `make` from a fresh package name) as catalog `:v1`, creates
     /// the ClusterCatalog and an admin installer namespace, and starts the components.
     pub async fn new(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
-        Self::with_share(components::shared_cluster().await, prefix, make, true).await
+        Self::with_share(
+            components::shared_cluster().await,
+            prefix,
+            make,
+            true,
+            support::registry(),
+        )
+        .await
+    }
+
+    /// [`Scenario::new`] with the images in `registry` (`host:port`), e.g. one a test stops.
+    pub async fn in_registry(prefix: &str, make: impl FnOnce(&str) -> Package, registry: &str) -> Scenario {
+        Self::with_share(components::shared_cluster().await, prefix, make, true, registry).await
     }
 
     /// [`Scenario::new`] with a bare namespace: no installer ServiceAccount, no grants.
     pub async fn without_installer(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
-        Self::with_share(components::shared_cluster().await, prefix, make, false).await
+        Self::with_share(
+            components::shared_cluster().await,
+            prefix,
+            make,
+            false,
+            support::registry(),
+        )
+        .await
     }
 
     /// [`Scenario::new`] for a test that must have the cluster alone.
     pub async fn new_exclusive(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
-        Self::with_share(components::exclusive_cluster().await, prefix, make, true).await
+        Self::with_share(
+            components::exclusive_cluster().await,
+            prefix,
+            make,
+            true,
+            support::registry(),
+        )
+        .await
     }
 
     async fn with_share(
@@ -50,18 +77,14 @@ impl Scenario {
         prefix: &str,
         make: impl FnOnce(&str) -> Package,
         with_installer: bool,
+        registry: &str,
     ) -> Scenario {
         components::ensure_running();
         let client = support::client().await;
         let package = support::fresh_name(prefix);
         let catalog = format!("{package}-catalog");
-        let image = fixtures::publish_catalog(
-            support::registry(),
-            &format!("e2e/{catalog}"),
-            "v1",
-            &make(&package),
-        )
-        .await;
+        let image =
+            fixtures::publish_catalog(registry, &format!("e2e/{catalog}"), "v1", &make(&package)).await;
         components::apply_catalog(&client, &catalog, &image, 0, &package).await;
         components::wait_catalog_serving(&client, &catalog).await;
         let namespace = if with_installer {

@@ -162,6 +162,7 @@ async fn renders_a_bundle_image_pulled_from_a_registry() {
         registry: RegistryConfig::default(),
         labels: Default::default(),
         prefix: "/".into(),
+        ..Default::default()
     };
     push_dir(&fixture_dir("webhook-operator"), &reference, &options)
         .await

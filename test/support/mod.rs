@@ -476,6 +476,46 @@ impl RegistryProcess {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }
+
+    /// Kills the registry, keeping its storage: it is unreachable until [`Self::restart`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the registry again on the same port with the same storage, and waits until it
+    /// accepts connections.
+    pub fn restart(&mut self) {
+        self.child = spawn_registry(self.dir.path());
+        let addr: SocketAddr = self.host_port.parse().expect("socket address");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            assert!(
+                Instant::now() < deadline && self.child.try_wait().ok().flatten().is_none(),
+                "docker-registry did not listen again on {}:\n{}",
+                self.host_port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Runs docker-registry with the `config.yml` in `dir`, appending to `dir/registry.log`.
+fn spawn_registry(dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("registry.log"))
+        .expect("registry log");
+    Command::new("docker-registry")
+        .arg("serve")
+        .arg(dir.join("config.yml"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log handle"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run docker-registry (install it: hack/install-deps.sh): {e}"))
 }
 
 impl Drop for RegistryProcess {
@@ -497,17 +537,8 @@ pub fn start_registry(options: &RegistryOptions) -> RegistryProcess {
         let port = free_port();
         let host_port = format!("127.0.0.1:{port}");
         let config = registry_config(dir.path(), &host_port, options);
-        let config_path = dir.path().join("config.yml");
-        std::fs::write(&config_path, config).expect("write registry config");
-        let log = std::fs::File::create(dir.path().join("registry.log")).expect("registry log");
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run docker-registry (install it: hack/install-deps.sh): {e}"));
+        std::fs::write(dir.path().join("config.yml"), config).expect("write registry config");
+        let child = spawn_registry(dir.path());
         let scheme = if options.tls.is_some() { "https" } else { "http" };
         let mut registry = RegistryProcess {
             url: format!("{scheme}://{host_port}"),

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# End-to-end test of the installed form of olmv1 (hack/test.sh runs it after the cargo tests):
+#   1. builds the image twice (hack/image.sh) and checks that the digest is the same (reproducible);
+#   2. renders the install manifest pinned by that digest (hack/manifest.sh, both overlays) and
+#      applies it with `kubectl apply --server-side`: dry run, then for real; the Deployments become
+#      Available on the kwok node;
+#   3. runs both components from the image under podman (rootful, runc) the way a kubelet would run
+#      the Deployments' pods: the Deployment's args, read-only root file system, the image's non-root
+#      user, an emptyDir-like cache, the install manifest's ServiceAccount token and the cluster CA
+#      at /var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/PORT; catalogd
+#      serves TLS with the certificate of the Secret catalogd-service-cert and the controller trusts
+#      the CA of Secret olmv1-ca (written here in cert-manager's layout: cert-manager itself does not
+#      run on the local control plane);
+#   4. installs the demo operator (hack/demo/) through them and waits for Installed=True;
+#   5. upgrades olmv1 to a second image (another digest), re-applies the manifest, restarts the
+#      components from it and checks that the installed extension is untouched and still Installed.
+# Fails (never skips) when podman or any other part is missing. Stops everything it started.
+#
+# Usage: hack/deploy-test.sh          OLMV1_KEEP_ENV=1 keeps the environment's logs on success
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+source "$here/versions.env"
+log() { echo "deploy-test: $*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+started=$SECONDS
+
+command -v podman >/dev/null || die "podman is not installed (hack/install-deps.sh installs it)"
+command -v runc >/dev/null || die "runc is not installed (hack/install-deps.sh installs it)"
+sudo=()
+((EUID == 0)) || sudo=(sudo -n)
+
+export OLMV1_ENV_DIR
+OLMV1_ENV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-deploy-test.XXXXXX")
+store="$OLMV1_ENV_DIR/podman"
+# A private podman store (vfs: no overlay mounts to clean up), runc (crun refuses hybrid cgroup
+# hierarchies), cgroupfs (no systemd needed).
+podman_() {
+  "${sudo[@]}" podman --root "$store/root" --runroot "$store/run" --tmpdir "$store/tmp" \
+    --storage-driver vfs --cgroup-manager cgroupfs --runtime runc --events-backend file "$@"
+}
+finish() {
+  local rc=$?
+  podman_ rm -f -t 5 olmv1-controller olmv1-catalogd >/dev/null 2>&1 || true
+  if ((rc != 0)); then
+    for c in controller catalogd; do
+      [[ -f "$OLMV1_ENV_DIR/logs/olmv1-$c.log" ]] || continue
+      echo "----- last lines of olmv1 $c (container)" >&2
+      tail -n 30 "$OLMV1_ENV_DIR/logs/olmv1-$c.log" >&2
+    done
+  fi
+  podman_ rmi -af >/dev/null 2>&1 || true
+  "${sudo[@]}" rm -rf "$store"
+  if ((rc == 0)) && [[ "${OLMV1_KEEP_ENV:-}" != 1 ]]; then
+    "$here/local-down.sh" "$OLMV1_ENV_DIR" || rc=1
+  else
+    "$here/local-down.sh" --keep "$OLMV1_ENV_DIR" || true
+    log "environment logs kept in $OLMV1_ENV_DIR/logs"
+  fi
+  exit "$rc"
+}
+trap finish EXIT
+
+"$here/local-up.sh" >/dev/null
+# shellcheck disable=SC1091
+source "$OLMV1_ENV_DIR/env.sh"
+api_port=${OLMV1_API_SERVER##*:}
+ns=olmv1-system
+
+# 1. The image, built twice from the same inputs.
+step=$SECONDS
+image=$("$here/image.sh" "$OLMV1_REGISTRY/olmv1:e2e")
+again=$("$here/image.sh" "$OLMV1_REGISTRY/olmv1:e2e-again" 2>/dev/null)
+[[ ${image#*@} == "${again#*@}" ]] || die "the image is not reproducible: $image then $again"
+log "image $image, same digest when rebuilt ($((SECONDS - step))s)"
+olmv1="$repo/target/release/olmv1"
+
+# 2. The install manifest. The cert-manager overlay needs cert-manager's CRDs to be accepted.
+step=$SECONDS
+cm_dir=$(cd "$OLMV1_ENV_DIR" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+for crd in certificates issuers; do
+  kubectl apply --server-side -f "$cm_dir/deploy/crds/cert-manager.io_$crd.yaml" >/dev/null
+done
+kubectl wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io crd/issuers.cert-manager.io >/dev/null
+manifest="$OLMV1_ENV_DIR/olmv1.yaml"
+"$here/manifest.sh" "$image" default >"$manifest"
+"$here/manifest.sh" "$image" openshift >"$OLMV1_ENV_DIR/olmv1-openshift.yaml"
+grep -q "image: $image\$" "$manifest" || die "the manifest does not pin $image"
+! grep -E '^\s+image: ' "$manifest" | grep -v -q "@sha256:" || die "the manifest has an image not pinned by digest"
+# Dry run first. The namespace does not exist yet, so the only refusals allowed are of namespaced
+# objects for that reason; every object is dry-run again once the namespace exists.
+if ! kubectl apply --server-side --dry-run=server -f "$manifest" >"$OLMV1_ENV_DIR/dry-run.txt" 2>&1; then
+  ! grep '^Error' "$OLMV1_ENV_DIR/dry-run.txt" | grep -v -q "namespaces \"$ns\" not found" ||
+    die "server-side dry run refused: $(cat "$OLMV1_ENV_DIR/dry-run.txt")"
+fi
+kubectl apply --server-side -f "$manifest" >"$OLMV1_ENV_DIR/apply.txt" ||
+  die "server-side apply refused: $(cat "$OLMV1_ENV_DIR/apply.txt")"
+kubectl apply --server-side --dry-run=server -f "$manifest" >/dev/null ||
+  die "server-side dry run of the installed manifest refused"
+# The OpenShift overlay is accepted as well (its service CA annotations need no CRDs).
+kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.yaml" >/dev/null ||
+  die "the OpenShift install manifest is refused (server-side dry run)"
+log "install manifest applied: $(wc -l <"$OLMV1_ENV_DIR/apply.txt") objects"
+kubectl -n "$ns" wait --for=condition=Available --timeout=120s deployment/olmv1-controller deployment/olmv1-catalogd >/dev/null ||
+  die "the Deployments did not become Available"
+log "Deployments Available on the kwok node ($((SECONDS - step))s)"
+
+# What cert-manager would write: Secret olmv1-ca (the CA) and catalogd-service-cert (the serving
+# certificate for catalogd's Service, here also for 127.0.0.1: the containers use host networking).
+pki="$OLMV1_ENV_DIR/olmv1-pki"
+mkdir -p "$pki"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=olmv1-ca \
+  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+  -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=catalogd-service \
+  -keyout "$pki/tls.key" -out "$pki/tls.csr" 2>/dev/null
+printf 'subjectAltName=DNS:catalogd-service.olmv1-system.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/ext"
+openssl x509 -req -in "$pki/tls.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 1 \
+  -extfile "$pki/ext" -out "$pki/tls.crt" 2>/dev/null
+kubectl -n "$ns" create secret generic olmv1-ca --type=kubernetes.io/tls \
+  --from-file=ca.crt="$pki/ca.crt" --from-file=tls.crt="$pki/ca.crt" --from-file=tls.key="$pki/ca.key" >/dev/null
+kubectl -n "$ns" create secret generic catalogd-service-cert --type=kubernetes.io/tls \
+  --from-file=ca.crt="$pki/ca.crt" --from-file=tls.crt="$pki/tls.crt" --from-file=tls.key="$pki/tls.key" >/dev/null
+
+# 3. The components under podman, as the kubelet would start the Deployments' pods.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+catalogd_port=$(free_port) catalogd_metrics=$(free_port) controller_metrics=$(free_port)
+# pod_args DEPLOYMENT: the container's args from the applied Deployment, one per line, with the
+# listen addresses moved to free loopback ports (host networking on a shared machine).
+pod_args() {
+  kubectl -n "$ns" get deployment "$1" -o jsonpath='{.spec.template.spec.containers[0].args}' |
+    python3 -c '
+import json, sys
+port, metrics = sys.argv[1], sys.argv[2]
+for arg in json.load(sys.stdin):
+    key = arg.split("=", 1)[0]
+    arg = {"--catalogs-server-addr": f"{key}=127.0.0.1:{port}", "--external-address": f"{key}=127.0.0.1:{port}",
+           "--metrics-addr": f"{key}=127.0.0.1:{metrics}"}.get(key, arg)
+    print(arg)' "$2" "$3"
+}
+# secret_volume NAME DIR KEY...: the Secret's keys as files, read back from the API server.
+secret_volume() {
+  local name=$1 dir=$2 key
+  shift 2
+  mkdir -p "$dir"
+  for key in "$@"; do
+    kubectl -n "$ns" get secret "$name" -o "jsonpath={.data.${key//./\\.}}" | base64 -d >"$dir/$key"
+  done
+  chmod 0755 "$dir" && chmod 0644 "$dir"/*
+}
+# sa_volume SERVICEACCOUNT DIR: a token of the install manifest's ServiceAccount (TokenRequest),
+# the cluster CA and the namespace, as the kubelet projects them.
+sa_volume() {
+  mkdir -p "$2"
+  kubectl -n "$ns" create token "$1" --duration=2h >"$2/token"
+  cp "$OLMV1_CA_CERT" "$2/ca.crt"
+  printf '%s' "$ns" >"$2/namespace"
+  chmod 0755 "$2" && chmod 0644 "$2"/*
+}
+secret_volume catalogd-service-cert "$OLMV1_ENV_DIR/volumes/serving-cert" tls.crt tls.key
+secret_volume olmv1-ca "$OLMV1_ENV_DIR/volumes/catalogd-ca" ca.crt
+sa_volume olmv1-catalogd "$OLMV1_ENV_DIR/volumes/catalogd-sa"
+sa_volume olmv1-controller "$OLMV1_ENV_DIR/volumes/controller-sa"
+
+# run_component NAME SA CACHE_DIR IMAGE MOUNT...: one container; logs in logs/olmv1-NAME.log.
+run_component() {
+  local name=$1 sa=$2 cache=$3 ref=$4 deployment args
+  shift 4
+  deployment="olmv1-$name"
+  mapfile -t args < <(pod_args "$deployment" "$catalogd_port" "$([[ $name == catalogd ]] && echo "$catalogd_metrics" || echo "$controller_metrics")")
+  local mounts=(-v "$OLMV1_ENV_DIR/volumes/$sa:/var/run/secrets/kubernetes.io/serviceaccount:ro")
+  for m in "$@"; do mounts+=(-v "$m:ro"); done
+  podman_ run -d --name "$deployment" --network host --read-only --read-only-tmpfs=false \
+    --security-opt no-new-privileges --cap-drop all \
+    --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
+    --tmpfs "$cache:rw,mode=1777,size=512m" \
+    -e KUBERNETES_SERVICE_HOST=127.0.0.1 -e KUBERNETES_SERVICE_PORT="$api_port" \
+    -e POD_NAME="$deployment-$(basename "$ref" | tail -c 13)" -e RUST_LOG=info \
+    "${mounts[@]}" "$ref" "${args[@]}" >/dev/null
+  # podman's own log follower: the container's output in the environment's logs.
+  podman_ logs -f "$deployment" >"$OLMV1_ENV_DIR/logs/olmv1-$name.log" 2>&1 &
+}
+start_components() { # IMAGE
+  podman_ pull --tls-verify=false -q "$1" >/dev/null
+  local user
+  user=$(podman_ image inspect -f '{{.Config.User}}' "$1")
+  [[ $user == 65532:65532 ]] || die "the image runs as '$user', not the non-root 65532:65532"
+  run_component catalogd catalogd-sa /var/cache/catalogd "$1" \
+    "$OLMV1_ENV_DIR/volumes/serving-cert:/var/run/olmv1/serving-cert"
+  run_component controller controller-sa /var/cache/olmv1 "$1" \
+    "$OLMV1_ENV_DIR/volumes/catalogd-ca:/var/run/olmv1/catalogd-ca"
+  local deadline=$((SECONDS + 120)) port
+  for port in "$catalogd_metrics" "$controller_metrics"; do
+    until curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+      [[ $(podman_ inspect -f '{{.State.Running}}' olmv1-catalogd) == true ]] || die "the catalogd container exited"
+      [[ $(podman_ inspect -f '{{.State.Running}}' olmv1-controller) == true ]] || die "the controller container exited"
+      ((SECONDS < deadline)) || die "a component did not become ready on 127.0.0.1:$port"
+      sleep 1
+    done
+  done
+}
+stop_components() {
+  podman_ stop -t 30 olmv1-controller olmv1-catalogd >/dev/null
+  podman_ rm olmv1-controller olmv1-catalogd >/dev/null
+}
+step=$SECONDS
+start_components "$image"
+log "catalogd and controller run from $image under podman, ready ($((SECONDS - step))s)"
+
+# 4. The demo operator, end to end.
+step=$SECONDS
+"$repo/hack/demo/publish.sh" "$olmv1" "$OLMV1_REGISTRY"
+kubectl apply -f "$repo/hack/demo/installer-rbac.yaml" >/dev/null
+sed "s|REGISTRY|$OLMV1_REGISTRY|g" "$repo/hack/demo/clustercatalog.yaml" | kubectl apply -f - >/dev/null
+kubectl wait --for=condition=Serving --timeout=180s clustercatalog/demo >/dev/null ||
+  die "ClusterCatalog demo is not Serving: $(kubectl get clustercatalog demo -o jsonpath='{.status.conditions}')"
+base_url=$(kubectl get clustercatalog demo -o jsonpath='{.status.urls.base}')
+[[ $base_url == https://127.0.0.1:$catalogd_port/* ]] || die "catalogd does not serve over TLS: $base_url"
+curl -fsS --cacert "$pki/ca.crt" "$base_url/api/v1/all" | grep -q '"name":"example-operator"' ||
+  die "catalogd's TLS endpoint $base_url does not serve the demo catalog"
+kubectl apply -f "$repo/hack/demo/clusterextension.yaml" >/dev/null
+kubectl wait --for=condition=Installed --timeout=180s clusterextension/example-operator >/dev/null ||
+  die "example-operator not Installed: $(kubectl get clusterextension example-operator -o jsonpath='{.status.conditions}')"
+kubectl -n example wait --for=condition=Available --timeout=120s deployment/example-operator-controller >/dev/null
+bundle=$(kubectl get clusterextension example-operator -o jsonpath='{.status.install.bundle.name}')
+deployment_uid=$(kubectl -n example get deployment example-operator-controller -o jsonpath='{.metadata.uid}')
+log "example-operator Installed=True ($bundle) through the containers ($((SECONDS - step))s)"
+
+# 5. Upgrade olmv1 itself: a new image (another version label, so another digest), the manifest
+# re-applied with it, the components replaced (Recreate), the extension untouched.
+step=$SECONDS
+next=$(OLMV1_IMAGE_VERSION=0.0.0-next "$here/image.sh" "$OLMV1_REGISTRY/olmv1:next" 2>/dev/null)
+[[ ${next#*@} != "${image#*@}" ]] || die "the next image has the same digest"
+"$here/manifest.sh" "$next" default >"$manifest"
+kubectl apply --server-side -f "$manifest" >/dev/null
+kubectl -n "$ns" rollout status --timeout=120s deployment/olmv1-controller >/dev/null
+kubectl -n "$ns" rollout status --timeout=120s deployment/olmv1-catalogd >/dev/null
+[[ $(kubectl -n "$ns" get deployment olmv1-controller -o jsonpath='{.spec.template.spec.containers[0].image}') == "$next" ]] ||
+  die "the controller Deployment does not run $next after the upgrade"
+stop_components
+start_components "$next"
+# The new controller holds the lease, reconciles, and the extension stays as it was.
+deadline=$((SECONDS + 120))
+until [[ $(kubectl -n "$ns" get lease olmv1-controller -o jsonpath='{.spec.holderIdentity}') == olmv1-controller-$(basename "$next" | tail -c 13) ]]; do
+  ((SECONDS < deadline)) || die "the upgraded controller did not take the leader lease"
+  sleep 1
+done
+kubectl wait --for=condition=Installed --timeout=120s clusterextension/example-operator >/dev/null ||
+  die "example-operator lost Installed=True after the upgrade"
+[[ $(kubectl get clusterextension example-operator -o jsonpath='{.status.install.bundle.name}') == "$bundle" ]] ||
+  die "the installed bundle changed during the upgrade"
+[[ $(kubectl -n example get deployment example-operator-controller -o jsonpath='{.metadata.uid}') == "$deployment_uid" ]] ||
+  die "the extension's Deployment was recreated during the upgrade"
+# The upgraded controller reconciles it: a spec change (same bundle, pinned version) is observed.
+kubectl patch clusterextension example-operator --type=merge \
+  -p '{"spec":{"source":{"catalog":{"version":"1.0.0"}}}}' >/dev/null
+generation=$(kubectl get clusterextension example-operator -o jsonpath='{.metadata.generation}')
+deadline=$((SECONDS + 120))
+until [[ $(kubectl get clusterextension example-operator \
+  -o jsonpath='{.status.conditions[?(@.type=="Installed")].observedGeneration}') == "$generation" ]]; do
+  ((SECONDS < deadline)) || die "the upgraded controller did not reconcile generation $generation"
+  sleep 1
+done
+kubectl wait --for=condition=Installed --timeout=60s clusterextension/example-operator >/dev/null ||
+  die "example-operator is not Installed after the upgraded controller reconciled it"
+log "upgraded to $next: example-operator kept ($bundle), its Deployment untouched, reconciled by the new controller ($((SECONDS - step))s)"
+log "ok ($((SECONDS - started))s)"

@@ -1,0 +1,354 @@
+//! Owns leader election on a coordination.k8s.io Lease, so that only one replica reconciles.
+//! May import go_format only (a bottom layer beside image), and third-party crates.
+//!
+//! The leader stops writing before any other replica may take over: every client of a leading
+//! process passes through a [`Leadership`] guard that refuses requests once the last successful
+//! renewal is [`RENEW_DEADLINE`] old, while another replica only takes the Lease once its
+//! `renewTime` is [`LEASE_DURATION`] old. The margin between the two absorbs clock skew and a
+//! request in flight. A process paused (SIGSTOP, a partition) past the deadline finds its guard
+//! closed when it resumes, and [`LeaderElector::hold`] returns so that it exits and restarts.
+//! The durations are client-go's defaults (15 s, 10 s, 2 s).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client, Config,
+    api::{ObjectMeta, PostParams},
+    client::ClientBuilder,
+};
+use tracing::{info, warn};
+
+/// How long a lease is valid without renewal, for the replicas waiting to take over.
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How long the leader keeps writing after its last successful renewal.
+pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// How often the leader renews and candidates retry.
+pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+// The leader stops before a candidate may take over, and retries before it must stop.
+const _: () = assert!(RENEW_DEADLINE.as_secs() < LEASE_DURATION.as_secs());
+const _: () = assert!(RETRY_PERIOD.as_secs() < RENEW_DEADLINE.as_secs());
+
+/// Errors of leader election.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// The Lease could not be read or written.
+    #[error("leader election on Lease {namespace}/{name} failed: {source}")]
+    Api {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Another replica holds the Lease now.
+    #[error("lost the Lease {namespace}/{name} to {holder:?}")]
+    Taken {
+        namespace: String,
+        name: String,
+        holder: String,
+    },
+    /// The Lease could not be renewed within the renew deadline.
+    #[error("could not renew the Lease {namespace}/{name} within {deadline:?}; stepped down")]
+    NotRenewed {
+        namespace: String,
+        name: String,
+        deadline: Duration,
+    },
+}
+
+impl LeaderError {
+    /// Losing leadership always ends the process; a failed read while waiting is retried.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, Self::Api { .. })
+    }
+}
+
+/// A request refused because this process does not (or no longer) lead.
+#[derive(Debug, thiserror::Error)]
+#[error("not the leader: the Lease was not renewed within {RENEW_DEADLINE:?}, requests are refused")]
+pub struct NotLeader;
+
+/// Whether this process may talk to the API server as the leader: a deadline that each
+/// successful renewal pushes forward. Shared by the elector and every client it guards.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    /// `None`: no election (a single replica), always allowed.
+    valid_until: Option<Arc<Mutex<Option<Instant>>>>,
+}
+
+impl Leadership {
+    /// No election: every request is allowed.
+    pub fn unelected() -> Self {
+        Self { valid_until: None }
+    }
+
+    /// Elected: nothing is allowed until the Lease is acquired.
+    pub fn elected() -> Self {
+        Self {
+            valid_until: Some(Arc::new(Mutex::new(None))),
+        }
+    }
+
+    /// Whether requests may be sent now.
+    pub fn holds(&self) -> bool {
+        match &self.valid_until {
+            None => true,
+            Some(until) => until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|until| Instant::now() < until),
+        }
+    }
+
+    /// How long requests may still be sent (zero when they may not).
+    fn remaining(&self) -> Duration {
+        match &self.valid_until {
+            None => Duration::MAX,
+            Some(until) => until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .map_or(Duration::ZERO, |until| {
+                    until.saturating_duration_since(Instant::now())
+                }),
+        }
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        if let Some(slot) = &self.valid_until {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = until;
+        }
+    }
+
+    /// A client from `config` whose requests are refused with [`NotLeader`] while this process
+    /// does not hold the lease.
+    pub fn client(&self, config: Config) -> Result<Client, kube::Error> {
+        let leadership = self.clone();
+        let guard = tower::filter::FilterLayer::new(move |request| {
+            if leadership.holds() {
+                Ok(request)
+            } else {
+                Err(NotLeader)
+            }
+        });
+        Ok(ClientBuilder::try_from(config)?.with_layer(&guard).build())
+    }
+}
+
+/// Names this replica in every request's User-Agent, so that the API server's audit log tells
+/// replicas apart: `olmv1-<component>/<version> (<identity>)`.
+pub fn identify(config: &mut Config, component: &str, identity: &str) {
+    let agent = format!("olmv1-{component}/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+}
+
+/// This replica's identity: the pod name, else the host name, else the process id.
+pub fn replica_identity(component: &str) -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("olmv1-{component}-{}", std::process::id()))
+}
+
+/// A Lease-based leader elector.
+pub struct LeaderElector {
+    leases: Api<Lease>,
+    namespace: String,
+    name: String,
+    identity: String,
+    leadership: Leadership,
+}
+
+impl LeaderElector {
+    /// Elects on Lease `namespace/name` as `identity` (e.g. the pod name), opening and closing
+    /// `leadership`. `client` must not be guarded by `leadership` itself.
+    pub fn new(client: Client, namespace: &str, name: &str, identity: &str, leadership: Leadership) -> Self {
+        Self {
+            leases: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            leadership,
+        }
+    }
+
+    /// Waits until this process holds the lease.
+    pub async fn acquire(&self) -> Result<(), LeaderError> {
+        loop {
+            let attempt = Instant::now();
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    self.leadership.set(Some(attempt + RENEW_DEADLINE));
+                    info!(lease = %self.name, identity = %self.identity, "became leader");
+                    return Ok(());
+                }
+                Ok(false) => {}
+                Err(e) => warn!(error = %e, "cannot read the Lease; retrying"),
+            }
+            tokio::time::sleep(RETRY_PERIOD).await;
+        }
+    }
+
+    /// Renews the lease every [`RETRY_PERIOD`]; returns why leadership was lost, after closing
+    /// the guard. Never returns while leading.
+    pub async fn hold(&self) -> LeaderError {
+        let lost = loop {
+            tokio::time::sleep(RETRY_PERIOD).await;
+            let attempt = Instant::now();
+            let remaining = self.leadership.remaining();
+            if remaining.is_zero() {
+                break self.not_renewed();
+            }
+            // A renewal that hangs past the deadline is as good as a failed one.
+            match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => self.leadership.set(Some(attempt + RENEW_DEADLINE)),
+                Ok(Ok(false)) => break self.taken().await,
+                Ok(Err(e)) => warn!(error = %e, "failed to renew the lease; retrying until the deadline"),
+                Err(_) => break self.not_renewed(),
+            }
+        };
+        self.leadership.set(None);
+        warn!(lease = %self.name, error = %lost, "lost leadership");
+        lost
+    }
+
+    fn not_renewed(&self) -> LeaderError {
+        LeaderError::NotRenewed {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            deadline: RENEW_DEADLINE,
+        }
+    }
+
+    async fn taken(&self) -> LeaderError {
+        let holder = match self.leases.get_opt(&self.name).await {
+            Ok(Some(lease)) => lease.spec.and_then(|s| s.holder_identity).unwrap_or_default(),
+            _ => String::new(),
+        };
+        LeaderError::Taken {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            holder,
+        }
+    }
+
+    async fn try_acquire_or_renew(&self) -> Result<bool, LeaderError> {
+        let api_err = |source| LeaderError::Api {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        };
+        let now = Timestamp::now();
+        let existing = self.leases.get_opt(&self.name).await.map_err(api_err)?;
+        let Some(mut lease) = existing else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(self.spec(now, 0, now)),
+            };
+            return match self.leases.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(e) => Err(api_err(e)),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        if holder != self.identity && !expired(&spec, now) {
+            return Ok(false);
+        }
+        let transitions = spec.lease_transitions.unwrap_or_default() + i32::from(holder != self.identity);
+        let acquired = if holder == self.identity {
+            spec.acquire_time.map(|t| t.0).unwrap_or(now)
+        } else {
+            now
+        };
+        lease.spec = Some(self.spec(acquired, transitions, now));
+        // The resourceVersion in `lease` makes this a compare-and-swap.
+        match self
+            .leases
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(e) => Err(api_err(e)),
+        }
+    }
+
+    fn spec(&self, acquired: Timestamp, transitions: i32, now: Timestamp) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
+            acquire_time: Some(MicroTime(acquired)),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether the holder's lease ran out: `renewTime` more than `leaseDurationSeconds` ago.
+fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    let duration = spec
+        .lease_duration_seconds
+        .map_or(LEASE_DURATION.as_secs() as i64, i64::from);
+    now.as_millisecond() > renewed.as_millisecond() + duration * 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unelected_process_always_holds() {
+        assert!(Leadership::unelected().holds());
+    }
+
+    #[test]
+    fn an_elected_process_holds_only_until_its_deadline() {
+        let leadership = Leadership::elected();
+        assert!(
+            !leadership.holds(),
+            "nothing is allowed before the Lease is acquired"
+        );
+        leadership.set(Some(Instant::now() + Duration::from_secs(60)));
+        assert!(leadership.holds());
+        let copy = leadership.clone();
+        leadership.set(Some(Instant::now() - Duration::from_millis(1)));
+        assert!(!copy.holds(), "a renewal deadline in the past closes every clone");
+        assert_eq!(copy.remaining(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_lease_expires_after_its_duration_from_the_last_renewal() {
+        let renewed = Timestamp::from_second(1_000_000).unwrap();
+        let spec = LeaseSpec {
+            renew_time: Some(MicroTime(renewed)),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        };
+        let at = |ms: i64| Timestamp::from_millisecond(1_000_000_000 + ms).unwrap();
+        assert!(!expired(&spec, at(15_000)));
+        assert!(expired(&spec, at(15_001)));
+        assert!(
+            expired(&LeaseSpec::default(), at(0)),
+            "a Lease never renewed is free"
+        );
+    }
+}
