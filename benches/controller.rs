@@ -147,12 +147,12 @@ async fn run() {
     for pkg in &catalog_lines[1..] {
         batch.push((pkg.name.clone(), installer_namespace(&client, &pkg.name).await));
     }
-    let requests_before = service_account_requests(&client).await;
+    let requests_before = support::service_account_requests(&client).await;
     let reconciles_before = reconciles(&controller_metrics_addr(&controller)).await;
     let load = install_and_wait(&client, &batch).await;
     // Let the last status writes and requeues settle before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let requests = service_account_requests(&client).await - requests_before;
+    let requests = support::service_account_requests(&client).await - requests_before;
     let reconcile_count = reconciles(&controller_metrics_addr(&controller)).await - reconciles_before;
     let peak_rss = rss_kib(controller.id(), "VmHWM");
 
@@ -293,19 +293,6 @@ async fn wait_deleted(client: &Client, name: &str) {
     while api.get_opt(name).await.unwrap().is_some() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Requests dispatched for service accounts (flow schema `service-accounts`).
-async fn service_account_requests(client: &Client) -> u64 {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
-        .filter(|l| l.contains("flow_schema=\"service-accounts\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
 }
 
 fn controller_metrics_addr(controller: &Child) -> String {

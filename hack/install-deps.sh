@@ -2,7 +2,8 @@
 # Installs what the tests and the demo need and a fresh machine (Debian bookworm) may lack:
 #   Debian packages: docker-registry (OCI registry), openssl (test PKI), apache2-utils (htpasswd
 #   for registry Basic auth tests), curl, ca-certificates, podman and runc (hack/deploy-test.sh runs
-#   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies);
+#   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies), graphviz
+#   (`olmv1 upgrades -o svg`);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
 #   builds the control plane's binaries from Go modules (hack/build-tools.sh, cached by version).
 # Safe to run again: it only does what is missing.
@@ -20,6 +21,7 @@ declare -A packages=(
   [curl]=curl
   [podman]=podman
   [runc]=runc
+  [dot]=graphviz
 )
 missing=()
 for cmd in "${!packages[@]}"; do

@@ -1,6 +1,7 @@
 //! olmv1: installs and upgrades cluster extensions from file-based catalogs, as OLM v1 does.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod apply;
 pub mod bundle;
 pub mod catalog;
@@ -23,7 +24,7 @@ mod layers {
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" => 4,
+            "controller" | "admin" => 4,
             "cmd" => 5,
             _ => return None,
         })

@@ -3,9 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    olmv1::cmd::run(olmv1::cmd::Cli::parse()).await
+    olmv1::cmd::run(olmv1::cmd::parse()).await
 }

@@ -123,7 +123,7 @@ impl CachedCatalogClient {
 }
 
 /// `(resolvedSource.image.ref, urls.base)` of a catalog that is `Serving=True`.
-fn served_source(catalog: &ClusterCatalog, name: &str) -> Result<(String, String), CatalogCacheError> {
+pub fn served_source(catalog: &ClusterCatalog, name: &str) -> Result<(String, String), CatalogCacheError> {
     let status = catalog.status.as_ref();
     let serving = status
         .map(|s| {

@@ -20,6 +20,7 @@ mod model;
 mod property;
 mod read;
 pub mod server;
+pub mod source;
 
 use std::{path::Path, sync::Arc};
 

@@ -8,16 +8,18 @@ use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     process::ExitCode,
-    sync::Arc,
 };
 
-use bytes::Bytes;
 use olmv1_api::v1::{
     CatalogFilter, ClusterExtension, UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME,
 };
 
-use crate::catalog::{CatalogIndex, client::CatalogClient, parse_stream};
-use crate::resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve};
+use super::sources::parse_priorities;
+use crate::{
+    catalog::source::{CatalogSpec, load_catalogs},
+    image::PullOptions,
+    resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve},
+};
 
 /// Arguments of `olmv1 resolve`.
 #[derive(clap::Args, Debug)]
@@ -81,19 +83,18 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             return usage_error(&format!("--priority names unknown catalog {name:?}"));
         }
     }
-    let indexes = match load_catalogs(&specs).await {
-        Ok(i) => i,
+    let loaded = match load_catalogs(&specs, &PullOptions::new(std::env::temp_dir())).await {
+        Ok(l) => l,
         Err(message) => return usage_error(&message),
     };
-    let inputs: Vec<CatalogInput> = specs
-        .iter()
-        .zip(indexes)
-        .map(|(spec, index)| CatalogInput {
-            name: spec.name.clone(),
-            priority: priorities.get(&spec.name).copied().unwrap_or(0),
-            labels: BTreeMap::from([(LABEL_CATALOG_NAME.to_string(), spec.name.clone())]),
+    let inputs: Vec<CatalogInput> = loaded
+        .into_iter()
+        .map(|catalog| CatalogInput {
+            priority: priorities.get(&catalog.name).copied().unwrap_or(0),
+            labels: BTreeMap::from([(LABEL_CATALOG_NAME.to_string(), catalog.name.clone())]),
             available: true,
-            index,
+            name: catalog.name,
+            index: catalog.index,
         })
         .collect();
     match resolve(&request, &inputs) {
@@ -227,154 +228,4 @@ fn read_catalog_parts(path: &Path, text: &str) -> Result<(CatalogFilter, Option<
         }
     };
     Ok((filter, installed))
-}
-
-fn parse_priorities(flags: &[String]) -> Result<BTreeMap<String, i32>, String> {
-    flags
-        .iter()
-        .map(|f| {
-            let (name, n) = f
-                .split_once('=')
-                .ok_or_else(|| format!("--priority must be NAME=N, got {f:?}"))?;
-            let n: i32 = n
-                .parse()
-                .map_err(|_| format!("--priority {f:?}: {n:?} is not a 32-bit integer"))?;
-            Ok((name.to_string(), n))
-        })
-        .collect()
-}
-
-#[derive(Debug, Clone)]
-enum CatalogLocation {
-    Dir(PathBuf),
-    File(PathBuf),
-    Url(String),
-}
-
-#[derive(Debug, Clone)]
-struct CatalogSpec {
-    name: String,
-    location: CatalogLocation,
-}
-
-impl CatalogSpec {
-    fn parse(flag: &str) -> Result<CatalogSpec, String> {
-        let is_url = |s: &str| s.starts_with("http://") || s.starts_with("https://");
-        // `NAME=` prefix, unless the whole value is a URL or an existing path.
-        let (explicit_name, target) = match flag.split_once('=') {
-            Some((n, rest)) if !is_url(flag) && !Path::new(flag).exists() && !n.contains('/') => {
-                (Some(n), rest)
-            }
-            _ => (None, flag),
-        };
-        let location = if is_url(target) {
-            CatalogLocation::Url(target.to_string())
-        } else {
-            let path = PathBuf::from(target);
-            let meta = std::fs::metadata(&path).map_err(|e| format!("catalog {target:?}: {e}"))?;
-            if meta.is_dir() {
-                CatalogLocation::Dir(path)
-            } else {
-                CatalogLocation::File(path)
-            }
-        };
-        let default_name = match &location {
-            CatalogLocation::Dir(p) => p
-                .canonicalize()
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
-            CatalogLocation::File(p) => p.file_stem().map(|n| n.to_string_lossy().into_owned()),
-            CatalogLocation::Url(u) => url::Url::parse(u)
-                .ok()
-                .and_then(|u| {
-                    u.path_segments()
-                        .and_then(|mut s| s.rfind(|x| !x.is_empty()).map(str::to_string))
-                })
-                .or_else(|| {
-                    url::Url::parse(u)
-                        .ok()
-                        .and_then(|u| u.host_str().map(str::to_string))
-                }),
-        };
-        let name = match explicit_name {
-            Some(n) if !n.is_empty() => n.to_string(),
-            Some(_) => return Err(format!("catalog {flag:?}: empty name")),
-            None => {
-                default_name.ok_or_else(|| format!("catalog {flag:?}: cannot derive a name; use NAME=..."))?
-            }
-        };
-        Ok(CatalogSpec { name, location })
-    }
-}
-
-async fn load_catalogs(specs: &[CatalogSpec]) -> Result<Vec<Arc<CatalogIndex>>, String> {
-    let mut seen = std::collections::HashSet::new();
-    for s in specs {
-        if !seen.insert(&s.name) {
-            return Err(format!(
-                "two catalogs are named {:?}; name them with NAME=",
-                s.name
-            ));
-        }
-    }
-    let client = if specs
-        .iter()
-        .any(|s| matches!(s.location, CatalogLocation::Url(_)))
-    {
-        Some(CatalogClient::new(&[]).map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
-    let mut handles = Vec::new();
-    for spec in specs.iter().cloned() {
-        let client = client.clone();
-        handles.push(tokio::spawn(async move {
-            let index = match &spec.location {
-                CatalogLocation::Url(url) => {
-                    let client = client.ok_or_else(|| "no HTTP client".to_string())?;
-                    let body = client.fetch_all(url).await.map_err(|e| e.to_string())?;
-                    tokio::task::spawn_blocking(move || index_jsonl(body, &spec.name))
-                        .await
-                        .map_err(|e| e.to_string())?
-                }
-                CatalogLocation::Dir(path) => {
-                    let path = path.clone();
-                    tokio::task::spawn_blocking(move || {
-                        CatalogIndex::from_dir(&path).map_err(|e| e.to_string())
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?
-                }
-                CatalogLocation::File(path) => {
-                    let path = path.clone();
-                    tokio::task::spawn_blocking(move || index_file(&path))
-                        .await
-                        .map_err(|e| e.to_string())?
-                }
-            }?;
-            Ok::<_, String>(Arc::new(index))
-        }));
-    }
-    let mut out = Vec::with_capacity(handles.len());
-    for h in handles {
-        out.push(h.await.map_err(|e| e.to_string())??);
-    }
-    Ok(out)
-}
-
-fn index_jsonl(body: Bytes, origin: &str) -> Result<CatalogIndex, String> {
-    CatalogIndex::from_jsonl(body, origin).map_err(|e| e.to_string())
-}
-
-/// A file is JSONL unless it is named `.yaml`/`.yml` (then it is an FBC YAML stream).
-fn index_file(path: &Path) -> Result<CatalogIndex, String> {
-    let data = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let origin = path.display().to_string();
-    let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
-    if yaml {
-        let metas = parse_stream(&data, Arc::from(origin.as_str())).map_err(|e| e.to_string())?;
-        CatalogIndex::from_metas(&metas).map_err(|e| e.to_string())
-    } else {
-        index_jsonl(Bytes::from(data), &origin)
-    }
 }

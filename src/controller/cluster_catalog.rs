@@ -9,7 +9,7 @@ use crate::controller::{
     status::{ConditionStatus, set_condition},
 };
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -33,7 +33,7 @@ use crate::catalog::server::CatalogStore;
 use crate::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 
 /// The image label naming the FBC directory of a catalog image.
-pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+pub use crate::catalog::source::CONFIGS_LABEL;
 const MESSAGE_SUCCEEDED: &str = "Successfully unpacked and stored content from resolved source";
 const MESSAGE_SERVING: &str = "Serving desired content from resolved source";
 const MESSAGE_UNAVAILABLE_MODE: &str = "Catalog availability mode is set to Unavailable";
@@ -373,7 +373,7 @@ async fn store_pulled(
     context: &Context,
     pinned: bool,
 ) -> Result<(), Error> {
-    let configs = configs_dir(pulled).map_err(|message| Error::Source {
+    let configs = crate::catalog::source::configs_dir(pulled).map_err(|message| Error::Source {
         message,
         terminal: pinned,
     })?;
@@ -383,31 +383,6 @@ async fn store_pulled(
         .map_err(|e| Error::Store(e.to_string()))?
         .map_err(|e| Error::Store(e.to_string()))?;
     Ok(())
-}
-
-/// The FBC directory of a pulled catalog image, from its configs label.
-fn configs_dir(pulled: &image::PulledImage) -> Result<PathBuf, String> {
-    let label = pulled
-        .labels
-        .get(CONFIGS_LABEL)
-        .ok_or_else(|| format!("catalog image is missing the required label {CONFIGS_LABEL:?}"))?;
-    let relative = Path::new(label.trim_start_matches('/'));
-    if relative
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "catalog image label {CONFIGS_LABEL:?} has an invalid path {label:?}"
-        ));
-    }
-    let dir = pulled.dir.join(relative);
-    if !dir.is_dir() {
-        return Err(format!(
-            "catalog image {} label {CONFIGS_LABEL:?} names {label:?}, which is not a directory in the image",
-            pulled.digest_ref
-        ));
-    }
-    Ok(dir)
 }
 
 fn source_error(error: &ImageError, pinned: bool) -> Error {
@@ -615,17 +590,24 @@ mod tests {
             labels: Default::default(),
             unpacked_at: SystemTime::now(),
         };
-        let err = configs_dir(&pulled).unwrap_err();
+        let err = crate::catalog::source::configs_dir(&pulled).unwrap_err();
         assert_eq!(
             err,
             format!("catalog image is missing the required label {CONFIGS_LABEL:?}")
         );
         pulled.labels.insert(CONFIGS_LABEL.into(), "/configs".into());
-        assert_eq!(configs_dir(&pulled).unwrap(), dir.path().join("configs"));
+        assert_eq!(
+            crate::catalog::source::configs_dir(&pulled).unwrap(),
+            dir.path().join("configs")
+        );
         pulled.labels.insert(CONFIGS_LABEL.into(), "/../etc".into());
-        assert!(configs_dir(&pulled).is_err());
+        assert!(crate::catalog::source::configs_dir(&pulled).is_err());
         pulled.labels.insert(CONFIGS_LABEL.into(), "/missing".into());
-        assert!(configs_dir(&pulled).unwrap_err().contains("not a directory"));
+        assert!(
+            crate::catalog::source::configs_dir(&pulled)
+                .unwrap_err()
+                .contains("not a directory")
+        );
     }
 
     #[test]

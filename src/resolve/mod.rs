@@ -9,6 +9,7 @@
 //! returns upstream's error messages verbatim.
 
 pub mod deprecation;
+pub mod explain;
 pub mod selector;
 
 use std::{cmp::Ordering, collections::BTreeMap, fmt, sync::Arc};
@@ -263,31 +264,156 @@ struct Candidate<'a> {
     catalog: &'a CatalogInput,
 }
 
+/// A request checked once: the selector and range parsed, the installed bundle kept only when
+/// upgrades must follow catalog edges. Shared by [`resolve`] and [`explain::explain`].
+pub(crate) struct PreparedRequest<'r> {
+    pub(crate) selector: CatalogSelector,
+    pub(crate) range_text: &'r str,
+    pub(crate) range: Option<VersionRange>,
+    pub(crate) installed: Option<&'r InstalledBundle>,
+}
+
+impl<'r> PreparedRequest<'r> {
+    pub(crate) fn new(request: &'r ResolveRequest) -> Result<Self, ResolveError> {
+        let selector =
+            CatalogSelector::new(request.selector.as_ref()).map_err(ResolveError::InvalidSelector)?;
+        let range_text = request.version_range.as_deref().unwrap_or("");
+        let range = if range_text.is_empty() {
+            None
+        } else {
+            Some(
+                VersionRange::parse(range_text).map_err(|e| ResolveError::InvalidVersionRange {
+                    range: range_text.to_string(),
+                    message: e.to_string(),
+                })?,
+            )
+        };
+        let follow_edges = request.upgrade_constraint_policy != UpgradeConstraintPolicy::SelfCertified;
+        let installed = if follow_edges {
+            request.installed.as_ref()
+        } else {
+            None
+        };
+        Ok(PreparedRequest {
+            selector,
+            range_text,
+            range,
+            installed,
+        })
+    }
+
+    /// Why a catalog is not consulted, or `None` when it is.
+    pub(crate) fn catalog_skip(&self, catalog: &CatalogInput) -> Option<CatalogSkip> {
+        if !catalog.available {
+            Some(CatalogSkip::Unavailable)
+        } else if !self.selector.matches(&catalog.labels) {
+            Some(CatalogSkip::NotSelected)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why resolution does not consult a catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CatalogSkip {
+    /// `spec.availabilityMode: Unavailable`.
+    Unavailable,
+    /// The extension's catalog selector does not match the catalog's labels.
+    NotSelected,
+}
+
+/// The per-bundle rules of one catalog's package, in the order they apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BundleRule {
+    /// The bundle is in none of the requested channels.
+    Channel,
+    /// The bundle's version is outside the requested range (or unreadable while a range is set).
+    VersionRange,
+    /// The bundle is not a successor of the installed bundle in the requested channels.
+    NotSuccessor,
+}
+
+/// The channel, range and successor filters of one package for one request.
+pub(crate) struct PackageFilter<'a> {
+    in_channel: Vec<bool>,
+    successors: Option<Vec<bool>>,
+    range: Option<&'a VersionRange>,
+}
+
+impl<'a> PackageFilter<'a> {
+    pub(crate) fn new(
+        package: &PackageIndex,
+        request: &ResolveRequest,
+        prepared: &'a PreparedRequest<'_>,
+    ) -> Result<Self, ResolveError> {
+        let channel_selected =
+            |name: &str| request.channels.is_empty() || request.channels.iter().any(|c| c == name);
+        let mut in_channel = vec![request.channels.is_empty(); package.bundles.len()];
+        if !request.channels.is_empty() {
+            for ch in package.channels.iter().filter(|c| channel_selected(&c.name)) {
+                for e in &ch.entries {
+                    if let Some(i) = e.bundle {
+                        in_channel[i] = true;
+                    }
+                }
+            }
+        }
+        let successors = match prepared.installed {
+            None => None,
+            Some(installed) => Some(successor_mask(package, installed, &channel_selected)?),
+        };
+        Ok(PackageFilter {
+            in_channel,
+            successors,
+            range: prepared.range.as_ref(),
+        })
+    }
+
+    /// The first rule that excludes bundle `i`, or `None` when it stays a candidate.
+    #[inline]
+    pub(crate) fn exclusion(&self, i: usize, bundle: &BundleIndex) -> Option<BundleRule> {
+        if !self.in_channel[i] {
+            return Some(BundleRule::Channel);
+        }
+        if self.successors.as_ref().is_some_and(|s| !s[i]) {
+            return Some(BundleRule::NotSuccessor);
+        }
+        if let Some(range) = self.range {
+            match &bundle.version {
+                Ok(vr) if range.matches(&vr.version) => {}
+                _ => return Some(BundleRule::VersionRange),
+            }
+        }
+        None
+    }
+}
+
+/// The dependency property that makes OLM v1 refuse a bundle, if it declares one.
+pub fn unsupported_dependency(bundle: &BundleIndex) -> Option<&str> {
+    bundle
+        .properties
+        .iter()
+        .find(|p| {
+            matches!(
+                &*p.type_,
+                PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+            )
+        })
+        .map(|p| &*p.type_)
+}
+
 /// Resolves the bundle to install, as upstream OLM v1 does. Catalogs are consulted in name order
 /// (the order the API server lists them).
 pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Resolution, ResolveError> {
-    let selector = CatalogSelector::new(request.selector.as_ref()).map_err(ResolveError::InvalidSelector)?;
-    let range_text = request.version_range.as_deref().unwrap_or("");
-    let range = if range_text.is_empty() {
-        None
-    } else {
-        Some(
-            VersionRange::parse(range_text).map_err(|e| ResolveError::InvalidVersionRange {
-                range: range_text.to_string(),
-                message: e.to_string(),
-            })?,
-        )
-    };
-    let follow_edges = request.upgrade_constraint_policy != UpgradeConstraintPolicy::SelfCertified;
-    let installed = if follow_edges {
-        request.installed.as_ref()
-    } else {
-        None
-    };
+    let prepared = PreparedRequest::new(request)?;
+    let range_text = prepared.range_text;
 
     let mut selected: Vec<&CatalogInput> = catalogs
         .iter()
-        .filter(|c| c.available && selector.matches(&c.labels))
+        .filter(|c| prepared.catalog_skip(c).is_none())
         .collect();
     selected.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -296,7 +422,7 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
-        let Some(bundle) = best_bundle(package, request, range.as_ref(), installed)? else {
+        let Some(bundle) = best_bundle(package, request, &prepared)? else {
             continue;
         };
         if let Some(prior) = found.last() {
@@ -341,15 +467,10 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
             bundle: winner.bundle.name.to_string(),
             message: message.to_string(),
         })?;
-    if let Some(p) = winner.bundle.properties.iter().find(|p| {
-        matches!(
-            &*p.type_,
-            PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
-        )
-    }) {
+    if let Some(property) = unsupported_dependency(winner.bundle) {
         return Err(ResolveError::UnsupportedDependency {
             bundle: winner.bundle.name.to_string(),
-            property: p.type_.to_string(),
+            property: property.to_string(),
         });
     }
     Ok(Resolution {
@@ -391,39 +512,13 @@ pub fn successors<'a>(
 fn best_bundle<'a>(
     package: &'a PackageIndex,
     request: &ResolveRequest,
-    range: Option<&VersionRange>,
-    installed: Option<&InstalledBundle>,
+    prepared: &PreparedRequest<'_>,
 ) -> Result<Option<&'a BundleIndex>, ResolveError> {
-    let n = package.bundles.len();
-    let channel_selected =
-        |name: &str| request.channels.is_empty() || request.channels.iter().any(|c| c == name);
-
-    let mut in_channel = vec![request.channels.is_empty(); n];
-    if !request.channels.is_empty() {
-        for ch in package.channels.iter().filter(|c| channel_selected(&c.name)) {
-            for e in &ch.entries {
-                if let Some(i) = e.bundle {
-                    in_channel[i] = true;
-                }
-            }
-        }
-    }
-
-    let successors = match installed {
-        None => None,
-        Some(installed) => Some(successor_mask(package, installed, &channel_selected)?),
-    };
-
+    let filter = PackageFilter::new(package, request, prepared)?;
     let mut best: Option<&BundleIndex> = None;
     for (i, b) in package.bundles.iter().enumerate() {
-        if !in_channel[i] || successors.as_ref().is_some_and(|s| !s[i]) {
+        if filter.exclusion(i, b).is_some() {
             continue;
-        }
-        if let Some(range) = range {
-            match &b.version {
-                Ok(vr) if range.matches(&vr.version) => {}
-                _ => continue,
-            }
         }
         // Stable sort semantics: on a tie the earlier bundle stays first.
         if best.is_none_or(|cur| rank(b, cur) == Ordering::Less) {
@@ -434,7 +529,7 @@ fn best_bundle<'a>(
 }
 
 /// Order of preference: non-deprecated first, then version+release descending, unreadable last.
-fn rank(a: &BundleIndex, b: &BundleIndex) -> Ordering {
+pub(crate) fn rank(a: &BundleIndex, b: &BundleIndex) -> Ordering {
     a.deprecated
         .cmp(&b.deprecated)
         .then_with(|| match (&a.version, &b.version) {

@@ -315,7 +315,7 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
 
 /// Pushes a catalog image holding one package's FBC objects (one JSON object per line) under
 /// `/configs`, labelled as catalogd expects; returns `reference`.
-async fn push_catalog(reference: &str, package: &str, objects: &[String]) -> String {
+pub async fn push_catalog(reference: &str, package: &str, objects: &[String]) -> String {
     let work = tempfile::tempdir().unwrap();
     let configs = work.path().join(package);
     std::fs::create_dir_all(&configs).unwrap();
@@ -347,7 +347,7 @@ pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> S
     .await
 }
 
-async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
+pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
     let options = PushOptions {
         registry: RegistryConfig::default(),
         labels: labels

@@ -156,9 +156,12 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The `olmv1` binary built for this test run.
+/// The `olmv1` binary built for this test run (cargo names it to tests and benches; the interop
+/// example, which does not start it, falls back to the debug build).
 pub fn olmv1_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_olmv1"))
+    option_env!("CARGO_BIN_EXE_olmv1")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/debug/olmv1"))
 }
 
 static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
@@ -823,4 +826,18 @@ pub fn read_v4_16_bundles() -> Vec<CatalogBundle> {
         .iter()
         .flat_map(|dir| read_catalog_bundles(dir, &dir.file_name().unwrap().to_string_lossy()))
         .collect()
+}
+
+/// Requests the API server dispatched for service accounts (flow schema `service-accounts`): the
+/// control plane's own components act with certificates, so these are the products'.
+pub async fn service_account_requests(client: &kube::Client) -> u64 {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
+        .filter(|l| l.contains("flow_schema=\"service-accounts\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }

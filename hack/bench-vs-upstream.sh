@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Ratios of olmv1 to upstream OLM v1 (issue 15), measured in one run on one local control plane
+# with upstream's CRDs, the same registry and the same catalogs, one component at a time.
+# Not a test; the figures go to docs/benchmarks.md. Needs root (upstream's in-pod token path,
+# resetting a process's peak RSS).
+#
+# Usage: hack/bench-vs-upstream.sh UPSTREAM_SRC BOXCUTTER_SRC
+#        (or OLMV1_UPSTREAM_SRC / OLMV1_BOXCUTTER_SRC); OLMV1_BENCH_IDLE_SECONDS (default 600).
+#
+# Controller: olmv1 catalogd serves the load catalog (101 one-Deployment packages); each
+# controller in turn, as a ServiceAccount bound to cluster-admin (so that the API server counts its
+# requests under flow schema `service-accounts`, apart from the control plane's own):
+#   one extension apply -> Installed=True (cold image, then warm after a delete), 100 extensions at
+#   once -> all Installed=True (CPU seconds, peak RSS), then an idle window (CPU, API requests, RSS).
+# Catalogd: each catalogd in turn serves certified-operators-v4.16 (time to Serving, peak RSS, RSS
+#   while serving, /api/v1/all MiB/s and /api/v1/metas req/s with 4 clients), then all three shared
+#   catalogs at once.
+# Upstream runs with its default feature gates, plus APIV1MetasHandler in catalogd (off by default
+# upstream; the metas measure needs it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+log() { echo "bench-vs-upstream: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+src=${1:-${OLMV1_UPSTREAM_SRC:-}}
+box=${2:-${OLMV1_BOXCUTTER_SRC:-}}
+[[ -n $src && -n $box && -d $src && -d $box ]] ||
+  die "the upstream checkouts are missing; usage: hack/bench-vs-upstream.sh UPSTREAM_SRC BOXCUTTER_SRC (docs/upstream.md)"
+upstream_bin=$("$here/upstream.sh" "$src" "$box")
+src=$(cd "$src" && pwd)
+idle=${OLMV1_BENCH_IDLE_SECONDS:-600}
+
+"$here/install-deps.sh"
+profile=${OLMV1_BENCH_PROFILE:-release} # `debug` measures the debug build (an upper bound)
+log "building olmv1 ($profile) and the driver"
+if [[ $profile == release ]]; then
+  (cd "$repo" && cargo build -q --release --bin olmv1)
+fi
+(cd "$repo" && cargo build -q --bin olmv1 --example interop)
+olmv1="$repo/target/$profile/olmv1"
+driver="$repo/target/debug/examples/interop"
+
+env_file=$(OLMV1_SKIP_CRDS=1 "$here/local-up.sh")
+trap '"$here/local-down.sh" "$env_file" >&2 || true' EXIT
+# shellcheck disable=SC1090
+source "$env_file"
+work="$OLMV1_ENV_DIR/bench"
+mkdir -p "$work"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# upstream-up.sh installs the CRDs, the system namespace and the PKI; catalogd is started later.
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src"
+# olmv1 controller's identity: a ServiceAccount bound to cluster-admin, like upstream's.
+kubectl -n olmv1-system create serviceaccount olmv1-controller >/dev/null
+kubectl create clusterrolebinding olmv1-bench-controller --clusterrole=cluster-admin \
+  --serviceaccount=olmv1-system:olmv1-controller >/dev/null
+cat >"$work/controller.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: "$OLMV1_API_SERVER", certificate-authority: "$OLMV1_CA_CERT"}}]
+users: [{name: controller, user: {token: "$(kubectl -n olmv1-system create token olmv1-controller --duration=24h)"}}]
+contexts: [{name: local, context: {cluster: local, user: controller}}]
+current-context: local
+EOF
+
+start_olmv1() { # ROLE ARGS...
+  local role=$1
+  shift
+  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
+  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
+}
+stop_olmv1() {
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
+  kill "$(cat "$pid_file")" 2>/dev/null || true
+  wait "$(cat "$pid_file")" 2>/dev/null || true
+  rm -f "$pid_file"
+}
+pid_of() { cat "$OLMV1_ENV_DIR/pids/$1.pid"; }
+
+log "publishing the load catalog and the shared catalogs"
+"$driver" bench-publish "$work/plan.json"
+"$driver" bench-namespaces
+load_catalog=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["load_catalog"])' "$work/plan.json")
+
+# Catalogd, each in turn (nothing else of OLM runs meanwhile).
+log "catalogd: olmv1"
+port=$(free_port)
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+  --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
+sleep 2
+"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of olmv1@catalogd)" "$work/olmv1-catalogd.json"
+stop_olmv1 catalogd
+log "catalogd: upstream"
+UPSTREAM_CATALOGD_ARGS=--feature-gates=APIV1MetasHandler=true \
+  "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
+"$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of catalogd@upstream)" \
+  --ca "$OLMV1_ENV_DIR/upstream/pki/ca.crt" "$work/upstream-catalogd.json"
+"$here/upstream-up.sh" --stop "$env_file" catalogd
+kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
+
+# The controllers, each in turn, with olmv1 catalogd serving the load catalog.
+port=$(free_port)
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+  --cache-dir "$work/olmv1-catalogd-cache-2" --metrics-addr "127.0.0.1:$(free_port)"
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: olm.operatorframework.io/v1
+kind: ClusterCatalog
+metadata: {name: bench-load}
+spec: {source: {type: Image, image: {ref: "$load_catalog"}}}
+EOF
+kubectl wait --for=condition=Serving clustercatalog/bench-load --timeout=300s >/dev/null
+
+log "controller: olmv1 (uptime: $(uptime))"
+KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller --system-namespace olmv1-system \
+  --cache-dir "$work/olmv1-controller-cache" --metrics-addr "127.0.0.1:$(free_port)"
+"$driver" bench-controller --pid "$(pid_of olmv1@controller)" --idle-seconds "$idle" "$work/olmv1-controller.json"
+"$driver" bench-clean
+stop_olmv1 controller
+
+log "controller: upstream (uptime: $(uptime))"
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" operator-controller
+"$driver" bench-controller --pid "$(pid_of operator-controller@upstream)" --idle-seconds "$idle" \
+  "$work/upstream-controller.json"
+"$driver" bench-clean
+"$here/upstream-up.sh" --stop "$env_file" operator-controller
+stop_olmv1 catalogd
+
+python3 - "$work" >"$work/results.json" <<'EOF'
+import json, sys
+w = sys.argv[1]
+r = lambda f: json.load(open(f"{w}/{f}"))
+print(json.dumps({side: {"controller": r(f"{side}-controller.json"), "catalogd": r(f"{side}-catalogd.json")}
+                  for side in ("olmv1", "upstream")}))
+EOF
+echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC'), olmv1 $profile build, idle window ${idle} s, on $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$driver" bench-table "$work/results.json"

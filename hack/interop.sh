@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# olmv1 side by side with upstream operator-controller and catalogd (issue 15). Not part of
+# hack/test.sh: it needs checkouts of upstream that CI cannot fetch (see docs/upstream.md).
+#
+# Usage: hack/interop.sh UPSTREAM_SRC BOXCUTTER_SRC
+#        (or OLMV1_UPSTREAM_SRC / OLMV1_BOXCUTTER_SRC in the environment)
+#
+# On one local control plane with upstream's CRDs, one controller at a time:
+#   1. upstream catalogd serves; olmv1 controller installs a real operator from the shared
+#      catalogs (rebuilt from olm.bundle.object) and upgrades it along the catalog's edge;
+#   2. the differences table: every scenario (test/interop/scenarios.rs) run by olmv1 controller,
+#      then by upstream operator-controller, against the same catalogs;
+#   3. olmv1 catalogd serves; upstream operator-controller installs and upgrades the real operator;
+#   4. the records are compared field by field: the command fails on any difference that
+#      docs/upstream.md does not list with its reason.
+# OLMV1_KEEP_ENV=1 leaves the environment running at the end (its env file is printed).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+log() { echo "interop: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+src=${1:-${OLMV1_UPSTREAM_SRC:-}}
+box=${2:-${OLMV1_BOXCUTTER_SRC:-}}
+if [[ -z $src || -z $box || ! -d $src || ! -d $box ]]; then
+  die "the upstream checkouts are missing (got UPSTREAM_SRC='${src}' BOXCUTTER_SRC='${box}').
+  Usage: hack/interop.sh UPSTREAM_SRC BOXCUTTER_SRC, with checkouts of
+  github.com/operator-framework/operator-controller and github.com/package-operator/boxcutter at the
+  revisions of hack/versions.env (UPSTREAM_COMMIT, UPSTREAM_BOXCUTTER_VERSION); docs/upstream.md says how."
+fi
+upstream_bin=$("$here/upstream.sh" "$src" "$box")
+src=$(cd "$src" && pwd)
+
+"$here/install-deps.sh"
+log "building olmv1 and the interop driver"
+(cd "$repo" && cargo build -q --bin olmv1 --example interop)
+olmv1="$repo/target/debug/olmv1"
+driver="$repo/target/debug/examples/interop"
+
+env_file=$(OLMV1_SKIP_CRDS=1 "$here/local-up.sh")
+finish() {
+  local rc=$?
+  if [[ ${OLMV1_KEEP_ENV:-} == 1 ]]; then
+    log "environment kept: source $env_file"
+  else
+    "$here/local-down.sh" "$env_file" >&2 || true
+  fi
+  ((rc == 0)) || log "failed (logs in $OLMV1_ENV_DIR/logs)"
+}
+trap finish EXIT
+# shellcheck disable=SC1090
+source "$env_file"
+work="$OLMV1_ENV_DIR/interop"
+mkdir -p "$work"
+
+start_olmv1() { # ROLE ARGS...: `olmv1 ROLE ARGS...` in the background, stopped by local-down.sh
+  local role=$1
+  shift
+  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
+  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
+}
+stop_olmv1() {
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
+  kill "$(cat "$pid_file")" 2>/dev/null || true
+  wait "$(cat "$pid_file")" 2>/dev/null || true
+  rm -f "$pid_file"
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
+# shellcheck disable=SC1091
+source "$OLMV1_ENV_DIR/upstream/catalogd.env"
+"$driver" publish "$work/plan.json"
+"$driver" catalogs "$work/plan.json"
+
+log "1. upstream catalogd -> olmv1 controller"
+start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
+  --metrics-addr "127.0.0.1:$(free_port)" --ca-file "$UPSTREAM_CA_CERT"
+"$driver" real "$work/plan.json" --label olmv1
+
+log "2. differences table: olmv1 controller"
+"$driver" scenarios "$work/olmv1.json"
+stop_olmv1 controller
+log "2. differences table: upstream operator-controller"
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" operator-controller
+"$driver" scenarios "$work/upstream.json"
+"$driver" catalogs --delete "$work/plan.json"
+
+log "3. olmv1 catalogd -> upstream operator-controller"
+"$here/upstream-up.sh" --stop "$env_file" catalogd
+kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
+port=$(free_port)
+start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+  --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
+"$driver" real "$work/plan.json" --label upstream
+"$here/upstream-up.sh" --stop "$env_file" operator-controller
+stop_olmv1 catalogd
+
+log "4. comparing"
+"$driver" compare "$work/olmv1.json" "$work/upstream.json" --docs "$repo/docs/upstream.md" | tee "$work/table.txt"
+log "ok: both directions install and upgrade; every difference is listed in docs/upstream.md"

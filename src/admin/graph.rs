@@ -1,0 +1,130 @@
+//! The upgrade graph of a package as Graphviz `dot` text: the catalog's edges (replaces solid,
+//! skips dashed, skipRange dotted) in the requested channels, the installed bundle, the
+//! versions reachable now (resolver answers, green) and the steps of the shortest paths (blue).
+
+use std::{collections::BTreeSet, fmt::Write as _};
+
+use super::upgrades::Upgrades;
+use crate::catalog::PackageIndex;
+
+/// `dot` source for `package` (one catalog's view) and its upgrade answer.
+pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgrades) -> String {
+    let selected = |name: &str| channels.is_empty() || channels.iter().any(|c| c == name);
+    let reachable: BTreeSet<&str> = upgrades.reachable.iter().map(|t| t.bundle.as_str()).collect();
+    let on_path: BTreeSet<&str> = upgrades
+        .paths
+        .iter()
+        .flat_map(|p| p.steps.iter().map(|s| s.bundle.as_str()))
+        .collect();
+    let mut nodes: BTreeSet<&str> = BTreeSet::new();
+    let mut edges: BTreeSet<(String, String, &str)> = BTreeSet::new();
+    for ch in package.channels.iter().filter(|c| selected(&c.name)) {
+        for e in &ch.entries {
+            nodes.insert(&e.name);
+            if let Some(r) = &e.replaces {
+                edges.insert((r.to_string(), e.name.to_string(), "solid"));
+            }
+            for s in &e.skips {
+                edges.insert((s.to_string(), e.name.to_string(), "dashed"));
+            }
+            if let Some(range) = &e.skip_range_parsed {
+                for other in &ch.entries {
+                    let covered = other
+                        .bundle
+                        .and_then(|i| package.bundles[i].version.as_ref().ok())
+                        .is_some_and(|v| range.contains(&v.version));
+                    if covered && other.name != e.name {
+                        edges.insert((other.name.to_string(), e.name.to_string(), "dotted"));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph {:?} {{", upgrades.package);
+    let _ = writeln!(out, "  rankdir=LR;");
+    let _ = writeln!(
+        out,
+        "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\"];"
+    );
+    let _ = writeln!(out, "  edge [color=gray50];");
+    for name in &nodes {
+        let version = package
+            .bundle(name)
+            .and_then(|b| b.version.as_ref().ok())
+            .map(|v| v.status_version())
+            .unwrap_or_default();
+        let (fill, extra) = if *name == upgrades.installed.bundle {
+            ("lightblue", ", penwidth=2")
+        } else if reachable.contains(name) {
+            ("palegreen", "")
+        } else if on_path.contains(name) {
+            ("lightyellow", "")
+        } else {
+            ("white", "")
+        };
+        let _ = writeln!(
+            out,
+            "  {name:?} [label={:?}, fillcolor={fill}{extra}];",
+            format!("{name}\n{version}")
+        );
+    }
+    for (from, to, style) in &edges {
+        if nodes.contains(from.as_str()) {
+            let _ = writeln!(out, "  {from:?} -> {to:?} [style={style}];");
+        }
+    }
+    for t in &upgrades.reachable {
+        let _ = writeln!(
+            out,
+            "  {:?} -> {:?} [color=forestgreen, penwidth=2, constraint=false];",
+            upgrades.installed.bundle, t.bundle
+        );
+    }
+    let mut path_edges = BTreeSet::new();
+    for p in &upgrades.paths {
+        let mut from = upgrades.installed.bundle.as_str();
+        for s in &p.steps {
+            path_edges.insert((from.to_string(), s.bundle.clone()));
+            from = &s.bundle;
+        }
+    }
+    for (from, to) in path_edges {
+        if !reachable.contains(to.as_str()) || from != upgrades.installed.bundle {
+            let _ = writeln!(
+                out,
+                "  {from:?} -> {to:?} [color=royalblue, penwidth=2, constraint=false];"
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Renders `dot` source as SVG with Graphviz `dot`; a clear error when it is not installed.
+pub fn dot_to_svg(dot: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("-o svg needs Graphviz `dot` on PATH: {e}"))?;
+    child
+        .stdin
+        .take()
+        .ok_or("dot: no stdin")?
+        .write_all(dot.as_bytes())
+        .map_err(|e| format!("writing to dot: {e}"))?;
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("running dot: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "dot failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    String::from_utf8(output.stdout).map_err(|e| format!("dot wrote non-UTF-8 output: {e}"))
+}

@@ -1,0 +1,238 @@
+//! `olmv1 search [TEXT]`: packages across catalogs, with what an admin needs to know before
+//! installing: the default channel's newest bundle (the resolver's answer with nothing installed),
+//! its install modes, webhooks, APIServices, dependencies, `olm.maxOpenShiftVersion`, the
+//! package's deprecations, and whether OLM v1 can install it (the renderer's own verdict).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::{
+    bundle::{registry_v1::RegistryV1Bundle, render::render},
+    catalog::{
+        Bundle, BundleProperty, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION,
+        PackageIndex, SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
+    },
+    resolve::{CatalogInput, ResolveRequest, resolve, unsupported_dependency},
+};
+
+/// One package of one catalog.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackageSummary {
+    /// The package.
+    pub package: String,
+    /// The catalog.
+    pub catalog: String,
+    /// The default channel.
+    pub default_channel: Option<String>,
+    /// The bundle installed with no version and the default channel (resolver's answer).
+    pub newest_bundle: Option<String>,
+    /// Its version.
+    pub newest_version: Option<String>,
+    /// Its image.
+    pub newest_image: Option<String>,
+    /// Where its manifests were read: `catalog` (`olm.bundle.object` properties), `image` (the
+    /// bundle image, pulled), or `none` (not read: install modes and verdict unknown).
+    pub manifests_from: ManifestSource,
+    /// Install modes the newest bundle supports (`AllNamespaces`, `OwnNamespace`, ...).
+    pub install_modes: Vec<String>,
+    /// Whether the newest bundle has webhooks (needs cert-manager or the OpenShift service CA).
+    pub webhooks: bool,
+    /// Owned APIServices of the newest bundle (OLM v1 refuses them).
+    pub api_services: usize,
+    /// `olm.maxOpenShiftVersion` of the newest bundle.
+    pub max_openshift_version: Option<String>,
+    /// The package's deprecation message.
+    pub deprecated: Option<String>,
+    /// Number of deprecated channels and bundles.
+    pub deprecated_entries: usize,
+    /// Whether OLM v1 installs the newest bundle with the default configuration.
+    pub installable: bool,
+    /// Why not (the resolver's or renderer's message), when not.
+    pub not_installable_reason: Option<String>,
+}
+
+/// Where a summary's manifests were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ManifestSource {
+    /// The catalog's `olm.bundle.object` properties.
+    Catalog,
+    /// The pulled bundle image.
+    Image,
+    /// Not read.
+    None,
+}
+
+/// Whether `package` matches `text` (case-insensitive substring of its name; empty matches all).
+pub fn matches(package: &str, text: &str) -> bool {
+    text.is_empty() || package.to_lowercase().contains(&text.to_lowercase())
+}
+
+/// The summaries of the packages of `catalog` matching `text`. `content` is read once for the
+/// newest bundles' manifests.
+pub fn search(
+    catalog: &CatalogInput,
+    content: &CatalogContent,
+    text: &str,
+) -> Result<Vec<PackageSummary>, CatalogError> {
+    let inputs = std::slice::from_ref(catalog);
+    let mut rows = Vec::new();
+    let mut wanted: HashMap<String, usize> = HashMap::new();
+    for package in catalog.index.packages().filter(|p| matches(&p.name, text)) {
+        let request = ResolveRequest {
+            package: package.name.to_string(),
+            version_range: None,
+            channels: package.default_channel.iter().map(|c| c.to_string()).collect(),
+            selector: None,
+            upgrade_constraint_policy: Default::default(),
+            installed: None,
+        };
+        let (newest, reason) = match resolve(&request, inputs) {
+            Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None),
+            Err(e) => {
+                // A bundle refused for its dependencies is still the newest one to describe.
+                let newest = newest_in_default_channel(package).map(|b| {
+                    (
+                        b.name.to_string(),
+                        b.version.as_ref().map(|v| v.status_version()).unwrap_or_default(),
+                    )
+                });
+                (newest, Some(e.to_string()))
+            }
+        };
+        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref());
+        row.not_installable_reason = reason;
+        if let Some((name, _)) = &newest {
+            wanted.insert(name.clone(), rows.len());
+        }
+        rows.push(row);
+    }
+    if wanted.is_empty() {
+        return Ok(rows);
+    }
+    content.for_each_meta(|meta| {
+        if &*meta.schema != SCHEMA_BUNDLE {
+            return Ok(());
+        }
+        let Some(&row) = wanted.get(&*meta.name) else {
+            return Ok(());
+        };
+        if rows[row].package != *meta.package {
+            return Ok(());
+        }
+        let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
+            location: meta.location(),
+            message: e.to_string(),
+        })?;
+        describe_catalog_bundle(&mut rows[row], &bundle);
+        Ok(())
+    })?;
+    for row in &mut rows {
+        row.installable = row.not_installable_reason.is_none() && row.manifests_from != ManifestSource::None;
+    }
+    Ok(rows)
+}
+
+fn newest_in_default_channel(package: &PackageIndex) -> Option<&crate::catalog::BundleIndex> {
+    let channel = package.channel(package.default_channel.as_deref()?)?;
+    channel
+        .entries
+        .iter()
+        .filter_map(|e| e.bundle.map(|i| &package.bundles[i]))
+        .filter(|b| b.version.is_ok())
+        .max_by(|a, b| crate::resolve::rank(b, a))
+}
+
+fn summary_without_manifests(
+    catalog: &str,
+    package: &PackageIndex,
+    newest: Option<&(String, String)>,
+) -> PackageSummary {
+    let deprecation = package.deprecation();
+    let newest_index = newest.and_then(|(name, _)| package.bundle(name));
+    PackageSummary {
+        package: package.name.to_string(),
+        catalog: catalog.to_string(),
+        default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
+        newest_bundle: newest.map(|(n, _)| n.clone()),
+        newest_version: newest.map(|(_, v)| v.clone()),
+        newest_image: newest_index.map(|b| b.image.to_string()),
+        manifests_from: ManifestSource::None,
+        install_modes: Vec::new(),
+        webhooks: false,
+        api_services: 0,
+        max_openshift_version: newest_index.and_then(|b| {
+            b.properties
+                .iter()
+                .find(|p| &*p.type_ == PROPERTY_MAX_OPENSHIFT_VERSION)
+                .map(|p| match p.value() {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                })
+        }),
+        deprecated: deprecation.and_then(|d| {
+            d.entries
+                .iter()
+                .find(|e| e.reference.schema == SCHEMA_PACKAGE)
+                .map(|e| e.message.clone())
+        }),
+        deprecated_entries: deprecation.map_or(0, |d| {
+            d.entries
+                .iter()
+                .filter(|e| e.reference.schema != SCHEMA_PACKAGE)
+                .count()
+        }),
+        installable: false,
+        not_installable_reason: newest_index
+            .and_then(unsupported_dependency)
+            .map(|p| format!("declares a dependency ({p}), which OLM v1 does not support")),
+    }
+}
+
+/// Describes the newest bundle from the catalog's `olm.bundle.object` properties, when it has
+/// them (catalogs that only name images leave the row for [`describe_bundle`]).
+fn describe_catalog_bundle(row: &mut PackageSummary, bundle: &Bundle) {
+    if !bundle
+        .properties
+        .iter()
+        .any(|p| p.type_ == PROPERTY_BUNDLE_OBJECT)
+    {
+        return;
+    }
+    let properties: Vec<BundleProperty> = bundle
+        .properties
+        .iter()
+        .cloned()
+        .map(BundleProperty::from)
+        .collect();
+    match RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties) {
+        Ok(loaded) => describe_bundle(row, &loaded, ManifestSource::Catalog),
+        Err(e) => {
+            row.manifests_from = ManifestSource::Catalog;
+            row.not_installable_reason.get_or_insert(e.to_string());
+        }
+    }
+}
+
+/// Fills install modes, webhooks and APIServices from the bundle's manifests, and asks the
+/// renderer whether it installs with the default configuration (the controller's own verdict).
+pub fn describe_bundle(row: &mut PackageSummary, loaded: &RegistryV1Bundle, from: ManifestSource) {
+    let spec = &loaded.csv.spec;
+    row.manifests_from = from;
+    row.install_modes = spec
+        .install_modes
+        .iter()
+        .filter(|m| m.supported)
+        .map(|m| m.type_.clone())
+        .collect();
+    row.webhooks = !spec.webhookdefinitions.is_empty();
+    row.api_services = spec.apiservicedefinitions.owned.len();
+    if row.not_installable_reason.is_none()
+        && let Err(e) = render(loaded, "olmv1-search", None)
+    {
+        row.not_installable_reason = Some(e.to_string());
+    }
+    row.installable = row.not_installable_reason.is_none();
+}

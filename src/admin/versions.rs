@@ -1,0 +1,110 @@
+//! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
+//! deprecations, per catalog.
+
+use serde::Serialize;
+
+use crate::catalog::{Deprecation, PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+
+/// A package as one catalog has it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackageVersions {
+    /// The package.
+    pub package: String,
+    /// The catalog.
+    pub catalog: String,
+    /// The default channel.
+    pub default_channel: Option<String>,
+    /// The package's deprecation message, if it is deprecated.
+    pub deprecated: Option<String>,
+    /// Channels in catalog order.
+    pub channels: Vec<ChannelVersions>,
+}
+
+/// One channel.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelVersions {
+    /// The channel name.
+    pub name: String,
+    /// The channel's deprecation message, if it is deprecated.
+    pub deprecated: Option<String>,
+    /// Entries, highest version first (unreadable versions last, then catalog order).
+    pub entries: Vec<EntryVersions>,
+}
+
+/// One channel entry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryVersions {
+    /// Bundle name.
+    pub bundle: String,
+    /// Version as status would report it; `None` when the bundle is missing or its version
+    /// unreadable.
+    pub version: Option<String>,
+    /// `replaces`.
+    pub replaces: Option<String>,
+    /// `skips`.
+    pub skips: Vec<String>,
+    /// `skipRange`.
+    pub skip_range: Option<String>,
+    /// The bundle's deprecation message, if it is deprecated.
+    pub deprecated: Option<String>,
+}
+
+fn message(deprecation: Option<&Deprecation>, schema: &str, name: &str) -> Option<String> {
+    deprecation?
+        .entries
+        .iter()
+        .find(|e| e.reference.schema == schema && e.reference.name == name)
+        .map(|e| e.message.clone())
+}
+
+/// The versions of `package` in `catalog`.
+pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
+    let deprecation = package.deprecation();
+    let channels = package
+        .channels
+        .iter()
+        .map(|ch| {
+            let mut entries: Vec<(Option<&crate::version::VersionRelease>, usize, EntryVersions)> = ch
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(position, e)| {
+                    let version = e.bundle.and_then(|i| package.bundles[i].version.as_ref().ok());
+                    (
+                        version,
+                        position,
+                        EntryVersions {
+                            bundle: e.name.to_string(),
+                            version: version.map(|v| v.status_version()),
+                            replaces: e.replaces.as_ref().map(|r| r.to_string()),
+                            skips: e.skips.iter().map(|s| s.to_string()).collect(),
+                            skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
+                            deprecated: message(deprecation, SCHEMA_BUNDLE, &e.name),
+                        },
+                    )
+                })
+                .collect();
+            entries.sort_by(|a, b| match (a.0, b.0) {
+                (Some(x), Some(y)) => y.compare(x).then(a.1.cmp(&b.1)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => a.1.cmp(&b.1),
+            });
+            ChannelVersions {
+                name: ch.name.to_string(),
+                deprecated: message(deprecation, SCHEMA_CHANNEL, &ch.name),
+                entries: entries.into_iter().map(|(_, _, e)| e).collect(),
+            }
+        })
+        .collect();
+    PackageVersions {
+        package: package.name.to_string(),
+        catalog: catalog.to_string(),
+        default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
+        deprecated: message(deprecation, SCHEMA_PACKAGE, ""),
+        channels,
+    }
+}

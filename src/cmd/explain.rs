@@ -1,0 +1,128 @@
+//! `olmv1 explain [EXTENSION]`: why the resolver chose what it chose, or found nothing.
+
+use std::process::ExitCode;
+
+use super::sources::{Output, RequestArgs, SourceArgs, build_request, colour, fail, print_json};
+use crate::{
+    admin::{
+        cluster::check_readable,
+        table::{Table, Tone},
+    },
+    resolve::explain::{CatalogVerdict, Explanation, explain},
+};
+
+/// Arguments of `olmv1 explain`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// A ClusterExtension of the cluster; or give `--package` (and `--installed`, ...).
+    pub extension: Option<String>,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// Runs `olmv1 explain`. Exit status 0 when resolution succeeds, 1 when it fails (the
+/// explanation says why), 2 on bad input.
+pub async fn run(args: ExplainArgs) -> ExitCode {
+    let catalogs = match args.sources.load().await {
+        Ok(c) => c,
+        Err(e) => return fail("explain", &e),
+    };
+    let request = match build_request(args.extension.as_deref(), &args.request, &catalogs).await {
+        Ok(r) => r,
+        Err(e) => return fail("explain", &e),
+    };
+    let selector = match crate::resolve::CatalogSelector::new(request.selector.as_ref()) {
+        Ok(s) => s,
+        Err(e) => return fail("explain", &format!("desired catalog selector is invalid: {e}")),
+    };
+    if let Err(e) = check_readable(&catalogs, |c| selector.matches(&c.labels)) {
+        return fail("explain", &e.to_string());
+    }
+    let inputs: Vec<_> = catalogs.iter().map(|c| c.input.clone()).collect();
+    let explanation = match explain(&request, &inputs) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = if explanation.chosen.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if args.output == Output::Json {
+        print_json(&explanation);
+    } else {
+        print!("{}", render_text(&explanation, colour()));
+    }
+    code
+}
+
+/// The text form: the verdict, the catalogs, then every bundle with its first excluding rule.
+pub fn render_text(e: &Explanation, colour: bool) -> String {
+    let mut out = match (&e.chosen, &e.error) {
+        (Some(c), _) => format!(
+            "{}: resolves to {} {} from catalog {}{}\n",
+            e.package,
+            c.bundle,
+            c.version,
+            c.catalog,
+            if c.deprecated { " (deprecated)" } else { "" }
+        ),
+        (None, Some(message)) => format!("{}: no resolution: {message}\n", e.package),
+        (None, None) => format!("{}: no resolution\n", e.package),
+    };
+    out.push('\n');
+    let mut t = Table::new(&["CATALOG", "PRIORITY", "CONSULTED", "CANDIDATE"]);
+    for c in &e.catalogs {
+        let verdict = match c.verdict {
+            CatalogVerdict::Considered => ("yes".to_string(), Tone::Good),
+            CatalogVerdict::NoPackage => ("yes, no such package".to_string(), Tone::Plain),
+            CatalogVerdict::Unavailable => ("no: unavailable".to_string(), Tone::Warn),
+            CatalogVerdict::NotSelected => ("no: selector does not match".to_string(), Tone::Warn),
+        };
+        t.toned_row(vec![
+            (c.name.clone(), Tone::Plain),
+            (c.priority.to_string(), Tone::Plain),
+            verdict,
+            (c.candidate.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
+        ]);
+    }
+    out.push_str(&t.render(colour));
+    if e.bundles.is_empty() {
+        return out;
+    }
+    out.push('\n');
+    let mut t = Table::new(&["CATALOG", "BUNDLE", "VERSION", "VERDICT"]);
+    for b in &e.bundles {
+        let verdict = match &b.excluded_by {
+            None => ("chosen".to_string(), Tone::Good),
+            Some(rule) => {
+                let name = serde_json::to_value(rule)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let text = if b.detail.is_empty() {
+                    name
+                } else {
+                    format!("{name}: {}", b.detail)
+                };
+                (text, Tone::Warn)
+            }
+        };
+        t.toned_row(vec![
+            (b.catalog.clone(), Tone::Plain),
+            (b.bundle.clone(), Tone::Plain),
+            (b.version.clone().unwrap_or_else(|| "?".into()), Tone::Plain),
+            verdict,
+        ]);
+    }
+    out.push_str(&t.render(colour));
+    out
+}

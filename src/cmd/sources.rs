@@ -1,0 +1,303 @@
+//! Flags shared by the admin commands: where catalogs come from (the cluster's ClusterCatalogs
+//! by default, or `--catalog`/`--image`), the request overrides, and the output format.
+
+use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, process::ExitCode};
+
+use kube::Client;
+use olmv1_api::v1::{UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME};
+
+use crate::{
+    admin::cluster::{self, SourcedCatalog},
+    catalog::{
+        client::CatalogClient,
+        source::{CatalogSpec, load_catalogs},
+    },
+    image::PullOptions,
+    resolve::{CatalogInput, InstalledBundle, ResolveRequest},
+};
+
+/// Where catalogs come from. With neither `--catalog` nor `--image`, the cluster's
+/// ClusterCatalogs (KUBECONFIG), read through catalogd's HTTP API as the controller reads them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    /// A catalog: `[NAME=]DIR|FILE|URL` (FBC directory, JSONL file, or catalog server base URL).
+    /// Repeatable.
+    #[arg(long = "catalog", value_name = "[NAME=]DIR|FILE|URL")]
+    pub catalogs: Vec<String>,
+
+    /// A catalog image, `[NAME=]REFERENCE`, pulled from its registry. Repeatable.
+    #[arg(long = "image", value_name = "[NAME=]IMAGE")]
+    pub images: Vec<String>,
+
+    /// A priority for a `--catalog`/`--image` catalog, `NAME=N` (default 0). Repeatable.
+    #[arg(long = "priority", value_name = "NAME=N")]
+    pub priorities: Vec<String>,
+
+    /// Registry hosts reached over plain HTTP (loopback registries always are).
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
+
+    /// Extra CA certificates (PEM) for catalog servers and registries.
+    #[arg(long = "ca-file", value_name = "PATH")]
+    pub ca_files: Vec<PathBuf>,
+
+    /// Where pulled images are cached.
+    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    /// Whether the catalogs come from the command line rather than the cluster.
+    pub fn offline(&self) -> bool {
+        !self.catalogs.is_empty() || !self.images.is_empty()
+    }
+
+    /// Loads the catalogs: the named ones, or every ClusterCatalog of the cluster.
+    pub async fn load(&self) -> Result<Vec<SourcedCatalog>, String> {
+        let mut ca_pems = Vec::new();
+        for file in &self.ca_files {
+            ca_pems
+                .push(std::fs::read(file).map_err(|e| format!("reading CA file {}: {e}", file.display()))?);
+        }
+        if !self.offline() {
+            let client = kube_client().await?;
+            let http = CatalogClient::new(&ca_pems).map_err(|e| e.to_string())?;
+            return cluster::cluster_catalogs(&client, &http)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let mut specs = Vec::new();
+        for c in &self.catalogs {
+            specs.push(CatalogSpec::parse(c)?);
+        }
+        for i in &self.images {
+            specs.push(CatalogSpec::parse_image(i)?);
+        }
+        let priorities = parse_priorities(&self.priorities)?;
+        for name in priorities.keys() {
+            if !specs.iter().any(|s| &s.name == name) {
+                return Err(format!("--priority names unknown catalog {name:?}"));
+            }
+        }
+        let pull = self.pull_options_checked()?;
+        let loaded = load_catalogs(&specs, &pull).await?;
+        Ok(loaded
+            .into_iter()
+            .map(|c| SourcedCatalog {
+                input: CatalogInput {
+                    priority: priorities.get(&c.name).copied().unwrap_or(0),
+                    labels: BTreeMap::from([(LABEL_CATALOG_NAME.to_string(), c.name.clone())]),
+                    available: true,
+                    name: c.name,
+                    index: c.index,
+                },
+                content: Some(c.content),
+                problem: None,
+            })
+            .collect())
+    }
+}
+
+impl SourceArgs {
+    /// How images are pulled (cache, insecure registries, CAs); unreadable CA files are an error.
+    pub fn pull_options_checked(&self) -> Result<PullOptions, String> {
+        let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
+        pull.registry.insecure_registries = self.insecure_registries.clone();
+        for file in &self.ca_files {
+            pull.registry
+                .add_ca_path(file)
+                .map_err(|e| format!("reading CA file {}: {e}", file.display()))?;
+        }
+        Ok(pull)
+    }
+
+    /// [`SourceArgs::pull_options_checked`] after the sources loaded (CA files already read).
+    pub fn pull_options(&self) -> PullOptions {
+        self.pull_options_checked()
+            .unwrap_or_else(|_| PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir)))
+    }
+}
+
+/// `NAME=N` flags.
+pub fn parse_priorities(flags: &[String]) -> Result<BTreeMap<String, i32>, String> {
+    flags
+        .iter()
+        .map(|f| {
+            let (name, n) = f
+                .split_once('=')
+                .ok_or_else(|| format!("--priority must be NAME=N, got {f:?}"))?;
+            let n: i32 = n
+                .parse()
+                .map_err(|_| format!("--priority {f:?}: {n:?} is not a 32-bit integer"))?;
+            Ok((name.to_string(), n))
+        })
+        .collect()
+}
+
+/// `$XDG_CACHE_HOME/olmv1/images` (or `~/.cache/...`).
+pub fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("olmv1").join("images")
+}
+
+/// A client from KUBECONFIG or the in-cluster configuration.
+pub async fn kube_client() -> Result<Client, String> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
+    Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+}
+
+/// What to resolve, as flags: an extension of the cluster, or a package with overrides.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RequestArgs {
+    /// The package (required without EXTENSION).
+    #[arg(long)]
+    pub package: Option<String>,
+
+    /// The installed bundle: a version of the package (e.g. `0.5.0`), a bundle name, or
+    /// `BUNDLE_NAME@VERSION`.
+    #[arg(long, value_name = "VERSION|BUNDLE")]
+    pub installed: Option<String>,
+
+    /// A version range (Masterminds syntax).
+    #[arg(long)]
+    pub version: Option<String>,
+
+    /// A channel. Repeatable.
+    #[arg(long = "channel", value_name = "CHANNEL")]
+    pub channels: Vec<String>,
+
+    /// Whether upgrades must follow catalog edges.
+    #[arg(long, value_parser = ["CatalogProvided", "SelfCertified"])]
+    pub upgrade_constraint_policy: Option<String>,
+}
+
+/// Builds the request: from the ClusterExtension `extension` (read from the cluster) when given,
+/// then the flags override; `--installed` is looked up in the catalogs.
+pub async fn build_request(
+    extension: Option<&str>,
+    flags: &RequestArgs,
+    catalogs: &[SourcedCatalog],
+) -> Result<ResolveRequest, String> {
+    let mut request = match extension {
+        Some(name) => {
+            let client = kube_client().await?;
+            let ext = cluster::cluster_extension(&client, name)
+                .await
+                .map_err(|e| e.to_string())?;
+            ResolveRequest::from_cluster_extension(&ext, cluster::installed_bundle(&ext))
+                .map_err(|e| format!("ClusterExtension {name:?}: {e}"))?
+        }
+        None => ResolveRequest {
+            package: flags
+                .package
+                .clone()
+                .ok_or("--package is required without an EXTENSION")?,
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: UpgradeConstraintPolicy::CatalogProvided,
+            installed: None,
+        },
+    };
+    if let Some(p) = &flags.package {
+        request.package = p.clone();
+    }
+    if let Some(v) = &flags.version {
+        request.version_range = Some(v.clone());
+    }
+    if !flags.channels.is_empty() {
+        request.channels = flags.channels.clone();
+    }
+    if let Some(p) = &flags.upgrade_constraint_policy {
+        request.upgrade_constraint_policy = if p == "SelfCertified" {
+            UpgradeConstraintPolicy::SelfCertified
+        } else {
+            UpgradeConstraintPolicy::CatalogProvided
+        };
+    }
+    if let Some(spec) = &flags.installed {
+        request.installed = Some(find_installed(&request.package, spec, catalogs)?);
+    }
+    Ok(request)
+}
+
+/// `--installed`: `NAME@VERSION`, a bundle name, or a version of the package.
+fn find_installed(package: &str, spec: &str, catalogs: &[SourcedCatalog]) -> Result<InstalledBundle, String> {
+    if let Some((name, version)) = spec
+        .split_once('@')
+        .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+    {
+        return Ok(InstalledBundle {
+            name: name.into(),
+            version: version.into(),
+            release: None,
+        });
+    }
+    for c in catalogs {
+        let Some(p) = c.input.index.package(package) else {
+            continue;
+        };
+        for b in &p.bundles {
+            let Ok(v) = &b.version else { continue };
+            if *b.name == *spec || v.status_version() == spec {
+                return Ok(InstalledBundle {
+                    name: b.name.to_string(),
+                    version: v.status_version(),
+                    release: None,
+                });
+            }
+        }
+    }
+    Err(format!(
+        "--installed {spec:?}: no bundle of package {package:?} has that name or version"
+    ))
+}
+
+/// Whether colours may be used on stdout.
+pub fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Prints `value` as indented JSON.
+pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("output", &e.to_string()),
+    }
+}
+
+/// Prints `olmv1 COMMAND: MESSAGE` on stderr; exit status 2 (bad input or unreadable sources).
+pub fn fail(command: &str, message: &str) -> ExitCode {
+    eprintln!("olmv1 {command}: {message}");
+    ExitCode::from(2)
+}
+
+/// Warns on stderr about catalogs whose content could not be read.
+pub fn warn_unreadable(command: &str, catalogs: &[SourcedCatalog]) {
+    for c in catalogs {
+        if let Some(problem) = &c.problem {
+            eprintln!(
+                "olmv1 {command}: warning: catalog {:?} skipped: {problem}",
+                c.input.name
+            );
+        }
+    }
+}
+
+/// Output formats of the listing commands.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Output {
+    /// Aligned tables for people.
+    #[default]
+    Text,
+    /// JSON with the documented fields (docs/cli.md).
+    Json,
+}

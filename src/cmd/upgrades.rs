@@ -1,0 +1,143 @@
+//! `olmv1 upgrades [EXTENSION]`: versions reachable now and the shortest path to the later ones
+//! (see `admin::upgrades`), as a table, JSON, Graphviz `dot` or SVG.
+
+use std::process::ExitCode;
+
+use super::sources::{RequestArgs, SourceArgs, build_request, colour, fail, print_json};
+use crate::admin::{
+    cluster::check_readable,
+    graph::{dot_to_svg, upgrade_dot},
+    table::{Table, Tone},
+    upgrades::{Upgrades, upgrades},
+};
+
+/// Output formats of `olmv1 upgrades`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum UpgradesOutput {
+    /// Aligned tables.
+    #[default]
+    Text,
+    /// JSON (docs/cli.md).
+    Json,
+    /// Graphviz source of the upgrade graph.
+    Dot,
+    /// The graph drawn by Graphviz `dot` (must be installed).
+    Svg,
+}
+
+/// Arguments of `olmv1 upgrades`.
+#[derive(clap::Args, Debug)]
+pub struct UpgradesArgs {
+    /// A ClusterExtension of the cluster (its channels, range, selector, policy and installed
+    /// bundle); or give `--package` and `--installed`.
+    pub extension: Option<String>,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: UpgradesOutput,
+}
+
+/// Runs `olmv1 upgrades`.
+pub async fn run(args: UpgradesArgs) -> ExitCode {
+    let catalogs = match args.sources.load().await {
+        Ok(c) => c,
+        Err(e) => return fail("upgrades", &e),
+    };
+    let request = match build_request(args.extension.as_deref(), &args.request, &catalogs).await {
+        Ok(r) => r,
+        Err(e) => return fail("upgrades", &e),
+    };
+    let selector = match crate::resolve::CatalogSelector::new(request.selector.as_ref()) {
+        Ok(s) => s,
+        Err(e) => return fail("upgrades", &format!("desired catalog selector is invalid: {e}")),
+    };
+    if let Err(e) = check_readable(&catalogs, |c| selector.matches(&c.labels)) {
+        return fail("upgrades", &e.to_string());
+    }
+    let inputs: Vec<_> = catalogs.iter().map(|c| c.input.clone()).collect();
+    let answer = match upgrades(&request, &inputs) {
+        Ok(u) => u,
+        Err(e) => return fail("upgrades", &e.to_string()),
+    };
+    match args.output {
+        UpgradesOutput::Json => print_json(&answer),
+        UpgradesOutput::Text => {
+            print!("{}", render_text(&answer, colour()));
+            ExitCode::SUCCESS
+        }
+        UpgradesOutput::Dot | UpgradesOutput::Svg => {
+            let Some(package) = inputs
+                .iter()
+                .find(|c| c.name == answer.installed.catalog)
+                .and_then(|c| c.index.package(&request.package))
+            else {
+                return fail("upgrades", "the installed bundle's catalog is gone");
+            };
+            let dot = upgrade_dot(package, &request.channels, &answer);
+            if args.output == UpgradesOutput::Dot {
+                print!("{dot}");
+                return ExitCode::SUCCESS;
+            }
+            match dot_to_svg(&dot) {
+                Ok(svg) => {
+                    print!("{svg}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail("upgrades", &e),
+            }
+        }
+    }
+}
+
+/// The text form: the installed bundle, then one table of reachable, stepped and unreachable
+/// versions.
+pub fn render_text(u: &Upgrades, colour: bool) -> String {
+    let mut out = format!(
+        "{} installed: {} {} (catalog {})\n",
+        u.package, u.installed.bundle, u.installed.version, u.installed.catalog
+    );
+    let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
+    let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
+    for r in &u.reachable {
+        t.toned_row(vec![
+            (r.version.clone(), Tone::Good),
+            (r.bundle.clone(), Tone::Plain),
+            (r.catalog.clone(), Tone::Plain),
+            (format!("reachable now{}", deprecated(r.deprecated)), Tone::Good),
+        ]);
+    }
+    for p in &u.paths {
+        let steps: Vec<&str> = p.steps.iter().map(|s| s.version.as_str()).collect();
+        t.toned_row(vec![
+            (p.target.version.clone(), Tone::Plain),
+            (p.target.bundle.clone(), Tone::Plain),
+            (p.target.catalog.clone(), Tone::Plain),
+            (
+                format!(
+                    "{} step(s): {}{}",
+                    steps.len(),
+                    steps.join(" -> "),
+                    deprecated(p.target.deprecated)
+                ),
+                Tone::Warn,
+            ),
+        ]);
+    }
+    for x in &u.unreachable {
+        t.toned_row(vec![
+            (x.version.clone(), Tone::Plain),
+            (x.bundle.clone(), Tone::Plain),
+            (x.catalog.clone(), Tone::Plain),
+            (format!("unreachable: {}", x.message), Tone::Bad),
+        ]);
+    }
+    if t.is_empty() {
+        out.push_str("no other version is reachable and none is later\n");
+    } else {
+        out.push_str(&t.render(colour));
+    }
+    out
+}

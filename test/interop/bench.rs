@@ -1,0 +1,554 @@
+//! hack/bench-vs-upstream.sh's measurements: the same loads on whichever controller or catalogd
+//! runs (given its pid), figures as JSON, and the side-by-side table with ratios.
+
+use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration, time::Instant};
+
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams},
+};
+use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{components, fixtures, support};
+
+/// ClusterExtensions of the load: `bench-001` ... `bench-100`; `bench-000` is the single one.
+const LOAD: usize = 100;
+
+/// What `bench-publish` pushed.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BenchPlan {
+    /// One catalog of 101 one-Deployment packages `bench-000` ... `bench-100`.
+    pub load_catalog: String,
+    /// The shared catalogs as images: (folder name, reference).
+    pub shared: Vec<(String, String)>,
+}
+
+/// Pushes the load's packages and the three shared catalogs.
+pub async fn publish(registry: &str, shared_root: &Path) -> BenchPlan {
+    let mut lines = Vec::new();
+    for i in 0..=LOAD {
+        let package = format!("bench-{i:03}");
+        let bundle = fixtures::Bundle::new("1.0.0").without_config_map();
+        let dir = tempfile::tempdir().unwrap();
+        fixtures::write_bundle(dir.path(), &package, &bundle);
+        // One Deployment, its ServiceAccount and permissions: no CRD.
+        std::fs::remove_file(dir.path().join("manifests/widgets.crd.yaml")).unwrap();
+        let csv_path = dir
+            .path()
+            .join(format!("manifests/{package}.clusterserviceversion.yaml"));
+        let mut csv: Value = serde_json::from_slice(&std::fs::read(&csv_path).unwrap()).unwrap();
+        csv["spec"]["customresourcedefinitions"] = json!({});
+        std::fs::write(&csv_path, serde_json::to_vec(&csv).unwrap()).unwrap();
+        let image = fixtures::push(
+            dir.path(),
+            &format!("{registry}/bench/{package}-bundle:v1.0.0"),
+            "/",
+            &[(
+                "operators.operatorframework.io.bundle.mediatype.v1",
+                "registry+v1",
+            )],
+        )
+        .await;
+        let name = fixtures::bundle_name(&package, "1.0.0");
+        lines.push(json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}).to_string());
+        lines.push(
+            json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]})
+                .to_string(),
+        );
+        lines.push(
+            json!({"schema": "olm.bundle", "name": name, "package": package, "image": image,
+            "properties": [{"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}}]})
+            .to_string(),
+        );
+    }
+    let load_catalog = fixtures::push_catalog(&format!("{registry}/bench/load:v1"), "bench", &lines).await;
+    let mut shared = Vec::new();
+    for name in [
+        "certified-operators-v4.16",
+        "community-operators-v4.16",
+        "redhat-operators-v4.16",
+    ] {
+        let reference = fixtures::push(
+            &shared_root.join(name),
+            &format!("{registry}/bench/{name}:v1"),
+            "/configs",
+            &[("operators.operatorframework.io.index.configs.v1", "/configs")],
+        )
+        .await;
+        shared.push((name.to_string(), reference));
+    }
+    BenchPlan { load_catalog, shared }
+}
+
+/// CPU seconds and memory of a process, from /proc.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct ProcStat {
+    pub cpu_s: f64,
+    pub rss_mib: f64,
+    pub peak_mib: f64,
+}
+
+pub fn proc_stat(pid: u32) -> ProcStat {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the measured process runs");
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |key: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    ProcStat {
+        cpu_s: ticks / 100.0,
+        rss_mib: kib("VmRSS:") / 1024.0,
+        peak_mib: kib("VmHWM:") / 1024.0,
+    }
+}
+
+/// Resets the process's peak RSS (VmHWM) to its current RSS.
+fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("clear_refs (needs root)");
+}
+
+/// The controller figures of one run.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct ControllerFigures {
+    pub cold_s: f64,
+    pub warm_s: f64,
+    pub load_s: f64,
+    pub load_cpu_s: f64,
+    pub load_peak_mib: f64,
+    pub idle_s: f64,
+    pub idle_cpu_s: f64,
+    pub idle_requests: u64,
+    pub idle_rss_start_mib: f64,
+    pub idle_rss_end_mib: f64,
+}
+
+fn body(i: usize) -> Value {
+    let name = format!("bench-{i:03}");
+    json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": name, "serviceAccount": {"name": "installer"},
+            "source": {"sourceType": "Catalog", "catalog": {"packageName": name}}
+        }
+    })
+}
+
+async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
+    api.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|ext| components::condition(&ext, "Installed").is_some_and(|c| c.status == "True"))
+}
+
+async fn time_to_installed(client: &Client, names: &[usize]) -> f64 {
+    let api = Api::<ClusterExtension>::all(client.clone());
+    let start = Instant::now();
+    for &i in names {
+        components::apply_extension(client, body(i)).await;
+    }
+    let mut pending: Vec<String> = names.iter().map(|i| format!("bench-{i:03}")).collect();
+    let deadline = start + Duration::from_secs(900);
+    while !pending.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "not Installed after 15 minutes: {pending:?}"
+        );
+        let list = api.list(&ListParams::default()).await.unwrap();
+        let done: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| components::condition(e, "Installed").is_some_and(|c| c.status == "True"))
+            .filter_map(|e| e.metadata.name.clone())
+            .collect();
+        pending.retain(|n| !done.contains(n));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// One extension cold then warm, then the load of 100, then the idle window.
+pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
+    let client = Client::try_default().await.unwrap();
+    let api = Api::<ClusterExtension>::all(client.clone());
+    let mut figures = ControllerFigures {
+        cold_s: time_to_installed(&client, &[0]).await,
+        ..Default::default()
+    };
+    api.delete("bench-000", &DeleteParams::default()).await.unwrap();
+    support::wait_for(
+        "bench-000 deleted and its Deployment gone",
+        Duration::from_secs(300),
+        || async {
+            let gone = api
+                .get_opt("bench-000")
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none();
+            let deployments =
+                Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), "bench-000")
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            if gone && deployments.items.is_empty() && !installed(&api, "bench-000").await {
+                Ok(())
+            } else {
+                Err("still there".to_string())
+            }
+        },
+    )
+    .await;
+    figures.warm_s = time_to_installed(&client, &[0]).await;
+    eprintln!(
+        "bench: one extension cold {:.2} s, warm {:.2} s",
+        figures.cold_s, figures.warm_s
+    );
+
+    reset_peak(pid);
+    let before = proc_stat(pid);
+    let load: Vec<usize> = (1..=LOAD).collect();
+    figures.load_s = time_to_installed(&client, &load).await;
+    let after = proc_stat(pid);
+    figures.load_cpu_s = after.cpu_s - before.cpu_s;
+    figures.load_peak_mib = after.peak_mib;
+    eprintln!(
+        "bench: {LOAD} extensions Installed in {:.1} s, {:.1} CPU s, peak {:.1} MiB",
+        figures.load_s, figures.load_cpu_s, figures.load_peak_mib
+    );
+
+    // Idle: after a minute for the work that follows Installed, the window itself.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let start = proc_stat(pid);
+    let requests = support::service_account_requests(&client).await;
+    tokio::time::sleep(idle).await;
+    let end = proc_stat(pid);
+    figures.idle_s = idle.as_secs_f64();
+    figures.idle_cpu_s = end.cpu_s - start.cpu_s;
+    figures.idle_requests = support::service_account_requests(&client).await - requests;
+    figures.idle_rss_start_mib = start.rss_mib;
+    figures.idle_rss_end_mib = end.rss_mib;
+    eprintln!("bench: idle {figures:?}");
+    figures
+}
+
+/// Removes the load's ClusterExtensions and waits until they are gone (with the controller
+/// that installed them still running).
+pub async fn clean_controller_load() {
+    let client = Client::try_default().await.unwrap();
+    let api = Api::<ClusterExtension>::all(client.clone());
+    for i in 0..=LOAD {
+        api.delete(&format!("bench-{i:03}"), &DeleteParams::default())
+            .await
+            .ok();
+    }
+    support::wait_for(
+        "the load's ClusterExtensions to go",
+        Duration::from_secs(600),
+        || async {
+            let left = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            if left.items.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} left", left.items.len()))
+            }
+        },
+    )
+    .await;
+}
+
+/// Namespaces and installers for the load (created once, for both controllers).
+pub async fn prepare_namespaces() {
+    let client = Client::try_default().await.unwrap();
+    for i in 0..=LOAD {
+        let name = format!("bench-{i:03}");
+        crate::namespace_with_installer(&client, &name).await;
+    }
+}
+
+/// The catalogd figures of one run.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CatalogdFigures {
+    pub certified_serving_s: f64,
+    pub certified_peak_mib: f64,
+    pub certified_serving_rss_mib: f64,
+    pub all_mib_per_s: f64,
+    pub metas_per_s: f64,
+    pub three_serving_s: f64,
+    pub three_peak_mib: f64,
+    pub three_serving_rss_mib: f64,
+}
+
+async fn serve_catalogs(client: &Client, catalogs: &[(String, String)]) -> f64 {
+    let start = Instant::now();
+    for (name, image) in catalogs {
+        components::apply_catalog(client, &format!("bench-{name}"), image, 0, "bench").await;
+    }
+    for (name, _) in catalogs {
+        components::wait_catalog_serving(client, &format!("bench-{name}")).await;
+    }
+    start.elapsed().as_secs_f64()
+}
+
+async fn delete_catalogs(client: &Client, catalogs: &[(String, String)]) {
+    let api = Api::<ClusterCatalog>::all(client.clone());
+    for (name, _) in catalogs {
+        api.delete(&format!("bench-{name}"), &DeleteParams::default())
+            .await
+            .ok();
+    }
+    for (name, _) in catalogs {
+        crate::wait_gone(&api, &format!("bench-{name}")).await;
+    }
+}
+
+/// The certified catalog alone (time to Serving, memory, throughput), then all three at once.
+pub async fn catalogd(pid: u32, plan: &BenchPlan, ca: Option<&Path>) -> CatalogdFigures {
+    let client = Client::try_default().await.unwrap();
+    let certified = &plan.shared[..1];
+    let mut figures = CatalogdFigures::default();
+    reset_peak(pid);
+    figures.certified_serving_s = serve_catalogs(&client, certified).await;
+    figures.certified_peak_mib = proc_stat(pid).peak_mib;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    figures.certified_serving_rss_mib = proc_stat(pid).rss_mib;
+    let base = Api::<ClusterCatalog>::all(client.clone())
+        .get(&format!("bench-{}", certified[0].0))
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .urls
+        .unwrap()
+        .base;
+    let http = http_client(ca);
+    figures.all_mib_per_s = all_throughput(&http, &base).await;
+    figures.metas_per_s = metas_rate(
+        &http,
+        &base,
+        &support::shared_catalogs_root().join(&certified[0].0),
+    )
+    .await;
+    eprintln!("bench: catalogd certified {figures:?}");
+    delete_catalogs(&client, certified).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    reset_peak(pid);
+    figures.three_serving_s = serve_catalogs(&client, &plan.shared).await;
+    figures.three_peak_mib = proc_stat(pid).peak_mib;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    figures.three_serving_rss_mib = proc_stat(pid).rss_mib;
+    delete_catalogs(&client, &plan.shared).await;
+    eprintln!("bench: catalogd three {figures:?}");
+    figures
+}
+
+fn http_client(ca: Option<&Path>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().no_gzip();
+    if let Some(ca) = ca {
+        let pem = std::fs::read(ca).unwrap();
+        builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+/// 4 clients fetch `/api/v1/all` (identity encoding) for 10 s: MiB/s of body.
+async fn all_throughput(http: &reqwest::Client, base: &str) -> f64 {
+    let url = Arc::new(format!("{base}/api/v1/all"));
+    let start = Instant::now();
+    let window = Duration::from_secs(10);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut bytes = 0usize;
+                while start.elapsed() < window {
+                    let response = http
+                        .get(url.as_str())
+                        .send()
+                        .await
+                        .unwrap()
+                        .error_for_status()
+                        .unwrap();
+                    bytes += response.bytes().await.unwrap().len();
+                }
+                bytes
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total as f64 / (1024.0 * 1024.0) / start.elapsed().as_secs_f64()
+}
+
+/// 4 clients ask `/api/v1/metas?package=P` over the catalog's packages for 10 s: requests/s.
+async fn metas_rate(http: &reqwest::Client, base: &str, catalog_dir: &Path) -> f64 {
+    let mut packages: Vec<String> = std::fs::read_dir(catalog_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    packages.sort();
+    let packages = Arc::new(packages);
+    let base = Arc::new(base.to_string());
+    let start = Instant::now();
+    let window = Duration::from_secs(10);
+    let tasks: Vec<_> = (0..4)
+        .map(|c| {
+            let (http, packages, base) = (http.clone(), packages.clone(), base.clone());
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                while start.elapsed() < window {
+                    let package = &packages[(n * 4 + c) % packages.len()];
+                    let response = http
+                        .get(format!("{base}/api/v1/metas?package={package}"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .error_for_status()
+                        .unwrap_or_else(|e| panic!("metas of {package}: {e}"));
+                    response.bytes().await.unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The table of both runs: figures and olmv1 : upstream ratios.
+pub fn table(results: &BTreeMap<String, Value>) -> String {
+    let get = |side: &str, section: &str, key: &str| results[side][section][key].as_f64().unwrap_or(f64::NAN);
+    let rows: [(&str, &str, &str, &str); 15] = [
+        (
+            "controller",
+            "cold_s",
+            "one extension, apply -> Installed=True, cold image",
+            "s",
+        ),
+        (
+            "controller",
+            "warm_s",
+            "one extension, apply -> Installed=True, warm image",
+            "s",
+        ),
+        (
+            "controller",
+            "load_s",
+            "100 extensions at once -> all Installed=True",
+            "s",
+        ),
+        ("controller", "load_cpu_s", "CPU seconds for those 100", "s"),
+        ("controller", "load_peak_mib", "peak RSS during those 100", "MiB"),
+        (
+            "controller",
+            "idle_cpu_s",
+            "idle with 100 installed: CPU seconds",
+            "s",
+        ),
+        (
+            "controller",
+            "idle_requests",
+            "idle with 100 installed: API requests",
+            "",
+        ),
+        (
+            "controller",
+            "idle_rss_start_mib",
+            "idle: RSS at the start",
+            "MiB",
+        ),
+        ("controller", "idle_rss_end_mib", "idle: RSS at the end", "MiB"),
+        (
+            "catalogd",
+            "certified_serving_s",
+            "certified-operators-v4.16: apply -> Serving",
+            "s",
+        ),
+        (
+            "catalogd",
+            "certified_peak_mib",
+            "certified-operators-v4.16: peak RSS",
+            "MiB",
+        ),
+        (
+            "catalogd",
+            "certified_serving_rss_mib",
+            "certified-operators-v4.16: RSS while serving",
+            "MiB",
+        ),
+        (
+            "catalogd",
+            "all_mib_per_s",
+            "`/api/v1/all` throughput, 4 clients (identity)",
+            "MiB/s",
+        ),
+        (
+            "catalogd",
+            "metas_per_s",
+            "`/api/v1/metas?package=`, 4 clients",
+            "req/s",
+        ),
+        (
+            "catalogd",
+            "three_peak_mib",
+            "all three shared catalogs at once: peak RSS",
+            "MiB",
+        ),
+    ];
+    let mut out = String::from("| measure | olmv1 | upstream | olmv1 : upstream |\n|---|---|---|---|\n");
+    let mut push_row = |label: &str, a: f64, b: f64, unit: &str| {
+        let unit = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
+        out.push_str(&format!(
+            "| {label} | {a:.2}{unit} | {b:.2}{unit} | 1 : {:.2} |\n",
+            b / a
+        ));
+    };
+    for (section, key, label, unit) in rows {
+        push_row(
+            label,
+            get("olmv1", section, key),
+            get("upstream", section, key),
+            unit,
+        );
+    }
+    let idle = get("olmv1", "controller", "idle_s");
+    push_row(
+        "all three shared catalogs at once: apply -> all Serving",
+        get("olmv1", "catalogd", "three_serving_s"),
+        get("upstream", "catalogd", "three_serving_s"),
+        "s",
+    );
+    push_row(
+        "all three: RSS while serving",
+        get("olmv1", "catalogd", "three_serving_rss_mib"),
+        get("upstream", "catalogd", "three_serving_rss_mib"),
+        "MiB",
+    );
+    out.push_str(&format!(
+        "\nIdle window: {idle:.0} s, starting 60 s after the last Installed=True.\n"
+    ));
+    out
+}
