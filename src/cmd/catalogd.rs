@@ -11,6 +11,7 @@ use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_s
 use crate::catalog::server::{CatalogStore, TlsFiles, serve};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::ReconcileMetrics;
+use crate::image::pull_secret::{self, PullSecretArgs};
 use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
 
 /// The leader election Lease of catalogd (upstream's name).
@@ -59,6 +60,9 @@ pub struct ClusterArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The global pull secret and catalogd's ServiceAccount pull secrets.
+    #[command(flatten)]
+    pub pull_secrets: PullSecretArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica); every replica
     /// serves, and only the leader has content (others answer 404, as upstream).
     #[arg(long)]
@@ -181,7 +185,9 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         CatalogStore::new(&args.cache_dir.join("catalogs"))
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
     );
-    let registry = RegistryClient::new(args.registry.registry_config()?).map_err(|e| e.to_string())?;
+    let registry_config = args.registry.registry_config()?;
+    let credentials = registry_config.credentials.clone();
+    let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
     let replica = Replica::connect(
         "catalogd",
         args.leader_elect,
@@ -222,6 +228,8 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
             return Ok(());
         }
     }
+    // Registry credentials from the pull secrets, kept current (shared with `registry`).
+    pull_secret::start(&client, args.pull_secrets.sources(), &credentials).await;
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {

@@ -9,13 +9,14 @@ use tracing::{error, info};
 use super::start::{RegistryOptions, Replica, read_ca_files, start_operations_server};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    bundle::render::WebhookProvider,
     catalog::{cache::CachedCatalogClient, client::CatalogClient},
     controller::{
         cluster_extension::{self, Context},
         metrics::Metrics,
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
-    image::cache::PullOptions,
+    image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
 };
 
 /// The leader election Lease of the controller.
@@ -49,6 +50,21 @@ pub struct ControllerArgs {
     /// Extra CA certificates (PEM) trusted for registries and catalog servers.
     #[arg(long = "ca-file", env = "OLMV1_CA_FILE")]
     pub ca_files: Vec<PathBuf>,
+    /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
+    #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// The global pull secret and the controller's ServiceAccount pull secrets.
+    #[command(flatten)]
+    pub pull_secrets: PullSecretArgs,
+    /// Who provides the serving certificates of bundles' webhooks: cert-manager, or OpenShift's
+    /// service CA (`openshift-service-ca`).
+    #[arg(
+        long,
+        env = "OLMV1_WEBHOOK_PROVIDER",
+        value_enum,
+        default_value = "cert-manager"
+    )]
+    pub webhook_provider: WebhookProvider,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -75,6 +91,9 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         cache_dir,
         insecure_registries,
         ca_files,
+        auth_file,
+        pull_secrets,
+        webhook_provider,
         upgradeable,
     } = args;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
@@ -84,7 +103,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let registry_config = RegistryOptions {
         insecure_registries,
         ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
-        auth_file: None,
+        auth_file: auth_file.as_deref(),
     }
     .config()?;
     let pull = PullOptions {
@@ -101,14 +120,19 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     replica.acquire().await?;
 
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),
-        RevisionStore::new(client.clone(), &system_namespace),
-        Arc::new(CachedCatalogClient::new(catalog_client)),
-        pull,
-        metrics,
-    ));
+    // Registry credentials from the pull secrets, kept current (shared with `pull`).
+    image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
+    let ctx = Arc::new(Context {
+        webhook_provider,
+        ..Context::new(
+            client.clone(),
+            ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),
+            RevisionStore::new(client.clone(), &system_namespace),
+            Arc::new(CachedCatalogClient::new(catalog_client)),
+            pull,
+            metrics,
+        )
+    });
     readiness.set_ready(true);
     info!(%system_namespace, "olmv1 controller started");
 

@@ -107,7 +107,7 @@ async fn push(args: PushArgs) -> Result<String, String> {
     let labels = parse_labels(&args.labels)?;
     let runtime = args.runtime.into_config()?;
     let image = ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
-    let mut registry = RegistryOptions {
+    let registry = RegistryOptions {
         insecure_registries: args
             .insecure
             .then(|| image.registry.clone())
