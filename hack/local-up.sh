@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the local control plane as plain processes on free loopback ports:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (one fake Node) and a
-#   docker-registry (plain HTTP, delete enabled),
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (one fake Node), a
+#   docker-registry (plain HTTP, delete enabled) and a second one requiring Basic auth (htpasswd),
 # then installs the project's CRDs and waits until they are Established.
 #
 # Usage: hack/local-up.sh            (environment in $OLMV1_ENV_DIR, or a new temp dir)
@@ -26,6 +26,7 @@ bin=$("$here/build-tools.sh")
 command -v docker-registry >/dev/null || die "docker-registry is not installed (run hack/install-deps.sh)"
 command -v openssl >/dev/null || die "openssl is not installed (run hack/install-deps.sh)"
 command -v curl >/dev/null || die "curl is not installed (run hack/install-deps.sh)"
+command -v htpasswd >/dev/null || die "htpasswd is not installed (run hack/install-deps.sh)"
 
 dir=${OLMV1_ENV_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/olmv1-env.XXXXXX")}
 mkdir -p "$dir"
@@ -178,6 +179,10 @@ log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - started))s)"
 
 # ---------------------------------------------------------------------------------------------
 # kube-apiserver
+# Admission plugins OpenShift enables beyond Kubernetes' defaults that change what an apply may do
+# (docs/local-control-plane.md lists those checked): owner references with blockOwnerDeletion
+# need `update` on the owner's finalizers.
+openshift_admission=OwnerReferencesPermissionEnforcement
 curl_admin() { curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@"; }
 # Audit log of writes (Metadata level, no reads): who wrote what, e.g. only the leader replica.
 cat >"$dir/audit-policy.yaml" <<'EOF_POLICY'
@@ -197,6 +202,7 @@ for attempt in 1 2 3; do
     --secure-port="$api_port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
     --authorization-mode=RBAC --disable-admission-plugins=ServiceAccount \
+    --enable-admission-plugins="$openshift_admission" \
     --client-ca-file="$pki/client-ca.crt" \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -233,6 +239,36 @@ EOF
   start registry docker-registry serve "$dir/registry.yml"
 }
 
+# A second registry that requires credentials (Basic auth from an htpasswd file), as Red Hat's
+# registries do: pull-secret tests publish there. One random password per environment.
+auth_reg_user=olmv1
+auth_reg_password=$(openssl rand -hex 16)
+start_auth_registry() {
+  free_port auth_reg_port
+  mkdir -p "$dir/registry-auth"
+  htpasswd -B -b -n "$auth_reg_user" "$auth_reg_password" >"$dir/registry-auth.htpasswd" 2>/dev/null ||
+    die "htpasswd failed"
+  cat >"$dir/registry-auth.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $dir/registry-auth
+  delete:
+    enabled: true
+auth:
+  htpasswd:
+    realm: olmv1-local
+    path: $dir/registry-auth.htpasswd
+http:
+  addr: 127.0.0.1:$auth_reg_port
+EOF
+  start registry@auth docker-registry serve "$dir/registry-auth.yml"
+}
+
 # kube-controller-manager, kube-scheduler and kwok all use the admin kubeconfig.
 start_controllers() {
   free_port cm_port sched_port kwok_port
@@ -253,6 +289,7 @@ start_controllers() {
 }
 
 start_registry
+start_auth_registry
 start_controllers
 for attempt in 1 2 3; do
   rc=0
@@ -263,6 +300,17 @@ for attempt in 1 2 3; do
 done
 alive registry || die "docker-registry did not start"
 log "registry ready on 127.0.0.1:$reg_port ($((SECONDS - started))s)"
+# Unauthenticated, /v2/ answers 401 once the registry is up.
+auth_registry_up() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$auth_reg_port/v2/") == 401 ]]; }
+for attempt in 1 2 3; do
+  rc=0
+  wait_ready registry@auth "/v2/" auth_registry_up || rc=$?
+  ((rc == 0)) && break
+  ((rc == 2)) && { log "registry-auth: port clash, retrying ($attempt)"; start_auth_registry; continue; }
+  exit 1
+done
+alive registry@auth || die "the authenticating docker-registry did not start"
+log "authenticating registry ready on 127.0.0.1:$auth_reg_port ($((SECONDS - started))s)"
 
 # A port clash of the three controllers is rare; on one, stop all three and start them again.
 for attempt in 1 2 3; do
@@ -356,6 +404,9 @@ etcd_version=$("$bin/etcd" --version 2>/dev/null | sed -n 's/^etcd Version: //p'
   echo "export OLMV1_API_SERVER=$(q "https://127.0.0.1:$api_port")"
   echo "export OLMV1_CA_CERT=$(q "$pki/ca.crt")"
   echo "export OLMV1_REGISTRY=$(q "127.0.0.1:$reg_port")"
+  echo "export OLMV1_AUTH_REGISTRY=$(q "127.0.0.1:$auth_reg_port")"
+  echo "export OLMV1_AUTH_REGISTRY_USER=$(q "$auth_reg_user")"
+  echo "export OLMV1_AUTH_REGISTRY_PASSWORD=$(q "$auth_reg_password")"
   echo "export OLMV1_TOOLS_BIN=$(q "$bin")"
   echo "export OLMV1_KUBECTL=$(q "$bin/kubectl")"
   echo "export OLMV1_NODE=$(q "$node")"

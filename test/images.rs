@@ -198,7 +198,7 @@ async fn basic_auth_with_htpasswd_and_a_wrong_password() {
     });
     let reference = format!("{}/private/simple:v1", registry.host_port);
     let with_credentials = |password: &str| {
-        let mut config = RegistryConfig::default();
+        let config = RegistryConfig::default();
         config.credentials.insert(
             registry.host_port.clone(),
             Credential {
@@ -223,6 +223,27 @@ async fn basic_auth_with_htpasswd_and_a_wrong_password() {
         .await
         .expect("pull with credentials");
     assert_eq!(pulled.digest_ref, pushed.digest_ref);
+
+    // The cache never serves what one credential pulled to a pull that could not have made it:
+    // the same digest, same cache, with a wrong password or none, asks the registry and is refused.
+    for (what, config) in [
+        ("a wrong password", with_credentials("wrong")),
+        ("no credentials", RegistryConfig::default()),
+    ] {
+        let same_cache = PullOptions {
+            registry: config,
+            ..options.clone()
+        };
+        let err = image::pull_to_dir(&pulled.digest_ref, &same_cache)
+            .await
+            .expect_err(what);
+        assert!(matches!(err, ImageError::Unauthorized { .. }), "{what}: {err}");
+        assert!(err.to_string().contains("HTTP 401"), "{what}: {err}");
+    }
+    let again = image::pull_to_dir(&pulled.digest_ref, &options)
+        .await
+        .expect("the right credential is served from the cache");
+    assert_eq!(again.dir, pulled.dir);
 
     options.cache_dir = work.path().join("cache-2");
     options.registry = with_credentials("wrong");
@@ -407,7 +428,7 @@ async fn bearer_token_challenge_asks_for_the_repository_scope() {
         ..Default::default()
     });
     let reference = format!("{}/{repository}:v1", registry.host_port);
-    let mut config = RegistryConfig::default();
+    let config = RegistryConfig::default();
     config.credentials.insert(
         registry.host_port.clone(),
         Credential {
@@ -437,11 +458,13 @@ async fn bearer_token_challenge_asks_for_the_repository_scope() {
     );
 
     options.cache_dir = work.path().join("cache-2");
-    options
-        .registry
-        .credentials
-        .values_mut()
-        .for_each(|c| c.password = "wrong".into());
+    options.registry.credentials.insert(
+        registry.host_port.clone(),
+        Credential {
+            username: "tester".into(),
+            password: "wrong".into(),
+        },
+    );
     let err = image::pull_to_dir(&reference, &options)
         .await
         .expect_err("wrong token password");
@@ -547,8 +570,9 @@ async fn hostile_layers_are_refused_and_write_nothing_outside() {
         let (err, files) = pull_hostile(&registry, name, vec![layer]).await;
         assert!(matches!(err, ImageError::Unpack { .. }), "{name}: {err}");
         assert!(err.to_string().contains(expected), "{name}: {err}");
+        // Only the (empty) cache directory and its anonymous-credential scope remain.
         assert!(
-            files.iter().all(|f| f == "cache"),
+            files.iter().all(|f| f == "cache" || f == "cache/anonymous"),
             "{name}: a refused image leaves nothing behind, found {files:?}"
         );
     }
@@ -561,7 +585,10 @@ async fn hostile_layers_are_refused_and_write_nothing_outside() {
         err.to_string().contains("exceeds the limit of 16777216 bytes"),
         "{err}"
     );
-    assert!(files.iter().all(|f| f == "cache"), "{files:?}");
+    assert!(
+        files.iter().all(|f| f == "cache" || f == "cache/anonymous"),
+        "{files:?}"
+    );
 }
 
 #[tokio::test]
@@ -591,4 +618,175 @@ async fn layers_apply_in_order_with_whiteouts() {
         .await
         .expect("pull");
     assert_eq!(files_under(&pulled.dir), vec!["a", "a/keep", "b", "b/new"]);
+}
+
+/// The pull-secret sources merged over the auth file, in upstream's order, and kept current.
+#[tokio::test]
+async fn pull_secrets_merge_global_and_service_account_secrets_and_follow_changes() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
+    use olmv1::bundle::image::Credentials;
+    use olmv1::bundle::image::pull_secret::{ObjectKey, PullSecretSources, keep_current, load};
+    use std::collections::BTreeMap;
+
+    let client = support::client().await;
+    let ns = support::fresh_namespace(&client, "pull-secrets").await;
+    let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+    let auth = |user: &str, password: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    };
+    let apply_secret = |name: &'static str, key: &'static str, body: serde_json::Value| {
+        let secrets = secrets.clone();
+        async move {
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([(
+                    key.to_string(),
+                    ByteString(body.to_string().into_bytes()),
+                )])),
+                ..Default::default()
+            };
+            secrets
+                .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&secret))
+                .await
+                .unwrap_or_else(|e| panic!("apply secret {name}: {e}"));
+        }
+    };
+    apply_secret(
+        "global",
+        ".dockerconfigjson",
+        serde_json::json!({"auths": {"x.example": {"auth": auth("global", "g")}, "g.example": {"auth": auth("global", "g")}}}),
+    )
+    .await;
+    apply_secret(
+        "first",
+        ".dockerconfigjson",
+        serde_json::json!({"auths": {"x.example": {"auth": auth("first", "1")}, "y.example": {"auth": auth("first", "1")}}}),
+    )
+    .await;
+    apply_secret(
+        "second",
+        ".dockercfg",
+        serde_json::json!({"y.example": {"auth": auth("second", "2")}}),
+    )
+    .await;
+    let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "component"},
+        "imagePullSecrets": [{"name": "first"}, {"name": "missing"}, {"name": "second"}]
+    }))
+    .unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .patch(
+            "component",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&account),
+        )
+        .await
+        .expect("apply the ServiceAccount");
+
+    // The auth file's entries are the base; every later source wins for its registries.
+    let base = BTreeMap::from([
+        (
+            "x.example".to_string(),
+            Credential {
+                username: "file".into(),
+                password: "f".into(),
+            },
+        ),
+        (
+            "z.example".to_string(),
+            Credential {
+                username: "file".into(),
+                password: "f".into(),
+            },
+        ),
+    ]);
+    let credentials = Credentials::default();
+    let sources = PullSecretSources {
+        global: Some(ObjectKey::parse(&format!("{ns}/global")).unwrap()),
+        service_account: Some(ObjectKey::parse(&format!("{ns}/component")).unwrap()),
+    };
+    let task = tokio::spawn(keep_current(
+        client.clone(),
+        sources.clone(),
+        base.clone(),
+        credentials.clone(),
+    ));
+    let users = |c: &Credentials| -> BTreeMap<String, String> {
+        c.snapshot()
+            .into_iter()
+            .map(|(k, v)| (k, format!("{}:{}", v.username, v.password)))
+            .collect()
+    };
+    let expect = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let merged = expect(&[
+        ("g.example", "global:g"),
+        ("x.example", "first:1"),
+        ("y.example", "second:2"),
+        ("z.example", "file:f"),
+    ]);
+    support::wait_for("the merged credentials", support::DEFAULT_TIMEOUT, || async {
+        let now = users(&credentials);
+        if now == merged {
+            Ok(())
+        } else {
+            Err(format!("{now:?}"))
+        }
+    })
+    .await;
+
+    // Rotating a ServiceAccount secret and deleting the global one take effect, no restart.
+    apply_secret(
+        "second",
+        ".dockercfg",
+        serde_json::json!({"y.example": {"auth": auth("second", "rotated")}}),
+    )
+    .await;
+    secrets
+        .delete("global", &DeleteParams::default())
+        .await
+        .expect("delete the global secret");
+    let after = expect(&[
+        ("x.example", "first:1"),
+        ("y.example", "second:rotated"),
+        ("z.example", "file:f"),
+    ]);
+    support::wait_for(
+        "the rotation and the deletion",
+        support::DEFAULT_TIMEOUT,
+        || async {
+            let now = users(&credentials);
+            if now == after {
+                Ok(())
+            } else {
+                Err(format!("{now:?}"))
+            }
+        },
+    )
+    .await;
+
+    // A Secret that holds garbage is refused by name, never quoted, and the watcher keeps the
+    // credentials it has (it replaces them only with a complete, valid read).
+    apply_secret("first", ".dockerconfigjson", serde_json::json!("hunter2")).await;
+    let err = load(&client, &sources, &base)
+        .await
+        .expect_err("garbage is refused");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("pull secret {ns}/first: .dockerconfigjson: ")),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    assert_eq!(users(&credentials), after, "a broken rotation takes nothing away");
+    task.abort();
 }

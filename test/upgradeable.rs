@@ -1,6 +1,6 @@
-//! Cluster upgrade gating on the local control plane: the Upgradeable reconciler against minimal
-//! `config.openshift.io/v1` ClusterVersion and ClusterOperator CRDs (installed by these tests from
-//! test/fixtures/openshift/), driven by revision record Secrets as the controller writes them.
+//! Cluster upgrade gating on the local control plane: the Upgradeable reconciler against the real
+//! OpenShift ClusterVersion, ClusterOperator and OLM CRDs (../shared/openshift-api/), driven by
+//! revision record Secrets as the controller writes them.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -18,8 +18,11 @@ use kube::{
 use olmv1::{
     apply::revision::{BundleProperty, InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
     controller::upgradeable::{
-        self, MajorMinor, UpgradeableConfig, UpgradeableMetrics,
-        reconciler::{CLUSTER_VERSION_NAME, cluster_operator_resource, cluster_version_resource},
+        self, MajorMinor, UpgradeableConfig, UpgradeableMetrics, UpgradeableMode,
+        reconciler::{
+            CLUSTER_VERSION_NAME, OLM_OPERATOR_NAME, cluster_operator_resource, cluster_version_resource,
+            olm_operator_resource,
+        },
     },
 };
 use olmv1_api::v1::{
@@ -35,11 +38,7 @@ const TEST_MANAGER: &str = "olmv1-upgradeable-test";
 /// Installs the OpenShift CRDs (idempotent) and waits until discovery serves both resources.
 async fn install_openshift_crds(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    for file in [
-        "clusteroperators.config.openshift.io.yaml",
-        "clusterversions.config.openshift.io.yaml",
-    ] {
-        let path = support::repo_root().join("test/fixtures/openshift").join(file);
+    for path in support::openshift_crd_files() {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         let crd: CustomResourceDefinition =
             serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()));
@@ -52,23 +51,31 @@ async fn install_openshift_crds(client: &Client) {
         .await
         .unwrap_or_else(|e| panic!("install CRD {name}: {e}"));
     }
-    wait_for(
-        "config.openshift.io/v1 to serve clusteroperators and clusterversions",
-        DEFAULT_TIMEOUT,
-        || async {
-            let list = client
-                .list_api_group_resources("config.openshift.io/v1")
-                .await
-                .map_err(|e| e.to_string())?;
-            let names: Vec<&str> = list.resources.iter().map(|r| r.name.as_str()).collect();
-            if names.contains(&"clusteroperators") && names.contains(&"clusterversions") {
-                Ok(())
-            } else {
-                Err(format!("served: {names:?}"))
-            }
-        },
-    )
-    .await;
+    for (group_version, plurals) in [
+        (
+            "config.openshift.io/v1",
+            &["clusteroperators", "clusterversions"][..],
+        ),
+        ("operator.openshift.io/v1", &["olms"][..]),
+    ] {
+        wait_for(
+            &format!("{group_version} to serve {plurals:?}"),
+            DEFAULT_TIMEOUT,
+            || async {
+                let list = client
+                    .list_api_group_resources(group_version)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let names: Vec<&str> = list.resources.iter().map(|r| r.name.as_str()).collect();
+                if plurals.iter().all(|p| names.contains(p)) {
+                    Ok(())
+                } else {
+                    Err(format!("served: {names:?}"))
+                }
+            },
+        )
+        .await;
+    }
 }
 
 /// Sets ClusterVersion `version`'s status.desired.version, creating the object if needed.
@@ -88,7 +95,7 @@ async fn set_cluster_version(client: &Client, version: &str) {
             Err(e) => panic!("create ClusterVersion: {e}"),
         }
     }
-    let patch = json!({"status": {"desired": {"version": version, "image": "example/release:test"}}});
+    let patch = support::cluster_version_status(version);
     api.patch_status(
         CLUSTER_VERSION_NAME,
         &PatchParams::default(),
@@ -257,7 +264,8 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
     let system_namespace = fresh_namespace(&client, "upgradeable").await;
     let co = fresh_name("olm");
 
-    // A ClusterOperator with conditions and status owned by others, which must survive.
+    // A ClusterOperator of that name already carries a condition the cluster-version operator
+    // added and a stale version: olmv1 takes the status over and keeps foreign conditions.
     let co_api = Api::<DynamicObject>::all_with(client.clone(), &cluster_operator_resource());
     let mut object = DynamicObject::new(&co, &cluster_operator_resource());
     object.data = json!({"spec": {}});
@@ -266,8 +274,8 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
         .await
         .expect("create ClusterOperator");
     let others = json!([
-        {"type": "Available", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "AsExpected", "message": "ok"},
-        {"type": "Degraded", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "AsExpected"},
+        {"type": "EvaluationConditionsDetected", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "NoData", "message": "ok"},
+        {"type": "Available", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "Stale"},
     ]);
     let status =
         json!({"status": {"conditions": others, "versions": [{"name": "operator", "version": "4.18.3"}]}});
@@ -312,15 +320,46 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
         "{text}"
     );
 
-    // Other conditions and status fields are untouched.
+    // Foreign conditions are kept; olmv1 owns the rest of the status.
     let now = conditions(&client, &co).await.expect("conditions");
-    assert_eq!(now.len(), 3, "{now:?}");
-    assert_eq!(now[0], others[0]);
-    assert_eq!(now[1], others[1]);
+    let types: Vec<&str> = now.iter().filter_map(|c| c["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "EvaluationConditionsDetected",
+            "Available",
+            "Progressing",
+            "Degraded",
+            "Upgradeable"
+        ]
+    );
+    assert_eq!(now[0], others[0], "a foreign condition is kept as it is");
+    for (i, (status, reason)) in [
+        ("True", "AsExpected"),
+        ("False", "AsExpected"),
+        ("False", "AsExpected"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            (now[i + 1]["status"].as_str(), now[i + 1]["reason"].as_str()),
+            (Some(status), Some(reason))
+        );
+        assert!(now[i + 1]["lastTransitionTime"].is_string(), "{now:?}");
+    }
     let fetched = co_api.get(&co).await.expect("get ClusterOperator");
     assert_eq!(
         fetched.data["status"]["versions"],
-        json!([{"name": "operator", "version": "4.18.3"}])
+        json!([{"name": "operator", "version": env!("CARGO_PKG_VERSION")}])
+    );
+    assert_eq!(
+        fetched.data["status"]["relatedObjects"],
+        json!([
+            {"group": "", "resource": "namespaces", "name": system_namespace},
+            {"group": "olm.operatorframework.io", "resource": "clusterextensions", "name": ""},
+            {"group": "olm.operatorframework.io", "resource": "clustercatalogs", "name": ""},
+        ])
     );
 
     // Upgraded to a bundle declaring 4.19: nothing blocks.
@@ -404,8 +443,8 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
     set_cluster_version(&client, "4.17.0").await;
     wait_upgradeable(&client, &co, "Upgradeable=True on a 4.17 cluster", is_true).await;
 
-    // Someone else rewrites the conditions without ours: it comes back, theirs stay.
-    let mut replaced = others.as_array().expect("array").clone();
+    // Someone else rewrites the conditions without ours: they come back, theirs stay.
+    let mut replaced = vec![others[0].clone()];
     replaced.push(
         json!({"type": "Progressing", "status": "False", "lastTransitionTime": "2024-01-02T00:00:00Z"}),
     );
@@ -417,8 +456,18 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
     wait_upgradeable(&client, &co, "Upgradeable restored", is_true).await;
     let now = conditions(&client, &co).await.expect("conditions");
     let types: Vec<&str> = now.iter().filter_map(|c| c["type"].as_str()).collect();
-    assert_eq!(types, ["Available", "Degraded", "Progressing", "Upgradeable"]);
+    assert_eq!(
+        types,
+        [
+            "EvaluationConditionsDetected",
+            "Progressing",
+            "Available",
+            "Degraded",
+            "Upgradeable"
+        ]
+    );
     assert_eq!(now[0], others[0]);
+    assert_eq!(now[1]["reason"], "AsExpected", "olmv1 owns Progressing: {now:?}");
 }
 
 #[tokio::test]
@@ -476,4 +525,151 @@ async fn creates_the_cluster_operator_and_honours_the_cluster_version_flag() {
     let text = metrics_text(&registry);
     assert!(text.contains("olmv1_upgradeable_blocking_extensions 0"), "{text}");
     assert!(text.contains("olmv1_upgradeable 1"), "{text}");
+}
+
+/// The `InstalledOLMOperatorsUpgradeable` condition of OLM `cluster`, once it satisfies CHECK.
+async fn wait_olm_condition(
+    client: &Client,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &olm_operator_resource());
+    wait_for(what, DEFAULT_TIMEOUT, || async {
+        let olm = api.get(OLM_OPERATOR_NAME).await.map_err(|e| e.to_string())?;
+        let condition = olm.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == "InstalledOLMOperatorsUpgradeable")
+                    .cloned()
+            })
+            .ok_or("no InstalledOLMOperatorsUpgradeable condition")?;
+        if check(&condition) {
+            Ok(condition)
+        } else {
+            Err(condition.to_string())
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn integrated_mode_writes_installed_olm_operators_upgradeable_on_the_olm_object() {
+    let client = support::client().await;
+    install_openshift_crds(&client).await;
+    let system_namespace = fresh_namespace(&client, "upgradeable-olm").await;
+
+    // OLM `cluster` as cluster-olm-operator keeps it, with one of its own conditions.
+    let olm_api = Api::<DynamicObject>::all_with(client.clone(), &olm_operator_resource());
+    if olm_api
+        .get_opt(OLM_OPERATOR_NAME)
+        .await
+        .expect("get OLM")
+        .is_none()
+    {
+        let mut olm = DynamicObject::new(OLM_OPERATOR_NAME, &olm_operator_resource());
+        olm.data = json!({"spec": {"managementState": "Managed"}});
+        olm_api
+            .create(&PostParams::default(), &olm)
+            .await
+            .expect("create OLM cluster");
+    }
+    let theirs = json!({"type": "CatalogdDeploymentAvailable", "status": "True",
+        "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "AsExpected"});
+    let seed = json!({"status": {"conditions": [theirs.clone()]}});
+    olm_api
+        .patch_status(OLM_OPERATOR_NAME, &PatchParams::default(), &Patch::Merge(&seed))
+        .await
+        .expect("seed OLM status");
+
+    let extension = fresh_name("fusion");
+    create_cluster_extension(&client, &extension, &system_namespace).await;
+    write_record(
+        &client,
+        &system_namespace,
+        &extension,
+        "fusion.v1.0.1",
+        Some(json!("4.18")),
+    )
+    .await;
+
+    let co = fresh_name("unused");
+    let mut config = UpgradeableConfig::new(system_namespace.clone());
+    config.mode = UpgradeableMode::Integrated;
+    config.cluster_operator_name = co.clone();
+    config.cluster_version = Some(MajorMinor::new(4, 18));
+    let _running = start(&client, config, UpgradeableMetrics::default());
+
+    let blocked = wait_olm_condition(&client, "InstalledOLMOperatorsUpgradeable=False", |c| {
+        c["status"] == "False" && c["message"].as_str().unwrap_or_default().contains(&extension)
+    })
+    .await;
+    assert_eq!(blocked["reason"], "IncompatibleOperatorsInstalled");
+    assert_eq!(
+        blocked["message"],
+        format!(
+            "Found ClusterExtensions that require upgrades prior to upgrading cluster to version 4.19: \
+             bundle \"fusion.v1.0.1\" for ClusterExtension \"{extension}\"."
+        )
+    );
+    let olm = olm_api.get(OLM_OPERATOR_NAME).await.expect("get OLM");
+    assert_eq!(
+        olm.data["status"]["conditions"][0], theirs,
+        "cluster-olm-operator's condition kept"
+    );
+
+    // Compatible: True with neither reason nor message, as cluster-olm-operator writes it.
+    write_record(
+        &client,
+        &system_namespace,
+        &extension,
+        "fusion.v1.1.0",
+        Some(json!("4.19")),
+    )
+    .await;
+    let fine = wait_olm_condition(&client, "InstalledOLMOperatorsUpgradeable=True", |c| {
+        c["status"] == "True"
+    })
+    .await;
+    let keys: Vec<&String> = fine.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["lastTransitionTime", "status", "type"], "{fine}");
+
+    // cluster-olm-operator rewrites its conditions without ours: ours comes back.
+    olm_api
+        .patch_status(OLM_OPERATOR_NAME, &PatchParams::default(), &Patch::Merge(&seed))
+        .await
+        .expect("rewrite OLM status");
+    wait_olm_condition(&client, "the condition restored", |c| c["status"] == "True").await;
+
+    // Unreadable metadata: FailureGettingExtensionMetadata with upstream's message.
+    write_record(
+        &client,
+        &system_namespace,
+        &extension,
+        "fusion.v9",
+        Some(json!("abcd")),
+    )
+    .await;
+    let failed = wait_olm_condition(&client, "FailureGettingExtensionMetadata", |c| {
+        c["reason"] == "FailureGettingExtensionMetadata"
+    })
+    .await;
+    assert_eq!(failed["status"], "False");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!(
+                "error(s) with cluster extension {extension}: error in bundle fusion.v9: "
+            )),
+        "{failed}"
+    );
+
+    // Integrated mode never creates a ClusterOperator of its own.
+    let co_api = Api::<DynamicObject>::all_with(client.clone(), &cluster_operator_resource());
+    assert!(co_api.get_opt(&co).await.expect("get").is_none());
+    Api::<ClusterExtension>::all(client.clone())
+        .delete(&extension, &DeleteParams::default())
+        .await
+        .expect("delete");
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::apply::revision::BundleProperty;
 use crate::bundle::image::{PullOptions, pull_to_dir};
 use crate::bundle::registry_v1::RegistryV1Bundle;
-use crate::bundle::render::render;
+use crate::bundle::render::{WebhookProvider, render_with_provider};
 
 /// Output formats of `olmv1 render`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +44,9 @@ pub struct RenderArgs {
     /// Inline bundle configuration (`spec.config.inline`) as JSON, or `@FILE`.
     #[arg(long, value_name = "JSON")]
     pub config: Option<String>,
+    /// Who provides webhook serving certificates: cert-manager, or OpenShift's service CA.
+    #[arg(long, value_enum, default_value = "cert-manager")]
+    pub webhook_provider: WebhookProvider,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "yaml")]
     pub output: OutputFormat,
@@ -79,7 +82,8 @@ pub async fn run(args: RenderArgs) -> ExitCode {
 pub async fn render_to_string(args: &RenderArgs) -> Result<String, String> {
     let bundle = load_bundle(args).await?;
     let config = inline_config(args)?;
-    let objects = render(&bundle, &args.namespace, config.as_ref()).map_err(|e| e.to_string())?;
+    let objects = render_with_provider(&bundle, &args.namespace, config.as_ref(), args.webhook_provider)
+        .map_err(|e| e.to_string())?;
     format_objects(&objects, args.output)
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::server::{CatalogStore, TlsFiles, serve};
+use crate::bundle::image::pull_secret::{self, PullSecretArgs};
 use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
 use crate::controller::cluster_catalog::{CatalogdSettings, Context};
 use crate::controller::leader::{LeaderElector, Leadership, identify, replica_identity};
@@ -59,6 +60,9 @@ pub struct ClusterArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The global pull secret and catalogd's ServiceAccount pull secrets.
+    #[command(flatten)]
+    pub pull_secrets: PullSecretArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica); every replica
     /// serves, and only the leader has content (others answer 404, as upstream).
     #[arg(long)]
@@ -188,7 +192,9 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         CatalogStore::new(&args.cache_dir.join("catalogs"))
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
     );
-    let registry = RegistryClient::new(args.registry.registry_config()?).map_err(|e| e.to_string())?;
+    let registry_config = args.registry.registry_config()?;
+    let credentials = registry_config.credentials.clone();
+    let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
     let identity = replica_identity("catalogd");
     let mut config = kube::Config::infer()
         .await
@@ -252,6 +258,8 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
             }
         }
     }
+    // Registry credentials from the pull secrets, kept current (shared with `registry`).
+    pull_secret::start(&client, args.pull_secrets.sources(), &credentials).await;
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {

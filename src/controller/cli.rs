@@ -15,7 +15,10 @@ use super::{
 };
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::image::{cache::PullOptions, registry::RegistryConfig},
+    bundle::{
+        image::{self, cache::PullOptions, pull_secret::PullSecretArgs, registry::RegistryConfig},
+        render::WebhookProvider,
+    },
     catalog::{cache::CachedCatalogClient, client::CatalogClient},
 };
 
@@ -47,6 +50,21 @@ pub struct ControllerArgs {
     /// Extra CA certificates (PEM) trusted for registries and catalog servers.
     #[arg(long = "ca-file", env = "OLMV1_CA_FILE")]
     pub ca_files: Vec<PathBuf>,
+    /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
+    #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// The global pull secret and the controller's ServiceAccount pull secrets.
+    #[command(flatten)]
+    pub pull_secrets: PullSecretArgs,
+    /// Who provides the serving certificates of bundles' webhooks: cert-manager, or OpenShift's
+    /// service CA (`openshift-service-ca`).
+    #[arg(
+        long,
+        env = "OLMV1_WEBHOOK_PROVIDER",
+        value_enum,
+        default_value = "cert-manager"
+    )]
+    pub webhook_provider: WebhookProvider,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -73,6 +91,9 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         cache_dir,
         insecure_registries,
         ca_files,
+        auth_file,
+        pull_secrets,
+        webhook_provider,
         upgradeable,
     } = args;
     let identity = replica_identity("controller");
@@ -105,6 +126,9 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             .add_ca_path(file)
             .map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?;
     }
+    if let Some(path) = &auth_file {
+        registry_config.add_auth_file(path)?;
+    }
     let pull = PullOptions {
         registry: registry_config,
         ..PullOptions::new(cache_dir)
@@ -132,14 +156,19 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         elector.acquire().await.map_err(|e| e.to_string())?;
     }
 
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        ServiceAccountClients::new(client.clone(), config, leadership),
-        RevisionStore::new(client.clone(), &system_namespace),
-        Arc::new(CachedCatalogClient::new(catalog_client)),
-        pull,
-        metrics,
-    ));
+    // Registry credentials from the pull secrets, kept current (shared with `pull`).
+    image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
+    let ctx = Arc::new(Context {
+        webhook_provider,
+        ..Context::new(
+            client.clone(),
+            ServiceAccountClients::new(client.clone(), config, leadership),
+            RevisionStore::new(client.clone(), &system_namespace),
+            Arc::new(CachedCatalogClient::new(catalog_client)),
+            pull,
+            metrics,
+        )
+    });
     readiness.set_ready(true);
     info!(%system_namespace, "olmv1 controller started");
 

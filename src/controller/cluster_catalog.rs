@@ -162,7 +162,11 @@ pub async fn run(context: Arc<Context>) {
     if !context.settings.selector.is_empty() {
         watch = watch.labels(&context.settings.selector);
     }
+    // New registry credentials (a pull secret created or rotated): retry every catalog now
+    // rather than after its failure backoff.
+    let credentials_changed = context.registry.config().credentials.changes();
     Controller::new(api, watch)
+        .reconcile_all_on(credentials_changed)
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -357,7 +361,7 @@ async fn unpack_and_store(
     .map_err(|e| source_error(&e, pinned))?;
     let result = store_pulled(&name, &pulled, context, pinned).await;
     // The content now lives in the catalog store; the unpacked image is not needed any more.
-    let _ = image::cache::remove(cache_dir, &pulled.digest);
+    let _ = image::cache::remove(&pulled);
     result?;
     Ok(StoredState {
         digest_ref: pulled.digest_ref,

@@ -127,11 +127,13 @@ impl Leadership {
     }
 
     /// A client from `config` whose requests are refused with [`NotLeader`] while this process
-    /// does not hold the lease.
+    /// does not hold the lease. Each request it sends is counted for the reconcile that makes it
+    /// ([`crate::controller::metrics::count_api_requests`]).
     pub fn client(&self, config: Config) -> Result<Client, kube::Error> {
         let leadership = self.clone();
         let guard = tower::filter::FilterLayer::new(move |request| {
             if leadership.holds() {
+                crate::controller::metrics::note_api_request();
                 Ok(request)
             } else {
                 Err(NotLeader)

@@ -78,9 +78,45 @@ impl ReconcileMetrics {
     }
 }
 
+/// The API requests counted so far for each reconcile in flight, by its tracing span. The span,
+/// not a task-local, carries the count: kube's client sends requests from a worker task, which
+/// enters the caller's span.
+static API_REQUESTS: std::sync::LazyLock<Mutex<std::collections::HashMap<tracing::span::Id, u32>>> =
+    std::sync::LazyLock::new(Mutex::default);
+
+/// Runs `work` in a `reconcile{extension}` span and counts the Kubernetes API requests it makes
+/// through the controller's clients (those built by
+/// [`crate::controller::leader::Leadership::client`] note each request).
+pub async fn count_api_requests<F: std::future::Future>(extension: &str, work: F) -> (F::Output, u32) {
+    use tracing::Instrument;
+    // ERROR level: the span (and so the count) exists under any log filter.
+    let span = tracing::error_span!("reconcile", extension);
+    let Some(id) = span.id() else {
+        return (work.await, 0);
+    };
+    lock(&API_REQUESTS).insert(id.clone(), 0);
+    let output = work.instrument(span).await;
+    let count = lock(&API_REQUESTS).remove(&id).unwrap_or_default();
+    (output, count)
+}
+
+/// Notes one API request for the reconcile whose span is current, if any.
+pub fn note_api_request() {
+    if let Some(id) = tracing::Span::current().id()
+        && let Some(count) = lock(&API_REQUESTS).get_mut(&id)
+    {
+        *count += 1;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The ClusterExtension controller's metrics: reconciles, and the installed bundles.
 pub struct Metrics {
     reconciles: ReconcileMetrics,
+    api_requests: Histogram,
     installed: Family<InstalledLabels, Gauge>,
     installed_now: Mutex<std::collections::HashMap<String, String>>,
 }
@@ -97,11 +133,25 @@ impl Metrics {
                 "1 for each ClusterExtension's installed bundle",
                 installed.clone(),
             );
+        let api_requests = Histogram::new([0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+        registry
+            .sub_registry_with_prefix("olmv1_clusterextension")
+            .register(
+                "reconcile_api_requests",
+                "Kubernetes API requests per reconcile",
+                api_requests.clone(),
+            );
         Self {
             reconciles,
+            api_requests,
             installed,
             installed_now: Mutex::default(),
         }
+    }
+
+    /// Records how many API requests a reconcile made.
+    pub fn reconcile_api_requests(&self, requests: u32) {
+        self.api_requests.observe(f64::from(requests));
     }
 
     /// Counts a reconcile and records its duration when the guard drops.

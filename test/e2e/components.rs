@@ -150,9 +150,7 @@ pub fn ensure_running() {
         .ok();
         // The OpenShift config API, so that the controller's Upgradeable gating is active from
         // the start (it looks for the API only now and then while it is absent).
-        for crd in ["clusterversions", "clusteroperators"] {
-            let path =
-                support::repo_root().join(format!("test/fixtures/openshift/{crd}.config.openshift.io.yaml"));
+        for path in support::openshift_crd_files() {
             support::kubectl(&["apply", "--server-side", "-f", path.to_str().unwrap()]).ok();
         }
         support::kubectl(&[
@@ -204,10 +202,18 @@ fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -
         "!olmv1.test/catalogd",
         "--metrics-addr",
         operations,
+        "--global-pull-secret",
+        GLOBAL_PULL_SECRET_KEY,
     ];
     args.extend_from_slice(extra);
     spawn("catalogd", name, &args)
 }
+
+/// The name of the global pull secret in the system namespace; only the pull-secret test
+/// creates it.
+pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
+/// `--global-pull-secret` of both components.
+const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`.
 fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
@@ -220,6 +226,8 @@ fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
         operations,
         "--cache-dir",
         cache.to_str().unwrap(),
+        "--global-pull-secret",
+        GLOBAL_PULL_SECRET_KEY,
     ];
     args.extend_from_slice(extra);
     spawn("controller", name, &args)
@@ -240,6 +248,11 @@ fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
             ),
         )
         .args(args)
+        // Its ServiceAccount's imagePullSecrets are merged with the global pull secret.
+        .env(
+            "OLMV1_SERVICE_ACCOUNT",
+            format!("{SYSTEM_NAMESPACE}/olmv1-{role}"),
+        )
         .env("POD_NAME", name)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
         .env("RUST_LOG", "info,olmv1=debug")
@@ -384,6 +397,27 @@ pub fn operations_address(role: &str) -> String {
         "catalogd" => components.catalogd_operations.clone(),
         _ => components.controller_operations.clone(),
     }
+}
+
+/// The whole log of a component (`controller`, `catalogd` or a replica's name), without the
+/// terminal colour codes.
+pub fn log(role: &str) -> String {
+    let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence `ESC [ ... m`.
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
 
 /// The logs of a component, for failure messages.

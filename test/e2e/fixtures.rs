@@ -348,8 +348,20 @@ pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> S
 }
 
 pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
+    let registry = RegistryConfig::default();
+    // The authenticating registry takes pushes with its credentials only.
+    let (auth_host, user, password) = crate::support::auth_registry();
+    if reference.starts_with(&format!("{auth_host}/")) {
+        registry.credentials.insert(
+            auth_host,
+            olmv1::bundle::image::Credential {
+                username: user,
+                password,
+            },
+        );
+    }
     let options = PushOptions {
-        registry: RegistryConfig::default(),
+        registry,
         labels: labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

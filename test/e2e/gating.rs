@@ -1,5 +1,6 @@
 //! Cluster upgrade gating through the whole product: a bundle's `olm.maxOpenShiftVersion`, as
-//! installed by the controller, sets `Upgradeable` on the `olm` ClusterOperator.
+//! installed by the controller, sets `Upgradeable` on the ClusterOperator olmv1 owns (`olmv1`),
+//! against the real OpenShift CRDs.
 
 use kube::{
     Api,
@@ -29,7 +30,7 @@ async fn set_cluster_version(client: &kube::Client, version: &str) {
             Err(e) => panic!("create ClusterVersion: {e}"),
         }
     }
-    let patch = json!({"status": {"desired": {"version": version, "image": "example/release:e2e"}}});
+    let patch = support::cluster_version_status(version);
     api.patch_status("version", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
@@ -39,7 +40,7 @@ async fn wait_upgradeable(client: &kube::Client, what: &str, check: impl Fn(&Val
     let api =
         Api::<DynamicObject>::all_with(client.clone(), &resource("ClusterOperator", "clusteroperators"));
     support::wait_for(what, components::INSTALL_TIMEOUT, || async {
-        let operator = api.get("olm").await.map_err(|e| e.to_string())?;
+        let operator = api.get("olmv1").await.map_err(|e| e.to_string())?;
         let condition = operator.data["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "Upgradeable").cloned())
@@ -67,7 +68,7 @@ async fn an_installed_bundle_with_an_old_max_openshift_version_blocks_the_next_m
         ],
         deprecations: vec![],
     };
-    // Exclusive: the cluster version and the `olm` ClusterOperator are cluster-wide.
+    // Exclusive: the cluster version and the `olmv1` ClusterOperator are cluster-wide.
     let s = Scenario::new_exclusive("gating", package).await;
     set_cluster_version(&s.client, "4.18.3").await;
     s.apply_extension(json!({"version": "1.0.0"})).await;
@@ -82,6 +83,30 @@ async fn an_installed_bundle_with_an_old_max_openshift_version_blocks_the_next_m
     })
     .await;
     assert_eq!(blocked["reason"], "IncompatibleOperatorsInstalled");
+    // The ClusterOperator olmv1 created carries what a ClusterOperator is expected to.
+    let operator =
+        Api::<DynamicObject>::all_with(s.client.clone(), &resource("ClusterOperator", "clusteroperators"))
+            .get("olmv1")
+            .await
+            .unwrap();
+    let status = &operator.data["status"];
+    assert_eq!(status["versions"][0]["name"], "operator", "{status}");
+    assert_eq!(
+        status["versions"][0]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{status}"
+    );
+    assert_eq!(
+        status["relatedObjects"][0],
+        json!({"group": "", "resource": "namespaces", "name": components::SYSTEM_NAMESPACE}),
+        "{status}"
+    );
+    let available = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Available"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(available["status"], "True", "{status}");
     assert!(
         blocked["message"].as_str().unwrap().starts_with(
             "Found ClusterExtensions that require upgrades prior to upgrading cluster to version 4.19:"

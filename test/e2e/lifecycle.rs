@@ -319,3 +319,64 @@ async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_
         "every applied object is recorded, none orphaned"
     );
 }
+
+/// The API requests of each reconcile of `extension` the controller logged, in order.
+fn reconcile_requests(extension: &str) -> Vec<u32> {
+    let name = format!("name={extension} ");
+    components::log("controller")
+        .lines()
+        .filter(|line| line.contains("reconcile finished") && line.contains(&name))
+        .filter_map(|line| {
+            let count = line.split("api_requests=").nth(1)?;
+            count.split_whitespace().next()?.parse().ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reconcile_with_nothing_changed_makes_at_most_three_api_requests_and_no_write() {
+    let s = Scenario::new("noop", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+
+    // An annotation changes nothing the controller acts on, but its watch event starts a
+    // reconcile. The first rounds may still carry the install's own late events.
+    let api = Api::<ClusterExtension>::all(s.client.clone());
+    let mut costs = Vec::new();
+    for round in 0..3 {
+        let seen = reconcile_requests(&s.extension).len();
+        let touched = api
+            .patch(
+                &s.extension,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"olmv1.test/touch": round.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        let cost = support::wait_for(
+            "a reconcile after the annotation",
+            components::INSTALL_TIMEOUT,
+            || async {
+                let all = reconcile_requests(&s.extension);
+                all.get(seen)
+                    .copied()
+                    .ok_or(format!("{} reconciles logged", all.len()))
+            },
+        )
+        .await;
+        costs.push(cost);
+        let now = api.get(&s.extension).await.unwrap();
+        if round == 2 {
+            assert_eq!(
+                now.metadata.resource_version, touched.metadata.resource_version,
+                "the controller wrote to the extension (status or finalizer) with nothing changed"
+            );
+        }
+    }
+    println!("API requests of the reconciles after an annotation: {costs:?}");
+    assert!(
+        *costs.last().unwrap() <= 3,
+        "a no-op reconcile made {costs:?} API requests:\n{}",
+        components::log_tail("controller")
+    );
+}

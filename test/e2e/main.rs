@@ -14,6 +14,8 @@ mod gating;
 mod ha;
 mod install;
 mod lifecycle;
+mod openshift;
+mod pull_secrets;
 mod real;
 mod upgrade;
 

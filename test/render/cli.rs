@@ -187,3 +187,43 @@ async fn renders_a_bundle_image_pulled_from_a_registry() {
     assert_eq!(kinds_and_names(&objects), kinds_and_names(&expected_objects()));
     assert_eq!(objects, expected_objects());
 }
+
+#[test]
+fn the_webhook_provider_flag_renders_the_service_ca_objects() {
+    let dir = fixture_dir("webhook-operator");
+    let dir = dir.to_str().expect("utf-8 path");
+    let out = stdout(&olmv1_render(&[
+        "--bundle",
+        dir,
+        "-n",
+        "ns1",
+        "--webhook-provider",
+        "openshift-service-ca",
+    ]));
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&out).expect("YAML stream parses");
+    let expected = olmv1::bundle::render::render_with_provider(
+        &load_fixture("webhook-operator"),
+        "ns1",
+        None,
+        olmv1::bundle::render::WebhookProvider::OpenshiftServiceCa,
+    )
+    .expect("renders");
+    assert_eq!(objects, expected);
+    assert!(
+        out.contains("service.beta.openshift.io/inject-cabundle: \"true\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("service.beta.openshift.io/serving-cert-secret-name: "),
+        "{out}"
+    );
+    assert!(!out.contains("cert-manager.io"), "{out}");
+
+    let refused = olmv1_render(&["--bundle", dir, "-n", "ns1", "--webhook-provider", "vault"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("cert-manager") && stderr.contains("openshift-service-ca"),
+        "{stderr}"
+    );
+}

@@ -358,6 +358,7 @@ fn own_namespace_renders_roles_in_the_install_namespace_and_scopes_webhooks() {
         install_namespace: NS,
         target_namespaces: vec![NS.to_string()],
         deployment_config: None,
+        webhook_provider: Default::default(),
     };
     assert_eq!(permissions(&ctx).len(), 4);
     assert_eq!(cluster_permissions(&ctx).len(), 2);

@@ -10,3 +10,4 @@ mod common;
 mod generators;
 mod properties;
 mod real_data;
+mod webhook_providers;

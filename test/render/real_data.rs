@@ -287,7 +287,7 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
 /// SingleNamespace attempted (neither All nor Own supported), rendered for SingleNamespace).
 const EXPECTED_COUNTS: (usize, usize, usize, usize, usize, usize) = (600, 458, 319, 319, 0, 0);
 
-fn check_snapshot(name: &str, objects: &[Value]) {
+pub fn check_snapshot(name: &str, objects: &[Value]) {
     let text = format_objects(objects, OutputFormat::Yaml).expect("formats");
     let path = snapshot_path(name);
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

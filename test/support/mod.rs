@@ -723,6 +723,54 @@ pub fn service_account_kubeconfig(namespace: &str, account: &str, path: &Path) -
     path.to_path_buf()
 }
 
+/// The environment's authenticating registry (hack/local-up.sh's htpasswd docker-registry):
+/// `(host:port, user, password)`. A test needing it fails when the environment has none.
+pub fn auth_registry() -> (String, String, String) {
+    let vars = &env().vars;
+    let get = |key: &str| {
+        vars.get(key).cloned().unwrap_or_else(|| {
+            panic!("the environment has no {key}: hack/local-up.sh starts the authenticating registry")
+        })
+    };
+    (
+        get("OLMV1_AUTH_REGISTRY"),
+        get("OLMV1_AUTH_REGISTRY_USER"),
+        get("OLMV1_AUTH_REGISTRY_PASSWORD"),
+    )
+}
+
+/// The real OpenShift CRDs (ClusterOperator, ClusterVersion, OLM) in `../shared/openshift-api/`,
+/// copied unchanged from openshift/api; a test needing them fails when they are missing.
+pub fn openshift_crd_files() -> Vec<PathBuf> {
+    let root = repo_root().join("../shared/openshift-api");
+    let files: Vec<PathBuf> = [
+        "0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
+        "0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml",
+        "0000_10_operator-lifecycle-manager_01_olms.crd.yaml",
+    ]
+    .iter()
+    .map(|f| root.join(f))
+    .collect();
+    for f in &files {
+        assert!(
+            f.is_file(),
+            "OpenShift CRD not found at {f:?} (see ../shared/openshift-api/README.md)"
+        );
+    }
+    files
+}
+
+/// A ClusterVersion `status` the real CRD accepts (it requires `availableUpdates`, `desired`,
+/// `observedGeneration` and `versionHash`), desiring `version`.
+pub fn cluster_version_status(version: &str) -> serde_json::Value {
+    serde_json::json!({"status": {
+        "desired": {"version": version, "image": "example.com/release@sha256:0000"},
+        "availableUpdates": [],
+        "observedGeneration": 1,
+        "versionHash": "test",
+    }})
+}
+
 /// The shared real catalogs (`../shared/catalogs`); a test that needs them fails when they are
 /// missing.
 pub fn shared_catalogs_root() -> PathBuf {

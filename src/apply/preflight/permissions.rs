@@ -26,6 +26,20 @@ use crate::apply::revision::ObjectRef;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
+/// `update` on `clusterextensions/finalizers` of the extension named `extension`: every object is
+/// applied with an owner reference to it that sets `blockOwnerDeletion`, which the
+/// `OwnerReferencesPermissionEnforcement` admission plugin (enabled on OpenShift) allows only to
+/// users who may update the owner's finalizers. Upstream's preflight (v1.10) checks the same.
+pub fn owner_finalizers_access(extension: &str) -> Access {
+    Access::resource(
+        "update",
+        "olm.operatorframework.io",
+        "clusterextensions/finalizers",
+        None,
+        Some(extension),
+    )
+}
+
 /// The service account a ClusterExtension installs with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServiceAccountRef {
@@ -590,6 +604,14 @@ pub fn rule_accesses(rules: &[PolicyRule], namespace: Option<&str>) -> Vec<Acces
 }
 
 impl AccessPlan {
+    /// Adds one request the apply makes besides those its objects need (kept sorted and unique).
+    pub fn require(&mut self, access: Access) {
+        let requirement = Requirement::Allowed(access);
+        if let Err(at) = self.requirements.binary_search(&requirement) {
+            self.requirements.insert(at, requirement);
+        }
+    }
+
     /// The requests to review first: every plain access and every `escalate`/`bind`.
     pub fn first_round(&self) -> BTreeSet<Access> {
         self.requirements

@@ -448,3 +448,46 @@ fn missing_permissions_are_listed_sorted_grouped_and_once() {
     let err = PreflightError::from(missing);
     assert!(!err.is_terminal());
 }
+
+#[test]
+fn owner_finalizers_update_is_required_and_reported_with_the_other_missing_rules() {
+    let mut plan = plan_for(&[deployment(Some("x"))], &[]);
+    plan.require(owner_finalizers_access("my-ext"));
+    plan.require(owner_finalizers_access("my-ext"));
+    let accesses = allowed_accesses(&plan);
+    assert_eq!(
+        accesses
+            .iter()
+            .filter(|a| a.contains("clusterextensions/finalizers"))
+            .collect::<Vec<_>>(),
+        [r#"update olm.operatorframework.io/clusterextensions/finalizers "my-ext""#],
+        "required once, named by the extension: {accesses:?}"
+    );
+    let granted = [
+        Access::resource("get", "apps", "deployments", Some("x"), Some("op")),
+        Access::resource("create", "apps", "deployments", Some("x"), Some("op")),
+    ];
+    let decisions = decide(plan.first_round(), &granted);
+    let missing = plan
+        .missing(&sa(), &decisions, &BTreeMap::new())
+        .expect("permissions are missing");
+    assert_eq!(
+        missing.to_string(),
+        "service account \"ops/installer\" lacks permissions: \
+         update olm.operatorframework.io/clusterextensions/finalizers \"my-ext\"; \
+         patch apps/deployments \"op\" in namespace \"x\""
+    );
+    let mut all = plan.first_round().into_iter().collect::<Vec<_>>();
+    all.retain(|a| a.verb != "update");
+    let decisions = decide(plan.first_round(), &all);
+    assert_eq!(
+        plan.missing(&sa(), &decisions, &BTreeMap::new())
+            .map(|m| m.to_string()),
+        Some(
+            "service account \"ops/installer\" lacks permissions: \
+             update olm.operatorframework.io/clusterextensions/finalizers \"my-ext\""
+                .to_string()
+        ),
+        "the finalizers rule alone is reported"
+    );
+}

@@ -93,7 +93,8 @@ pub async fn discover_resources(client: &Client, objects: &[Value]) -> Result<Re
 }
 
 /// The whole permission preflight: discovers resources, computes what applying `objects` and
-/// pruning the rest of `previous` needs under `policy`, and reviews it for `service_account`.
+/// pruning the rest of `previous` needs under `policy`, plus the requests in `also`, and reviews it
+/// for `service_account`.
 /// `Err(PreflightError::MissingPermissions)` lists everything missing.
 pub async fn check_permissions(
     client: &Client,
@@ -101,9 +102,13 @@ pub async fn check_permissions(
     objects: &[Value],
     previous: &[ObjectRef],
     policy: &AccessPolicy,
+    also: &[Access],
 ) -> Result<(), PreflightError> {
     let resources = discover_resources(client, objects).await?;
-    let plan = required_access(objects, previous, &service_account.namespace, &resources, policy)?;
+    let mut plan = required_access(objects, previous, &service_account.namespace, &resources, policy)?;
+    for access in also {
+        plan.require(access.clone());
+    }
     review_access(client, service_account, &plan).await
 }
 

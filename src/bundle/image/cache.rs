@@ -1,7 +1,9 @@
 //! A disk cache of unpacked images keyed by manifest digest, and the pull flow that fills it.
 //!
-//! Layout: `<cache_dir>/<hex digest>/rootfs/` (the unpacked layers) and
-//! `<cache_dir>/<hex digest>/image.json` (digest reference and labels). Entries are built in a
+//! Layout: `<cache_dir>/<scope>/<hex digest>/rootfs/` (the unpacked layers) and
+//! `<cache_dir>/<scope>/<hex digest>/image.json` (digest reference and labels), where `<scope>` is
+//! the credential the pull was made with ([`Credentials::scope`]): an image pulled with one
+//! credential is never served to a pull made with another, or none. Entries are built in a
 //! `.tmp-*` directory and renamed into place, so a present entry is always complete.
 
 use std::collections::BTreeMap;
@@ -11,6 +13,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::ImageError;
+use super::credentials::Credentials;
 use super::reference::ImageReference;
 use super::registry::{ImageManifest, RegistryClient, RegistryConfig};
 use super::unpack::{UnpackLimits, UnpackTotals, apply_layer};
@@ -81,8 +84,9 @@ struct ImageConfigSection {
 /// when its digest is cached. Errors name the image and the cause.
 pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<PulledImage, ImageError> {
     let image = ImageReference::parse(reference)?;
+    let scoped = scoped_dir(&options.cache_dir, &options.registry.credentials, &image);
     if let Some(digest) = &image.digest
-        && let Some(hit) = lookup(&options.cache_dir, digest)
+        && let Some(hit) = lookup(&scoped, digest)
     {
         return Ok(hit);
     }
@@ -97,6 +101,7 @@ pub async fn pull_with_client(
     cache_dir: &Path,
     limits: &UnpackLimits,
 ) -> Result<PulledImage, ImageError> {
+    let cache_dir = &scoped_dir(cache_dir, &client.config().credentials, image);
     if let Some(digest) = &image.digest
         && let Some(hit) = lookup(cache_dir, digest)
     {
@@ -225,12 +230,20 @@ pub fn lookup(cache_dir: &Path, digest: &str) -> Option<PulledImage> {
     })
 }
 
-/// Deletes the cache entry of `digest` (no error when absent).
-pub fn remove(cache_dir: &Path, digest: &str) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(entry_dir(cache_dir, digest)) {
+/// Deletes the cache entry of a pulled image (no error when already gone).
+pub fn remove(pulled: &PulledImage) -> std::io::Result<()> {
+    let Some(entry) = pulled.dir.parent() else {
+        return Ok(());
+    };
+    match std::fs::remove_dir_all(entry) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// The part of the cache for pulls of `image` made with the credential `credentials` holds now.
+fn scoped_dir(cache_dir: &Path, credentials: &Credentials, image: &ImageReference) -> PathBuf {
+    cache_dir.join(credentials.scope(&image.registry))
 }
 
 fn entry_dir(cache_dir: &Path, digest: &str) -> PathBuf {

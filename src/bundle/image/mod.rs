@@ -6,6 +6,8 @@
 //! - [`push_dir`]: directory -> image in a registry (for tests, fixtures and the demo).
 
 pub mod cache;
+pub mod credentials;
+pub mod pull_secret;
 pub mod push;
 pub mod reference;
 pub mod registry;
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;
-pub use registry::{Credential, Platform, RegistryClient, RegistryConfig};
+pub use registry::{Credential, Credentials, Platform, RegistryClient, RegistryConfig};
 pub use unpack::{UnpackError, UnpackLimits};
 
 /// Why pulling or pushing an image failed. Every message names the image and the cause.
@@ -45,12 +47,14 @@ pub enum ImageError {
         cause: String,
     },
     /// Authentication failed or is missing.
-    #[error("image {image}: authentication to {registry} failed: {cause}")]
+    #[error("image {image}: authentication to {registry} failed for repository {repository}: {cause}")]
     Unauthorized {
         /// The image.
         image: String,
         /// The registry host.
         registry: String,
+        /// The repository.
+        repository: String,
         /// The cause.
         cause: String,
     },

@@ -34,14 +34,7 @@ const USER_AGENT: &str = concat!("olmv1/", env!("CARGO_PKG_VERSION"));
 const MAX_TOKEN_BODY_BYTES: usize = 1 << 20;
 const MAX_ERROR_BODY_BYTES: usize = 4096;
 
-/// Credentials for one registry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Credential {
-    /// User name.
-    pub username: String,
-    /// Password or token.
-    pub password: String,
-}
+pub use super::credentials::{Credential, Credentials};
 
 /// The platform chosen from a multi-platform index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,8 +62,8 @@ pub struct RegistryConfig {
     pub insecure_registries: Vec<String>,
     /// Extra trusted CA certificates (PEM), added to the system roots.
     pub extra_ca_pem: Vec<u8>,
-    /// Credentials by registry host (`host[:port]`).
-    pub credentials: BTreeMap<String, Credential>,
+    /// Credentials by registry host (`host[:port]`), shared by every clone of this configuration.
+    pub credentials: Credentials,
     /// Connect timeout, and the longest wait for any read.
     pub timeout: Duration,
     /// Attempts for a request failing with a transport error, 429 or 5xx.
@@ -90,7 +83,7 @@ impl Default for RegistryConfig {
         RegistryConfig {
             insecure_registries: Vec::new(),
             extra_ca_pem: Vec::new(),
-            credentials: BTreeMap::new(),
+            credentials: Credentials::default(),
             timeout: Duration::from_secs(30),
             max_attempts: 3,
             initial_backoff: Duration::from_millis(250),
@@ -123,43 +116,10 @@ impl RegistryConfig {
 
     /// Reads credentials from a Docker/Podman auth file (`{"auths":{"host":{"auth":"base64(user:pass)"}}}`).
     pub fn add_auth_file(&mut self, path: &Path) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct AuthFile {
-            #[serde(default)]
-            auths: BTreeMap<String, AuthEntry>,
-        }
-        #[derive(Deserialize)]
-        struct AuthEntry {
-            #[serde(default)]
-            auth: Option<String>,
-            #[serde(default)]
-            username: Option<String>,
-            #[serde(default)]
-            password: Option<String>,
-        }
         let bytes = std::fs::read(path).map_err(|e| format!("reading auth file {}: {e}", path.display()))?;
-        let file: AuthFile = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("auth file {} is not valid JSON: {e}", path.display()))?;
-        for (host, entry) in file.auths {
-            let host = host.trim_start_matches("https://").trim_start_matches("http://");
-            let host = host.split('/').next().unwrap_or_default().to_string();
-            let credential = match (entry.auth, entry.username, entry.password) {
-                (Some(auth), _, _) => {
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(auth.trim())
-                        .map_err(|e| format!("auth file {}: entry {host}: {e}", path.display()))?;
-                    let decoded = String::from_utf8_lossy(&decoded).into_owned();
-                    let (user, pass) = decoded.split_once(':').ok_or_else(|| {
-                        format!("auth file {}: entry {host} is not user:password", path.display())
-                    })?;
-                    Credential {
-                        username: user.to_string(),
-                        password: pass.to_string(),
-                    }
-                }
-                (None, Some(username), Some(password)) => Credential { username, password },
-                _ => continue,
-            };
+        let credentials = super::credentials::parse_docker_config_json(&bytes)
+            .map_err(|e| format!("auth file {}: {e}", path.display()))?;
+        for (host, credential) in credentials {
             self.credentials.insert(host, credential);
         }
         Ok(())
@@ -586,7 +546,9 @@ impl RegistryClient {
         actions: &str,
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, ImageError> {
-        let auth_key = format!("{} {} {actions}", image.registry, image.repository);
+        // Keyed by credential too: a rotated secret gets a fresh challenge, not the old header.
+        let scope = self.config.credentials.scope(&image.registry);
+        let auth_key = format!("{} {} {actions} {scope}", image.registry, image.repository);
         let mut answered_challenge = false;
         let mut attempt: u32 = 0;
         loop {
@@ -615,6 +577,7 @@ impl RegistryClient {
                         return Err(ImageError::Unauthorized {
                             image: image.to_string(),
                             registry: image.registry.clone(),
+                            repository: image.repository.clone(),
                             cause: format!("the registry refused the credentials (HTTP 401{body})"),
                         });
                     }
@@ -647,6 +610,7 @@ impl RegistryClient {
         let unauthorized = |cause: String| ImageError::Unauthorized {
             image: image.to_string(),
             registry: image.registry.clone(),
+            repository: image.repository.clone(),
             cause,
         };
         let header = response
@@ -655,10 +619,13 @@ impl RegistryClient {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         let credential = self.config.credentials.get(&image.registry);
+        let credential = credential.as_ref();
         match parse_challenge(header) {
             Some(Challenge::Basic) => {
                 let credential = credential.ok_or_else(|| {
-                    unauthorized("the registry requires credentials and none are configured".into())
+                    unauthorized(
+                        "the registry requires credentials and none are configured (HTTP 401)".into(),
+                    )
                 })?;
                 Ok(basic_header(credential))
             }
@@ -742,6 +709,7 @@ impl RegistryClient {
             return Err(ImageError::Unauthorized {
                 image: image.to_string(),
                 registry: image.registry.clone(),
+                repository: image.repository.clone(),
                 cause: format!("access to {what} denied (HTTP 403{body})"),
             });
         }
@@ -922,7 +890,7 @@ mod tests {
         .unwrap();
         let mut config = RegistryConfig::default();
         config.add_auth_file(&path).unwrap();
-        let credential = &config.credentials["127.0.0.1:5000"];
+        let credential = config.credentials.get("127.0.0.1:5000").unwrap();
         assert_eq!(credential.username, "user");
         assert_eq!(credential.password, "pa:ss");
     }

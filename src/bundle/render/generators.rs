@@ -1,6 +1,7 @@
 //! The generators, in upstream's order: ServiceAccounts, Roles/RoleBindings,
 //! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, Deployments, validating and mutating
-//! webhook configurations, webhook Services, cert-manager Issuers and Certificates.
+//! webhook configurations, webhook Services, the certificate provider's objects (cert-manager
+//! Issuers and Certificates; none for OpenShift's service CA).
 //!
 //! Where upstream iterates a Go set (service accounts, cert-provider objects) its order is random;
 //! here it is sorted by name, so output is deterministic.
@@ -26,6 +27,10 @@ use crate::bundle::render::validators::supported_kind;
 
 /// cert-manager's CA injection annotation.
 pub const INJECT_CA_ANNOTATION: &str = "cert-manager.io/inject-ca-from";
+/// OpenShift service CA: inject the CA bundle into this webhook configuration or CRD.
+pub const SERVICE_CA_INJECT_CABUNDLE_ANNOTATION: &str = "service.beta.openshift.io/inject-cabundle";
+/// OpenShift service CA: issue this Service's serving certificate into the named Secret.
+pub const SERVICE_CA_SERVING_CERT_ANNOTATION: &str = "service.beta.openshift.io/serving-cert-secret-name";
 /// Pod-template annotation listing the watched namespaces (empty for all).
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 /// Pod-template annotation naming the install namespace.
@@ -56,6 +61,46 @@ const CERT_VOLUMES: [(&str, &str, &str, &str); 2] = [
     ),
 ];
 
+/// Who issues webhook serving certificates and injects their CA (upstream's certificate providers,
+/// feature gates `WebhookProviderCertManager` and `WebhookProviderOpenshiftServiceCA`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WebhookProvider {
+    /// cert-manager: a self-signed Issuer and a Certificate per webhook deployment, CA injected
+    /// with `cert-manager.io/inject-ca-from`.
+    #[default]
+    CertManager,
+    /// OpenShift's service CA operator: the webhook Service asks for a serving certificate
+    /// (`service.beta.openshift.io/serving-cert-secret-name`) and webhook configurations and
+    /// conversion CRDs for the CA bundle (`service.beta.openshift.io/inject-cabundle`).
+    OpenshiftServiceCa,
+}
+
+impl WebhookProvider {
+    /// The CA-injection annotation for a webhook configuration or conversion CRD served by the
+    /// Service whose certificate is `names`.
+    fn ca_injection(self, install_namespace: &str, names: &CertNames) -> (&'static str, String) {
+        match self {
+            WebhookProvider::CertManager => (
+                INJECT_CA_ANNOTATION,
+                format!("{install_namespace}/{}", names.cert),
+            ),
+            WebhookProvider::OpenshiftServiceCa => {
+                (SERVICE_CA_INJECT_CABUNDLE_ANNOTATION, "true".to_string())
+            }
+        }
+    }
+
+    /// The annotation the webhook Service itself carries, if any.
+    fn service_annotation(self, names: &CertNames) -> Option<(&'static str, String)> {
+        match self {
+            WebhookProvider::CertManager => None,
+            WebhookProvider::OpenshiftServiceCa => {
+                Some((SERVICE_CA_SERVING_CERT_ANNOTATION, names.cert.clone()))
+            }
+        }
+    }
+}
+
 /// Everything the generators read.
 pub struct RenderContext<'a> {
     /// The bundle.
@@ -66,6 +111,8 @@ pub struct RenderContext<'a> {
     pub target_namespaces: Vec<String>,
     /// Deployment customisations, if configured.
     pub deployment_config: Option<&'a DeploymentConfig>,
+    /// Who provides webhook certificates.
+    pub webhook_provider: WebhookProvider,
 }
 
 impl RenderContext<'_> {
@@ -87,7 +134,7 @@ impl RenderContext<'_> {
 pub struct CertNames {
     /// `<deployment with . as ->-service`, cut to upstream's budget.
     pub service: String,
-    /// `<service>-cert`: the Certificate and its Secret.
+    /// `<service>-cert`: the certificate's Secret (and cert-manager Certificate).
     pub cert: String,
 }
 
@@ -122,7 +169,9 @@ pub fn generate(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     objects.extend(webhook_configurations(ctx, WEBHOOK_VALIDATING)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_MUTATING)?);
     objects.extend(webhook_services(ctx)?);
-    objects.extend(cert_manager_objects(ctx)?);
+    if ctx.webhook_provider == WebhookProvider::CertManager {
+        objects.extend(cert_manager_objects(ctx)?);
+    }
     Ok(objects)
 }
 
@@ -245,7 +294,7 @@ fn rules_json(permission: &StrategyPermissions) -> Value {
 }
 
 /// The bundle's CRDs; those named by a conversion webhook get `spec.conversion` pointing at the
-/// webhook Service and cert-manager CA injection.
+/// webhook Service and the provider's CA injection.
 pub fn crds(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let mut conversion: BTreeMap<&str, &WebhookDescription> = BTreeMap::new();
     for wh in ctx.webhooks().iter().filter(|w| w.type_ == WEBHOOK_CONVERSION) {
@@ -296,11 +345,8 @@ pub fn crds(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
                     json!({"strategy": "Webhook", "webhook": webhook}),
                 );
             }
-            add_annotation(
-                &mut crd,
-                INJECT_CA_ANNOTATION,
-                &format!("{}/{}", ctx.install_namespace, names.cert),
-            );
+            let (key, value) = ctx.webhook_provider.ca_injection(ctx.install_namespace, &names);
+            add_annotation(&mut crd, key, &value);
         }
         out.push(crd);
     }
@@ -602,13 +648,11 @@ pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Ve
                 }]}),
             );
         }
+        let (key, value) = ctx.webhook_provider.ca_injection(ctx.install_namespace, &names);
         out.push(json!({
             "apiVersion": ADMISSION_API_VERSION,
             "kind": kind,
-            "metadata": {
-                "name": name,
-                "annotations": {INJECT_CA_ANNOTATION: format!("{}/{}", ctx.install_namespace, names.cert)},
-            },
+            "metadata": {"name": name, "annotations": {key: value}},
             "webhooks": [webhook],
         }));
     }
@@ -652,12 +696,16 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         if let Some(labels) = deployment.spec.selector.match_labels.as_ref() {
             spec.insert("selector".into(), json!(labels));
         }
-        out.push(json!({
+        let mut service = json!({
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": names.service, "namespace": ctx.install_namespace},
             "spec": spec,
-        }));
+        });
+        if let Some((key, value)) = ctx.webhook_provider.service_annotation(&names) {
+            add_annotation(&mut service, key, &value);
+        }
+        out.push(service);
     }
     Ok(out)
 }

@@ -2,8 +2,8 @@
 //!
 //! [`render`] is a pure function: refusals (`applier/provider.go`), configuration validation,
 //! bundle validators, target namespaces (`render/render.go`) and the generators
-//! (`render/registryv1/generators`) in upstream's order. Webhook certificates use the cert-manager
-//! provider (upstream's default).
+//! (`render/registryv1/generators`) in upstream's order. Webhook certificates come from cert-manager
+//! (upstream's default) or OpenShift's service CA ([`WebhookProvider`]).
 
 pub mod config;
 pub mod generators;
@@ -21,6 +21,7 @@ use crate::bundle::csv::{
 use crate::bundle::registry_v1::RegistryV1Bundle;
 
 pub use config::{BundleConfig, DeploymentConfig};
+pub use generators::WebhookProvider;
 
 /// Why a bundle cannot be rendered. All variants are terminal: the same bundle and configuration
 /// always fail the same way.
@@ -59,11 +60,22 @@ impl RenderError {
 ///
 /// Returns the objects in apply order, each a JSON object with `apiVersion`, `kind` and
 /// `metadata`. The default install mode is AllNamespaces when the bundle supports it;
-/// SingleNamespace and OwnNamespace are chosen with `watchNamespace`.
+/// SingleNamespace and OwnNamespace are chosen with `watchNamespace`. Webhook certificates come
+/// from cert-manager; [`render_with_provider`] chooses.
 pub fn render(
     bundle: &RegistryV1Bundle,
     install_namespace: &str,
     config: Option<&Value>,
+) -> Result<Vec<Value>, RenderError> {
+    render_with_provider(bundle, install_namespace, config, WebhookProvider::CertManager)
+}
+
+/// [`render`] with webhook certificates from `webhook_provider`.
+pub fn render_with_provider(
+    bundle: &RegistryV1Bundle,
+    install_namespace: &str,
+    config: Option<&Value>,
+    webhook_provider: WebhookProvider,
 ) -> Result<Vec<Value>, RenderError> {
     let csv = &bundle.csv;
     if !csv.spec.apiservicedefinitions.owned.is_empty() {
@@ -110,6 +122,7 @@ pub fn render(
         install_namespace,
         target_namespaces,
         deployment_config: bundle_config.deployment_config.as_ref(),
+        webhook_provider,
     };
     generators::generate(&context).map_err(RenderError::InvalidBundle)
 }

@@ -35,9 +35,9 @@ pub use error::{Error, StepError};
 
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::image::cache::PullOptions,
+    bundle::{image::cache::PullOptions, render::WebhookProvider},
     catalog::cache::CachedCatalogClient,
-    controller::metrics::Metrics,
+    controller::metrics::{Metrics, count_api_requests},
 };
 
 /// The field manager of the controller's status writes.
@@ -65,6 +65,38 @@ pub struct Context {
     pub recorder: Recorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Who provides the serving certificates of bundles' webhooks.
+    pub webhook_provider: WebhookProvider,
+    /// The last full apply of each extension that ended ready, cleared by the watches when an
+    /// owned object changes: a reconcile with nothing new makes no request for its content.
+    pub last_apply: LastApplies,
+}
+
+/// What was last applied to each extension, and when (see [`Context::last_apply`]).
+#[derive(Clone, Default)]
+pub struct LastApplies(Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, std::time::Instant)>>>);
+
+impl LastApplies {
+    /// Whether `fingerprint` was applied to `extension` recently enough to trust that it is
+    /// still in place (within half the resync, so each resync applies in full and repairs drift
+    /// on the kinds not watched).
+    pub fn is_fresh(&self, extension: &str, fingerprint: u64) -> bool {
+        let applies = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        applies
+            .get(extension)
+            .is_some_and(|(applied, at)| *applied == fingerprint && at.elapsed() < RESYNC / 2)
+    }
+
+    /// Remembers a full apply that ended with everything ready.
+    pub fn remember(&self, extension: &str, fingerprint: u64) {
+        let mut applies = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        applies.insert(extension.to_string(), (fingerprint, std::time::Instant::now()));
+    }
+
+    /// Forgets an extension's last apply: one of its objects changed, or it is gone.
+    pub fn forget(&self, extension: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(extension);
+    }
 }
 
 impl Context {
@@ -90,6 +122,8 @@ impl Context {
             pull,
             recorder,
             metrics,
+            webhook_provider: WebhookProvider::default(),
+            last_apply: LastApplies::default(),
         }
     }
 }
@@ -120,13 +154,18 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
                     .collect::<Vec<_>>()
             },
         )
-        // The objects the controller applied: rollouts progress, drift is repaired.
-        .watches(Api::<Deployment>::all(client.clone()), owned.clone(), owner_of)
-        .watches(
-            Api::<CustomResourceDefinition>::all(client.clone()),
-            owned,
-            owner_of,
-        )
+        // The objects the controller applied: rollouts progress, drift is repaired (the last
+        // apply is no longer to be trusted).
+        .watches(Api::<Deployment>::all(client.clone()), owned.clone(), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| owner_changed(object, &last_apply)
+        })
+        .watches(Api::<CustomResourceDefinition>::all(client.clone()), owned, {
+            let last_apply = ctx.last_apply.clone();
+            move |object| owner_changed(object, &last_apply)
+        })
+        // New registry credentials (a pull secret created or rotated): retry every extension.
+        .reconcile_all_on(ctx.pull.registry.credentials.changes())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -137,25 +176,34 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .await;
 }
 
-fn owner_of<K: Resource>(object: K) -> Option<ObjectRef<ClusterExtension>> {
+/// The ClusterExtension that owns a changed object, whose last apply is forgotten.
+fn owner_changed<K: Resource>(object: K, last_apply: &LastApplies) -> Option<ObjectRef<ClusterExtension>> {
     let labels = object.meta().labels.as_ref()?;
     if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
         return None;
     }
-    Some(ObjectRef::new(labels.get(LABEL_OWNER_NAME)?))
+    let owner = labels.get(LABEL_OWNER_NAME)?;
+    last_apply.forget(owner);
+    Some(ObjectRef::new(owner))
 }
 
 async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
+    let name = ext.name_any();
     let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
-    finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
-        match event {
-            Finalizer::Apply(ext) => install(&ext, &ctx).await,
-            Finalizer::Cleanup(ext) => uninstall(&ext, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    let (result, api_requests) = count_api_requests(
+        &name,
+        finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
+            match event {
+                Finalizer::Apply(ext) => install(&ext, &ctx).await,
+                Finalizer::Cleanup(ext) => uninstall(&ext, &ctx).await,
+            }
+        }),
+    )
+    .await;
+    ctx.metrics.reconcile_api_requests(api_requests);
+    info!(%name, api_requests, "reconcile finished");
+    result.map_err(|e| Error::Finalizer(Box::new(e)))
 }
 
 fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -297,6 +345,7 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         let _ = ctx.recorder.publish(&event, &ext.object_ref(&())).await;
     }
     ctx.metrics.set_installed(&name, None);
+    ctx.last_apply.forget(&name);
     Ok(Action::await_change())
 }
 

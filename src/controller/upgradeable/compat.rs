@@ -8,8 +8,11 @@ use std::fmt;
 
 /// The bundle property that declares the newest OpenShift minor version a bundle supports.
 pub const MAX_OPENSHIFT_VERSION_PROPERTY: &str = "olm.maxOpenShiftVersion";
-/// The ClusterOperator condition this feature owns.
+/// The ClusterOperator condition the cluster-version operator reads.
 pub const CONDITION_UPGRADEABLE: &str = "Upgradeable";
+/// The condition cluster-olm-operator writes on the `OLM` operator object (upstream's constant);
+/// library-go merges every `*Upgradeable` condition there into the `olm` ClusterOperator.
+pub const CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE: &str = "InstalledOLMOperatorsUpgradeable";
 /// Reason when at least one installed extension blocks the next minor version.
 pub const REASON_INCOMPATIBLE_OPERATORS_INSTALLED: &str = "IncompatibleOperatorsInstalled";
 /// Reason when no extension blocks but some extension's metadata could not be read.
@@ -335,14 +338,14 @@ impl ConditionStatus {
     }
 }
 
-/// The `Upgradeable` condition to write on the ClusterOperator.
+/// A condition to write: the verdict, or one of an owned ClusterOperator's other conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpgradeableCondition {
     /// True or False.
     pub status: ConditionStatus,
-    /// CamelCase reason.
+    /// CamelCase reason; empty for none.
     pub reason: &'static str,
-    /// Human-readable message.
+    /// Human-readable message; empty for none.
     pub message: String,
 }
 
@@ -397,24 +400,40 @@ impl Assessment {
             message: MESSAGE_ALL_IS_WELL.to_owned(),
         }
     }
+
+    /// The `InstalledOLMOperatorsUpgradeable` condition cluster-olm-operator writes on the `OLM`
+    /// object for this verdict: the same when False; True with neither reason nor message.
+    pub fn olm_operator_condition(&self) -> UpgradeableCondition {
+        let condition = self.condition();
+        match condition.status {
+            ConditionStatus::True => UpgradeableCondition {
+                status: ConditionStatus::True,
+                reason: "",
+                message: String::new(),
+            },
+            ConditionStatus::False => condition,
+        }
+    }
 }
 
-/// The new `status.conditions` of a ClusterOperator with `desired` as its `Upgradeable`
-/// condition, every other condition kept as it is (unknown fields included); `None` when the
-/// condition already says exactly that. `lastTransitionTime` moves only when the status changes.
-pub fn merge_upgradeable_condition(
+/// The new `status.conditions` with `desired` as the condition of type `condition_type`, every
+/// other condition kept as it is (unknown fields included); `None` when the condition already
+/// says exactly that. `lastTransitionTime` moves only when the status changes; an empty reason or
+/// message is left out.
+pub fn merge_condition(
     existing: &[serde_json::Value],
+    condition_type: &str,
     desired: &UpgradeableCondition,
     now_rfc3339: &str,
 ) -> Option<Vec<serde_json::Value>> {
     let is_upgradeable =
-        |c: &serde_json::Value| c.get("type").and_then(|t| t.as_str()) == Some(CONDITION_UPGRADEABLE);
+        |c: &serde_json::Value| c.get("type").and_then(|t| t.as_str()) == Some(condition_type);
     let field = |c: &serde_json::Value, name: &str| c.get(name).and_then(|v| v.as_str()).map(str::to_owned);
     let current = existing.iter().find(|c| is_upgradeable(c));
     let same_status = current.is_some_and(|c| field(c, "status").as_deref() == Some(desired.status.as_str()));
     if let Some(c) = current
         && same_status
-        && field(c, "reason").as_deref() == Some(desired.reason)
+        && field(c, "reason").unwrap_or_default() == desired.reason
         && field(c, "message").unwrap_or_default() == desired.message
         && existing.iter().filter(|c| is_upgradeable(c)).count() == 1
     {
@@ -424,13 +443,17 @@ pub fn merge_upgradeable_condition(
         Some(time) if same_status => time,
         _ => now_rfc3339.to_owned(),
     };
-    let condition = serde_json::json!({
-        "type": CONDITION_UPGRADEABLE,
+    let mut condition = serde_json::json!({
+        "type": condition_type,
         "status": desired.status.as_str(),
         "lastTransitionTime": transition,
-        "reason": desired.reason,
-        "message": desired.message,
     });
+    if !desired.reason.is_empty() {
+        condition["reason"] = desired.reason.into();
+    }
+    if !desired.message.is_empty() {
+        condition["message"] = desired.message.clone().into();
+    }
     let mut merged = Vec::with_capacity(existing.len() + 1);
     let mut placed = false;
     for c in existing {
@@ -918,7 +941,7 @@ mod tests {
             REASON_INCOMPATIBLE_OPERATORS_INSTALLED,
             "m",
         );
-        let merged = merge_upgradeable_condition(&existing, &desired, "t1").expect("a change");
+        let merged = merge_condition(&existing, CONDITION_UPGRADEABLE, &desired, "t1").expect("a change");
         assert_eq!(merged[0], existing[0]);
         assert_eq!(merged[2], existing[2]);
         assert_eq!(
@@ -926,7 +949,7 @@ mod tests {
             serde_json::json!({"type": "Upgradeable", "status": "False", "lastTransitionTime": "t1", "reason": "IncompatibleOperatorsInstalled", "message": "m"})
         );
         assert_eq!(
-            merge_upgradeable_condition(&merged, &desired, "t2"),
+            merge_condition(&merged, CONDITION_UPGRADEABLE, &desired, "t2"),
             None,
             "no change, no write"
         );
@@ -935,7 +958,7 @@ mod tests {
             REASON_INCOMPATIBLE_OPERATORS_INSTALLED,
             "m2",
         );
-        let merged = merge_upgradeable_condition(&merged, &reworded, "t3").expect("a change");
+        let merged = merge_condition(&merged, CONDITION_UPGRADEABLE, &reworded, "t3").expect("a change");
         assert_eq!(
             merged[1]["lastTransitionTime"], "t1",
             "same status keeps its transition time"
@@ -946,15 +969,67 @@ mod tests {
     #[test]
     fn merging_adds_a_missing_condition_and_drops_duplicates() {
         let desired = upgradeable(ConditionStatus::True, REASON_AS_EXPECTED, MESSAGE_ALL_IS_WELL);
-        let merged = merge_upgradeable_condition(&[], &desired, "t1").expect("added");
+        let merged = merge_condition(&[], CONDITION_UPGRADEABLE, &desired, "t1").expect("added");
         assert_eq!(merged.len(), 1);
         assert_eq!(merged[0]["lastTransitionTime"], "t1");
         let twice = vec![merged[0].clone(), merged[0].clone()];
         assert_eq!(
-            merge_upgradeable_condition(&twice, &desired, "t2")
+            merge_condition(&twice, CONDITION_UPGRADEABLE, &desired, "t2")
                 .expect("deduplicated")
                 .len(),
             1
+        );
+    }
+
+    #[test]
+    fn the_olm_operator_condition_is_upstreams_true_without_reason_or_message() {
+        let blocked = UpgradeableCondition {
+            status: ConditionStatus::False,
+            reason: REASON_INCOMPATIBLE_OPERATORS_INSTALLED,
+            message: "m".to_owned(),
+        };
+        let existing = vec![
+            serde_json::json!({"type": "CatalogdDeploymentAvailable", "status": "True", "lastTransitionTime": "t0"}),
+        ];
+        let merged = merge_condition(
+            &existing,
+            CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE,
+            &blocked,
+            "t1",
+        )
+        .expect("added");
+        assert_eq!(merged[0], existing[0]);
+        assert_eq!(
+            merged[1],
+            serde_json::json!({"type": "InstalledOLMOperatorsUpgradeable", "status": "False",
+                "lastTransitionTime": "t1", "reason": "IncompatibleOperatorsInstalled", "message": "m"})
+        );
+        let fine = Assessment {
+            current: MajorMinor::new(4, 18),
+            next: MajorMinor::new(4, 19),
+            blocking: Vec::new(),
+            errors: Vec::new(),
+        }
+        .olm_operator_condition();
+        let merged = merge_condition(
+            &merged,
+            CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE,
+            &fine,
+            "t2",
+        )
+        .expect("changed");
+        assert_eq!(
+            merged[1],
+            serde_json::json!({"type": "InstalledOLMOperatorsUpgradeable", "status": "True", "lastTransitionTime": "t2"})
+        );
+        assert_eq!(
+            merge_condition(
+                &merged,
+                CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE,
+                &fine,
+                "t3"
+            ),
+            None
         );
     }
 

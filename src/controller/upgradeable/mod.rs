@@ -1,15 +1,21 @@
-//! Cluster upgrade gating: installed bundles' `olm.maxOpenShiftVersion` -> condition `Upgradeable`
-//! on the `olm` ClusterOperator (`config.openshift.io/v1`).
+//! Cluster upgrade gating: installed bundles' `olm.maxOpenShiftVersion` -> a condition the
+//! cluster-version operator reads, written where no other operator fights over it
+//! ([`UpgradeableMode`]):
+//!
+//! - `cluster-operator` (default): `Upgradeable` on a ClusterOperator olmv1 creates and owns
+//!   (`olmv1`), with its `versions`, `relatedObjects` and Available/Progressing/Degraded.
+//! - `integrated`: `InstalledOLMOperatorsUpgradeable` on `operator.openshift.io/v1` `OLM` `cluster`,
+//!   as cluster-olm-operator writes it; library-go merges it into the `olm` ClusterOperator.
 //!
 //! ```text
 //! ClusterExtensions ─┐
-//! revision Secrets  ─┼─ watchers ─> compat::assess (pure) ─> ClusterOperator status (Upgradeable only)
+//! revision Secrets  ─┼─ watchers ─> compat::assess (pure) ─> ClusterOperator or OLM status
 //! ClusterVersion    ─┘                                    └─> metrics, logs
 //! ```
 //!
 //! [`compat`] holds every rule (parsing, next minor, compatibility, message); [`reconciler`] only
-//! reads the cluster and writes the one condition. Without the `config.openshift.io` API the
-//! feature idles.
+//! reads the cluster and writes the conditions. Without the OpenShift API it needs, the feature
+//! idles.
 
 pub mod compat;
 pub mod metrics;
@@ -21,8 +27,19 @@ pub use compat::{MajorMinor, VersionError};
 pub use metrics::UpgradeableMetrics;
 pub use reconciler::{Error, run};
 
-/// The ClusterOperator that receives the condition unless configured otherwise.
-pub const DEFAULT_CLUSTER_OPERATOR_NAME: &str = "olm";
+/// The ClusterOperator olmv1 creates and owns unless configured otherwise.
+pub const DEFAULT_CLUSTER_OPERATOR_NAME: &str = "olmv1";
+
+/// Where the verdict goes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpgradeableMode {
+    /// `Upgradeable` on a ClusterOperator olmv1 creates and owns (`--cluster-operator-name`).
+    #[default]
+    ClusterOperator,
+    /// `InstalledOLMOperatorsUpgradeable` on `operator.openshift.io/v1` `OLM` `cluster`, for
+    /// cluster-olm-operator to merge into the `olm` ClusterOperator.
+    Integrated,
+}
 
 /// Command-line options of the feature, for `#[command(flatten)]` into `olmv1 controller`'s args.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -31,10 +48,19 @@ pub struct UpgradeableArgs {
     /// ClusterVersion `version` status.desired.version.
     #[arg(long = "cluster-version", env = "OLMV1_CLUSTER_VERSION")]
     pub cluster_version: Option<String>,
-    /// The ClusterOperator whose `Upgradeable` condition reports installed extensions that block
-    /// the next cluster minor version.
+    /// The ClusterOperator olmv1 creates and owns, whose `Upgradeable` condition reports installed
+    /// extensions that block the next cluster minor version (mode `cluster-operator`).
     #[arg(long = "cluster-operator-name", env = "OLMV1_CLUSTER_OPERATOR_NAME", default_value = DEFAULT_CLUSTER_OPERATOR_NAME)]
     pub cluster_operator_name: String,
+    /// Where the verdict is written: `cluster-operator` (olmv1's own ClusterOperator) or
+    /// `integrated` (`InstalledOLMOperatorsUpgradeable` on OLM `cluster`).
+    #[arg(
+        long = "upgradeable-mode",
+        env = "OLMV1_UPGRADEABLE_MODE",
+        value_enum,
+        default_value = "cluster-operator"
+    )]
+    pub mode: UpgradeableMode,
 }
 
 /// Settings of the Upgradeable reconciler.
@@ -42,7 +68,9 @@ pub struct UpgradeableArgs {
 pub struct UpgradeableConfig {
     /// Namespace holding the revision record Secrets (the controller's system namespace).
     pub system_namespace: String,
-    /// Name of the ClusterOperator to write (`olm`).
+    /// Where the verdict is written.
+    pub mode: UpgradeableMode,
+    /// Name of the ClusterOperator olmv1 owns (`olmv1`), in mode `cluster-operator`.
     pub cluster_operator_name: String,
     /// The cluster version when given on the command line; `None` reads ClusterVersion `version`.
     pub cluster_version: Option<MajorMinor>,
@@ -53,11 +81,12 @@ pub struct UpgradeableConfig {
 }
 
 impl UpgradeableConfig {
-    /// Defaults: ClusterOperator `olm`, version from ClusterVersion, resync every 10 minutes,
+    /// Defaults: ClusterOperator `olmv1`, version from ClusterVersion, resync every 10 minutes,
     /// API re-checked every 5 minutes.
     pub fn new(system_namespace: impl Into<String>) -> Self {
         Self {
             system_namespace: system_namespace.into(),
+            mode: UpgradeableMode::default(),
             cluster_operator_name: DEFAULT_CLUSTER_OPERATOR_NAME.to_owned(),
             cluster_version: None,
             resync_interval: Duration::from_secs(600),
@@ -76,6 +105,7 @@ impl UpgradeableConfig {
             .map(compat::parse_cluster_version)
             .transpose()?;
         Ok(Self {
+            mode: args.mode,
             cluster_operator_name: args.cluster_operator_name.clone(),
             cluster_version,
             ..Self::new(system_namespace)
@@ -91,11 +121,13 @@ mod tests {
     fn arguments_become_a_config() {
         let args = UpgradeableArgs {
             cluster_version: Some("4.18.0-rc1".into()),
-            cluster_operator_name: "olm".into(),
+            cluster_operator_name: "olmv1".into(),
+            mode: UpgradeableMode::Integrated,
         };
         let config = UpgradeableConfig::from_args(&args, "olmv1-system").expect("valid");
         assert_eq!(config.cluster_version, Some(MajorMinor::new(4, 18)));
         assert_eq!(config.system_namespace, "olmv1-system");
+        assert_eq!(config.mode, UpgradeableMode::Integrated);
         let bad = UpgradeableArgs {
             cluster_version: Some("latest".into()),
             ..args
@@ -114,6 +146,9 @@ mod tests {
         }
         let cli = Cli::parse_from(["x", "--cluster-version", "4.17.2"]);
         assert_eq!(cli.upgradeable.cluster_version.as_deref(), Some("4.17.2"));
-        assert_eq!(cli.upgradeable.cluster_operator_name, "olm");
+        assert_eq!(cli.upgradeable.cluster_operator_name, "olmv1");
+        assert_eq!(cli.upgradeable.mode, UpgradeableMode::ClusterOperator);
+        let cli = Cli::parse_from(["x", "--upgradeable-mode", "integrated"]);
+        assert_eq!(cli.upgradeable.mode, UpgradeableMode::Integrated);
     }
 }

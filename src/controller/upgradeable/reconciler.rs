@@ -1,6 +1,8 @@
 //! The Upgradeable reconciler: watches ClusterExtensions, their revision record Secrets, the
-//! ClusterVersion and the ClusterOperator, and keeps the ClusterOperator's `Upgradeable`
-//! condition equal to [`compat::assess`]'s verdict. Only that condition is ever written.
+//! ClusterVersion and the target object, and keeps the target's condition equal to
+//! [`compat::assess`]'s verdict: `Upgradeable` on the ClusterOperator olmv1 owns (with the rest of
+//! the status a ClusterOperator carries), or only `InstalledOLMOperatorsUpgradeable` on `OLM`
+//! `cluster` in integrated mode.
 
 use std::{pin::Pin, sync::Arc, time::Duration};
 
@@ -26,14 +28,21 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::{
-    UpgradeableConfig,
-    compat::{self, Assessment, InstalledExtension, MajorMinor, UpgradeableCondition},
+    UpgradeableConfig, UpgradeableMode,
+    compat::{
+        self, Assessment, CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE, CONDITION_UPGRADEABLE,
+        ConditionStatus, InstalledExtension, MajorMinor, REASON_AS_EXPECTED, UpgradeableCondition,
+    },
     metrics::UpgradeableMetrics,
 };
 use crate::apply::revision::{RECORD_KEY, RECORD_SECRET_TYPE, record_name};
 
 /// The API group and version of ClusterOperator and ClusterVersion.
 pub const OPENSHIFT_CONFIG_API_VERSION: &str = "config.openshift.io/v1";
+/// The API group and version of the `OLM` operator object.
+pub const OPENSHIFT_OPERATOR_API_VERSION: &str = "operator.openshift.io/v1";
+/// The `OLM` object cluster-olm-operator reconciles (integrated mode writes there).
+pub const OLM_OPERATOR_NAME: &str = "cluster";
 /// The ClusterVersion object every OpenShift cluster has.
 pub const CLUSTER_VERSION_NAME: &str = "version";
 /// The field manager of this reconciler's status writes.
@@ -45,17 +54,20 @@ pub enum Error {
     /// The cluster version is unknown: nothing can be judged until ClusterVersion changes.
     #[error("cannot read the cluster version from ClusterVersion \"version\": {0}")]
     ClusterVersion(String),
-    /// Reading, creating or patching the ClusterOperator failed.
-    #[error("cannot update ClusterOperator {name:?}: {source}")]
-    ClusterOperator {
-        /// The ClusterOperator's name.
-        name: String,
+    /// Reading, creating or patching the target object failed.
+    #[error("cannot update {target}: {source}")]
+    Write {
+        /// `ClusterOperator "olmv1"` or `OLM "cluster"`.
+        target: String,
         /// The API error.
         #[source]
         source: kube::Error,
     },
-    /// Someone else kept changing the ClusterOperator between our read and our write.
-    #[error("ClusterOperator {0:?} kept changing while its Upgradeable condition was written")]
+    /// Integrated mode, and the `OLM` object is not there (cluster-olm-operator creates it).
+    #[error("{0} does not exist: integrated mode writes to the object cluster-olm-operator creates")]
+    Missing(String),
+    /// Someone else kept changing the target between our read and our write.
+    #[error("{0} kept changing while its conditions were written")]
     Conflict(String),
 }
 
@@ -73,6 +85,81 @@ fn gvk(kind: &str) -> GroupVersionKind {
 /// The `config.openshift.io/v1` ClusterOperator resource.
 pub fn cluster_operator_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk("ClusterOperator"), "clusteroperators")
+}
+
+/// The `operator.openshift.io/v1` OLM resource.
+pub fn olm_operator_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operator.openshift.io", "v1", "OLM"),
+        "olms",
+    )
+}
+
+/// The object the verdict is written to.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Its resource.
+    pub resource: ApiResource,
+    /// Its name.
+    pub name: String,
+    /// The condition type of the verdict.
+    pub condition_type: &'static str,
+    /// Whether olmv1 owns the object: creates it and writes its whole status.
+    pub owned: bool,
+}
+
+impl Target {
+    /// Where `config` says the verdict goes.
+    pub fn of(config: &UpgradeableConfig) -> Self {
+        match config.mode {
+            UpgradeableMode::ClusterOperator => Target {
+                resource: cluster_operator_resource(),
+                name: config.cluster_operator_name.clone(),
+                condition_type: CONDITION_UPGRADEABLE,
+                owned: true,
+            },
+            UpgradeableMode::Integrated => Target {
+                resource: olm_operator_resource(),
+                name: OLM_OPERATOR_NAME.to_owned(),
+                condition_type: CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE,
+                owned: false,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?}", self.resource.kind, self.name)
+    }
+}
+
+/// The status fields, besides `Upgradeable`, of the ClusterOperator olmv1 owns: the conditions
+/// every ClusterOperator reports (the cluster-version operator alerts on one that is not
+/// Available), `versions` and `relatedObjects` (what must-gather collects).
+pub fn owned_cluster_operator_status(
+    system_namespace: &str,
+) -> (Vec<(&'static str, UpgradeableCondition)>, serde_json::Value) {
+    let steady = |status| UpgradeableCondition {
+        status,
+        reason: REASON_AS_EXPECTED,
+        message: String::new(),
+    };
+    let conditions = vec![
+        ("Available", steady(ConditionStatus::True)),
+        ("Progressing", steady(ConditionStatus::False)),
+        ("Degraded", steady(ConditionStatus::False)),
+    ];
+    let group = olmv1_api::v1::GROUP;
+    let fields = serde_json::json!({
+        "versions": [{"name": "operator", "version": env!("CARGO_PKG_VERSION")}],
+        "relatedObjects": [
+            {"group": "", "resource": "namespaces", "name": system_namespace},
+            {"group": group, "resource": "clusterextensions", "name": ""},
+            {"group": group, "resource": "clustercatalogs", "name": ""},
+        ],
+    });
+    (conditions, fields)
 }
 
 /// The `config.openshift.io/v1` ClusterVersion resource.
@@ -170,38 +257,46 @@ pub fn cluster_version_of(cluster_version: Option<&DynamicObject>) -> Result<Maj
     compat::parse_cluster_version(desired).map_err(|e| Error::ClusterVersion(e.to_string()))
 }
 
-/// Which parts of `config.openshift.io/v1` the server has.
+/// Which OpenShift resources the server has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct OpenShiftApi {
     cluster_operators: bool,
     cluster_versions: bool,
+    olms: bool,
 }
 
-async fn discover_openshift_api(client: &Client) -> Result<OpenShiftApi, kube::Error> {
-    match client
-        .list_api_group_resources(OPENSHIFT_CONFIG_API_VERSION)
-        .await
-    {
-        Ok(list) => {
-            let has = |plural: &str| list.resources.iter().any(|r| r.name == plural);
-            Ok(OpenShiftApi {
-                cluster_operators: has("clusteroperators"),
-                cluster_versions: has("clusterversions"),
-            })
-        }
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(OpenShiftApi {
-            cluster_operators: false,
-            cluster_versions: false,
-        }),
+/// The plurals `group_version` serves; none when the group is not served.
+async fn served_resources(client: &Client, group_version: &str) -> Result<Vec<String>, kube::Error> {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }
 
+async fn discover_openshift_api(client: &Client, mode: UpgradeableMode) -> Result<OpenShiftApi, kube::Error> {
+    let config = served_resources(client, OPENSHIFT_CONFIG_API_VERSION).await?;
+    let operator = match mode {
+        UpgradeableMode::Integrated => served_resources(client, OPENSHIFT_OPERATOR_API_VERSION).await?,
+        UpgradeableMode::ClusterOperator => Vec::new(),
+    };
+    let has = |list: &[String], plural: &str| list.iter().any(|r| r == plural);
+    Ok(OpenShiftApi {
+        cluster_operators: has(&config, "clusteroperators"),
+        cluster_versions: has(&config, "clusterversions"),
+        olms: has(&operator, "olms"),
+    })
+}
+
 impl OpenShiftApi {
-    /// Whether the feature can work: a ClusterOperator to write, and a cluster version (from
+    /// Whether the feature can work: the target's resource, and a cluster version (from
     /// ClusterVersion unless one was given on the command line).
-    fn usable(self, cluster_version_given: bool) -> bool {
-        self.cluster_operators && (self.cluster_versions || cluster_version_given)
+    fn usable(self, mode: UpgradeableMode, cluster_version_given: bool) -> bool {
+        let target = match mode {
+            UpgradeableMode::ClusterOperator => self.cluster_operators,
+            UpgradeableMode::Integrated => self.olms,
+        };
+        target && (self.cluster_versions || cluster_version_given)
     }
 }
 
@@ -209,8 +304,8 @@ impl OpenShiftApi {
 async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
     let mut logged = false;
     loop {
-        match discover_openshift_api(client).await {
-            Ok(api) if api.usable(config.cluster_version.is_some()) => {
+        match discover_openshift_api(client, config.mode).await {
+            Ok(api) if api.usable(config.mode, config.cluster_version.is_some()) => {
                 if logged {
                     info!("the config.openshift.io API is now served: Upgradeable reporting starts");
                 }
@@ -221,7 +316,9 @@ async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
                     info!(
                         cluster_operators = api.cluster_operators,
                         cluster_versions = api.cluster_versions,
-                        "the config.openshift.io/v1 API is not served (not an OpenShift cluster): \
+                        olms = api.olms,
+                        mode = ?config.mode,
+                        "the OpenShift API this mode needs is not served (not an OpenShift cluster): \
                          Upgradeable reporting is idle"
                     );
                     logged = true;
@@ -240,7 +337,7 @@ async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
 pub async fn run(client: Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) {
     wait_for_openshift_api(&client, &config).await;
     info!(
-        cluster_operator = %config.cluster_operator_name,
+        target = %Target::of(&config),
         cluster_version = ?config.cluster_version.map(|v| v.to_string()),
         "Upgradeable reconciler started"
     );
@@ -296,8 +393,8 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
         .map_ok(|_| ())
         .boxed(),
         watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &cluster_operator_resource()),
-            watcher::Config::default().fields(&format!("metadata.name={}", config.cluster_operator_name)),
+            Api::<DynamicObject>::all_with(client.clone(), &Target::of(&config).resource),
+            watcher::Config::default().fields(&format!("metadata.name={}", Target::of(&config).name)),
         )
         .default_backoff()
         .map_ok(|_| ())
@@ -408,21 +505,31 @@ async fn reconcile_once(ctx: &Context) -> Result<(), Error> {
         errors = assessment.errors.len(),
         "Upgradeable assessed"
     );
-    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &cluster_operator_resource());
-    if write_condition(&api, &ctx.config.cluster_operator_name, &condition).await? {
-        log_change(&ctx.config.cluster_operator_name, &assessment, &condition);
+    let target = Target::of(&ctx.config);
+    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &target.resource);
+    let written = if target.owned {
+        let (mut conditions, fields) = owned_cluster_operator_status(&ctx.config.system_namespace);
+        conditions.push((target.condition_type, condition.clone()));
+        write_status(&api, &target, &conditions, &fields).await?
+    } else {
+        let olm_condition = assessment.olm_operator_condition();
+        let conditions = [(target.condition_type, olm_condition)];
+        write_status(&api, &target, &conditions, &serde_json::json!({})).await?
+    };
+    if written {
+        log_change(&target, &assessment, &condition);
     }
     Ok(())
 }
 
-fn log_change(cluster_operator: &str, assessment: &Assessment, condition: &UpgradeableCondition) {
+fn log_change(target: &Target, assessment: &Assessment, condition: &UpgradeableCondition) {
     let blocking: Vec<String> = assessment
         .blocking
         .iter()
         .map(|b| format!("{} ({} max {})", b.extension, b.bundle, b.max_openshift_version))
         .collect();
     info!(
-        cluster_operator,
+        %target,
         status = condition.status.as_str(),
         reason = condition.reason,
         next_version = %assessment.next,
@@ -432,64 +539,82 @@ fn log_change(cluster_operator: &str, assessment: &Assessment, condition: &Upgra
     );
 }
 
-/// Sets `condition` on the ClusterOperator, creating it when missing. Every other condition and
+/// Sets `conditions` (type, condition) in the target's `status.conditions` and the top-level
+/// status `fields` (an object), creating an owned target when missing. Every other condition and
 /// status field is kept: the whole conditions list is written back under the resourceVersion it
-/// was read at (ClusterOperator's list is atomic, so server-side apply would replace it).
-/// Returns whether anything was written.
-pub async fn write_condition(
+/// was read at. Returns whether anything was written.
+pub async fn write_status(
     api: &Api<DynamicObject>,
-    name: &str,
-    condition: &UpgradeableCondition,
+    target: &Target,
+    conditions: &[(&str, UpgradeableCondition)],
+    fields: &serde_json::Value,
 ) -> Result<bool, Error> {
-    let api_error = |source| Error::ClusterOperator {
-        name: name.to_owned(),
+    let api_error = |source| Error::Write {
+        target: target.to_string(),
         source,
     };
     for _attempt in 0..5 {
-        let cluster_operator = match api.get_opt(name).await.map_err(api_error)? {
-            Some(co) => co,
-            None => match create_cluster_operator(api, name).await {
-                Ok(co) => co,
+        let object = match api.get_opt(&target.name).await.map_err(api_error)? {
+            Some(object) => object,
+            None if !target.owned => return Err(Error::Missing(target.to_string())),
+            None => match create_owned(api, target).await {
+                Ok(object) => object,
                 Err(kube::Error::Api(status)) if status.is_already_exists() => continue,
                 Err(e) => return Err(api_error(e)),
             },
         };
-        let existing: Vec<serde_json::Value> = cluster_operator
+        let mut merged: Vec<serde_json::Value> = object
             .data
             .pointer("/status/conditions")
             .and_then(|c| c.as_array())
             .cloned()
             .unwrap_or_default();
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let Some(conditions) = compat::merge_upgradeable_condition(&existing, condition, &now) else {
+        let mut changed = false;
+        for (condition_type, condition) in conditions {
+            if let Some(next) = compat::merge_condition(&merged, condition_type, condition, &now) {
+                merged = next;
+                changed = true;
+            }
+        }
+        let mut status = serde_json::Map::new();
+        for (key, value) in fields.as_object().into_iter().flatten() {
+            changed |= object.data.pointer(&format!("/status/{key}")) != Some(value);
+            status.insert(key.clone(), value.clone());
+        }
+        if !changed {
             return Ok(false);
-        };
+        }
+        status.insert("conditions".to_owned(), merged.into());
         let patch = serde_json::json!({
-            "metadata": { "resourceVersion": cluster_operator.metadata.resource_version },
-            "status": { "conditions": conditions },
+            "metadata": { "resourceVersion": object.metadata.resource_version },
+            "status": status,
         });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
+        match api
+            .patch_status(&target.name, &params, &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => return Ok(true),
             Err(kube::Error::Api(status)) if status.is_conflict() => continue,
             Err(e) => return Err(api_error(e)),
         }
     }
-    Err(Error::Conflict(name.to_owned()))
+    Err(Error::Conflict(target.to_string()))
 }
 
-async fn create_cluster_operator(api: &Api<DynamicObject>, name: &str) -> Result<DynamicObject, kube::Error> {
-    let mut object = DynamicObject::new(name, &cluster_operator_resource());
+async fn create_owned(api: &Api<DynamicObject>, target: &Target) -> Result<DynamicObject, kube::Error> {
+    let mut object = DynamicObject::new(&target.name, &target.resource);
     object.data = serde_json::json!({ "spec": {} });
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
     let created = api.create(&params, &object).await?;
-    info!(cluster_operator = name, "created ClusterOperator");
+    info!(%target, "created ClusterOperator");
     Ok(created)
 }
 
@@ -617,17 +742,22 @@ mod tests {
 
     #[test]
     fn the_feature_needs_cluster_operators_and_a_cluster_version() {
-        let api = |cluster_operators, cluster_versions| OpenShiftApi {
+        let api = |cluster_operators, cluster_versions, olms| OpenShiftApi {
             cluster_operators,
             cluster_versions,
+            olms,
         };
-        assert!(api(true, true).usable(false));
+        let owned = UpgradeableMode::ClusterOperator;
+        let integrated = UpgradeableMode::Integrated;
+        assert!(api(true, true, false).usable(owned, false));
         assert!(
-            api(true, false).usable(true),
+            api(true, false, false).usable(owned, true),
             "--cluster-version replaces ClusterVersion"
         );
-        assert!(!api(true, false).usable(false));
-        assert!(!api(false, true).usable(true), "nowhere to write");
+        assert!(!api(true, false, false).usable(owned, false));
+        assert!(!api(false, true, true).usable(owned, true), "nowhere to write");
+        assert!(!api(true, true, false).usable(integrated, false), "no OLM");
+        assert!(api(false, true, true).usable(integrated, false));
     }
 
     /// A real HTTP server standing in for a Kubernetes API server without config.openshift.io.
