@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use olmv1::bundle::image::{self, PullOptions, PushOptions, RegistryConfig};
 use olmv1::catalog::server::CatalogStore;
+use olmv1::image::{self, PullOptions, PushOptions, RegistryConfig};
 
 const CHILD_ENV: &str = "OLMV1_BENCH_PULL_REF";
 const CATALOG: &str = "certified-operators-v4.16";
@@ -76,7 +76,7 @@ fn child_pull(reference: &str) {
         .block_on(image::pull_to_dir(
             reference,
             &PullOptions {
-                limits: olmv1::bundle::image::UnpackLimits::CATALOG,
+                limits: olmv1::image::UnpackLimits::CATALOG,
                 ..PullOptions::new(work.path().join("unpack"))
             },
         ))

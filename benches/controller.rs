@@ -195,9 +195,9 @@ async fn publish_multi(packages: &[Package]) -> String {
         // gather the catalogs' files into one image.
         let single =
             fixtures::publish_catalog(registry, &format!("bench/{}", package.name), "v1", package).await;
-        let pulled = olmv1::bundle::image::pull_to_dir(
+        let pulled = olmv1::image::pull_to_dir(
             &single,
-            &olmv1::bundle::image::PullOptions::new(work.path().join("pulls")),
+            &olmv1::image::PullOptions::new(work.path().join("pulls")),
         )
         .await
         .unwrap();
@@ -206,7 +206,7 @@ async fn publish_multi(packages: &[Package]) -> String {
         std::fs::create_dir_all(&to).unwrap();
         std::fs::copy(from.join("catalog.json"), to.join("catalog.json")).unwrap();
     }
-    let options = olmv1::bundle::image::PushOptions {
+    let options = olmv1::image::PushOptions {
         registry: Default::default(),
         labels: [(
             "operators.operatorframework.io.index.configs.v1".to_string(),
@@ -216,7 +216,7 @@ async fn publish_multi(packages: &[Package]) -> String {
         prefix: "/configs".into(),
         ..Default::default()
     };
-    olmv1::bundle::image::push_dir(
+    olmv1::image::push_dir(
         &work.path().join("configs"),
         &format!("{registry}/bench/catalog:latest"),
         &options,

@@ -151,7 +151,7 @@ fn child_load_and_render(dir: &Path) {
         .or_else(|_| render_for_watch_namespace(&bundle, "operators", Some("operators")))
         .expect("render largest bundle");
     let text =
-        olmv1::bundle::cli::format_objects(&objects, olmv1::bundle::cli::OutputFormat::Yaml).expect("format");
+        olmv1::cmd::render::format_objects(&objects, olmv1::cmd::render::OutputFormat::Yaml).expect("format");
     std::hint::black_box(text);
     println!("{} {}", vm_hwm_kib(), baseline);
 }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
 use olmv1::catalog::cache::CachedCatalogClient;
 use olmv1::catalog::client::CatalogClient;
 use olmv1::catalog::{CatalogIndex, Meta, read_dir_metas, write_jsonl};
+use olmv1::image::{PushOptions, RegistryConfig, push_dir};
 use olmv1_api::v1::ClusterCatalog;
 use support::{RegistryOptions, start_registry, wait_for};
 
@@ -825,10 +825,9 @@ async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_co
     let sentinel_before = corpus.sentinel_snapshot();
     let reference = format!("{}/catalogs/hostile:latest", registry.host_port);
     let options = catalog_push_options(RegistryConfig::default());
-    let good =
-        olmv1::bundle::image::push_layers(&reference, vec![catalog_layer(&fixture("catalog-v1"))], &options)
-            .await
-            .unwrap();
+    let good = olmv1::image::push_layers(&reference, vec![catalog_layer(&fixture("catalog-v1"))], &options)
+        .await
+        .unwrap();
 
     let selector_value = support::fresh_name("sel");
     let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
@@ -875,7 +874,7 @@ async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_co
         ),
     ];
     for (what, layers, reason, named) in cases {
-        let pushed = olmv1::bundle::image::push_layers(&reference, layers, &options)
+        let pushed = olmv1::image::push_layers(&reference, layers, &options)
             .await
             .unwrap();
         assert_ne!(pushed.digest, good.digest);

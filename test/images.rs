@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use olmv1::bundle::image::unpack::{UnpackTotals, apply_layer};
-use olmv1::bundle::image::{
+use olmv1::bundle::registry_v1::RegistryV1Bundle;
+use olmv1::image::unpack::{UnpackTotals, apply_layer};
+use olmv1::image::{
     self, Credential, ImageError, PullOptions, PushOptions, RegistryConfig, UnpackError, UnpackLimits,
     push_dir, push_layers,
 };
-use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use support::{RegistryOptions, TestTls, TokenAuth, htpasswd_file, start_registry};
 
 fn fixture(name: &str) -> PathBuf {
@@ -799,8 +799,8 @@ async fn pull_secrets_merge_global_and_service_account_secrets_and_follow_change
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
     use kube::api::{Api, DeleteParams, Patch, PatchParams};
-    use olmv1::bundle::image::Credentials;
-    use olmv1::bundle::image::pull_secret::{ObjectKey, PullSecretSources, keep_current, load};
+    use olmv1::image::Credentials;
+    use olmv1::image::pull_secret::{ObjectKey, PullSecretSources, keep_current, load};
     use std::collections::BTreeMap;
 
     let client = support::client().await;

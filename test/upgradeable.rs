@@ -16,7 +16,8 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use olmv1::{
-    apply::revision::{BundleProperty, InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
+    apply::revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
+    catalog::BundleProperty,
     controller::upgradeable::{
         self, MajorMinor, UpgradeableConfig, UpgradeableMetrics, UpgradeableMode,
         reconciler::{

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::{
-    apply::revision::BundleProperty,
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
-        Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
-        SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
+        Bundle, BundleProperty, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION,
+        PackageIndex, SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
     resolve::{CatalogInput, ResolveRequest, resolve, unsupported_dependency},
 };

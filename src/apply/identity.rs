@@ -17,7 +17,7 @@ use k8s_openapi::api::{
 use kube::{Api, Client, Config, api::PostParams, config::AuthInfo};
 use tokio::sync::RwLock;
 
-use crate::controller::leader::Leadership;
+use crate::leader::Leadership;
 
 /// How long a requested token lives.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);

@@ -1,3 +1,6 @@
+//! Owns server-side apply as the service account, the revision record and its store, preflights.
+//! May import api, version, catalog (bundle properties); never resolve, bundle, controller or cmd.
+//!
 //! Server-side apply as the ClusterExtension's service account, the revision record, preflights.
 
 pub mod identity;

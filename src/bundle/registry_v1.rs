@@ -9,8 +9,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::apply::revision::BundleProperty;
 use crate::bundle::csv::ClusterServiceVersion;
+use crate::catalog::BundleProperty;
 use crate::confined::{ConfinedDir, ConfinedError, Kind};
 
 /// The annotation holding a CSV's bundle properties (a JSON array of `{type, value}`).

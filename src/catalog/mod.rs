@@ -1,3 +1,6 @@
+//! Owns file-based catalogs: model, bundle properties, readers, index, HTTP client + cache, server.
+//! May import api, version, image; never resolve, bundle, apply, controller or cmd.
+//!
 //! File-based catalogs (FBC): the model, streaming parsers, the per-package index, the HTTP
 //! client with its cache, and the catalog HTTP server.
 //!
@@ -9,12 +12,12 @@
 //! - [`client`]: fetches `<base>/api/v1/all` from a catalog server.
 
 pub mod cache;
-pub mod cli;
 pub mod client;
 mod ignore;
 mod index;
 mod meta;
 mod model;
+mod property;
 mod read;
 pub mod server;
 pub mod source;
@@ -34,6 +37,7 @@ pub use model::{
     PROPERTY_MAX_OPENSHIFT_VERSION, PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED, Package,
     PackageScopedReference, Property, RelatedImage,
 };
+pub use property::{BundleProperty, PropertyValue};
 pub use read::{
     INDEX_IGNORE_FILE, JsonlReader, for_each_dir_meta, jsonl_metas, list_fbc_files, parse_stream,
     read_dir_metas, write_jsonl,

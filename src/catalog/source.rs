@@ -13,7 +13,7 @@ use bytes::Bytes;
 use super::{
     CatalogError, CatalogIndex, Meta, client::CatalogClient, for_each_dir_meta, jsonl_metas, parse_stream,
 };
-use crate::bundle::image::{PullOptions, PulledImage, pull_to_dir};
+use crate::image::{PullOptions, PulledImage, pull_to_dir};
 
 /// The label naming a catalog image's FBC directory.
 pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";

@@ -1,10 +1,117 @@
-//! Command-line parsing and start-up of the `olmv1` subcommands (their logic is in library
-//! modules: `admin`, `resolve`, ...).
+//! Owns the command line: each command's flags and process start-up, one module per command.
+//! May import every other module; nothing imports it (it is the top layer).
 
+pub mod catalogd;
+pub mod controller;
 pub mod explain;
+pub mod image;
 pub mod install;
+pub mod render;
+pub mod resolve;
 pub mod search;
 pub mod sources;
+pub mod start;
 pub mod status;
 pub mod upgrades;
 pub mod versions;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The `olmv1` command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "olmv1",
+    version,
+    about = "OLM v1 in Rust: installs and upgrades cluster extensions"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the ClusterExtension controller.
+    Controller(controller::ControllerArgs),
+    /// Run the catalog server (ClusterCatalog reconciler, or standalone `serve`).
+    Catalogd(Box<catalogd::CatalogdArgs>),
+    /// Resolve the bundle a ClusterExtension would install, with no cluster.
+    Resolve(resolve::ResolveArgs),
+    /// Render the manifests of a registry+v1 bundle.
+    Render(render::RenderArgs),
+    /// Publish images to an OCI registry.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
+    /// Print the ClusterExtension and ClusterCatalog CRDs as a YAML stream.
+    Crd,
+    /// Find packages across the cluster's catalogs, a catalog image or a directory.
+    Search(search::SearchArgs),
+    /// Every channel of a package with its bundles, upgrade edges and deprecations.
+    Versions(versions::VersionsArgs),
+    /// The versions an extension can reach now, and the shortest path to later ones.
+    Upgrades(upgrades::UpgradesArgs),
+    /// Why the resolver chose what it chose, or found nothing.
+    Explain(explain::ExplainArgs),
+    /// Create a ClusterExtension.
+    Install(install::InstallArgs),
+    /// Change a ClusterExtension's version, channels or upgrade policy.
+    Upgrade(install::UpgradeArgs),
+    /// Delete a ClusterExtension.
+    Uninstall(install::UninstallArgs),
+    /// A readable summary of every extension: installed, target, conditions, upgrades.
+    Status(status::StatusArgs),
+}
+
+/// Parses the command line. Run as `kubectl-olmv1` (a link kubectl finds on PATH, so
+/// `kubectl olmv1 search ...` works), help and errors name the plugin as kubectl users type it.
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let invoked = std::env::args_os().next().and_then(|a| {
+        std::path::Path::new(&a)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    });
+    let mut command = Cli::command();
+    if invoked.as_deref() == Some("kubectl-olmv1") {
+        command = command.name("kubectl-olmv1").bin_name("kubectl olmv1");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Runs the command `cli` names, after the start-up every command shares.
+pub async fn run(cli: Cli) -> ExitCode {
+    start::init_tracing();
+    start::exit_with_parent();
+    match cli.command {
+        Command::Controller(args) => controller::run(args).await,
+        Command::Catalogd(args) => catalogd::run(*args).await,
+        Command::Resolve(args) => resolve::run(args).await,
+        Command::Render(args) => render::run(args).await,
+        Command::Image(cmd) => image::run(cmd).await,
+        Command::Search(args) => search::run(args).await,
+        Command::Versions(args) => versions::run(args).await,
+        Command::Upgrades(args) => upgrades::run(args).await,
+        Command::Explain(args) => explain::run(args).await,
+        Command::Install(args) => install::install(args).await,
+        Command::Upgrade(args) => install::upgrade(args).await,
+        Command::Uninstall(args) => install::uninstall(args).await,
+        Command::Status(args) => status::run(args).await,
+        Command::Crd => {
+            print!("{}", olmv1_api::crd::crds_yaml());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

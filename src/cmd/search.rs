@@ -8,7 +8,8 @@ use crate::{
         search::{ManifestSource, PackageSummary, describe_bundle, search},
         table::{Table, Tone},
     },
-    bundle::{image::pull_to_dir, registry_v1::RegistryV1Bundle},
+    bundle::registry_v1::RegistryV1Bundle,
+    image::pull_to_dir,
 };
 
 /// Arguments of `olmv1 search`.

@@ -8,11 +8,11 @@ use olmv1_api::v1::{UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME};
 
 use crate::{
     admin::cluster::{self, SourcedCatalog},
-    bundle::image::PullOptions,
     catalog::{
         client::CatalogClient,
         source::{CatalogSpec, load_catalogs},
     },
+    image::PullOptions,
     resolve::{CatalogInput, InstalledBundle, ResolveRequest},
 };
 

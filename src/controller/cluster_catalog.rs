@@ -29,8 +29,8 @@ use olmv1_api::v1::{
 };
 use serde_json::json;
 
-use crate::bundle::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 use crate::catalog::server::CatalogStore;
+use crate::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 
 /// The image label naming the FBC directory of a catalog image.
 pub use crate::catalog::source::CONFIGS_LABEL;

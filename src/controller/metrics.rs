@@ -86,7 +86,7 @@ static API_REQUESTS: std::sync::LazyLock<Mutex<std::collections::HashMap<tracing
 
 /// Runs `work` in a `reconcile{extension}` span and counts the Kubernetes API requests it makes
 /// through the controller's clients (those built by
-/// [`crate::controller::leader::Leadership::client`] note each request).
+/// [`crate::leader::Leadership::client`] note each request).
 pub async fn count_api_requests<F: std::future::Future>(extension: &str, work: F) -> (F::Output, u32) {
     use tracing::Instrument;
     // ERROR level: the span (and so the count) exists under any log filter.

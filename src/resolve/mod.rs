@@ -1,3 +1,6 @@
+//! Owns bundle resolution: catalog selection, successors, deprecation, priority (pure).
+//! May import api, version, catalog; never bundle, apply, controller or cmd.
+//!
 //! Bundle resolution with OLM v1 semantics: catalog filtering, successors, deprecation, priority.
 //!
 //! [`resolve`] is a pure function of the request (package, version range, channels, catalog
@@ -5,7 +8,6 @@
 //! availability, index). It follows upstream's `CatalogResolver.Resolve` step for step and
 //! returns upstream's error messages verbatim.
 
-pub mod cli;
 pub mod deprecation;
 pub mod explain;
 pub mod selector;
@@ -23,6 +25,7 @@ use crate::{
         BundleIndex, CatalogIndex, Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED,
         PROPERTY_PACKAGE_REQUIRED, PackageIndex, Property,
     },
+    go_format::go_quote,
     version::{VersionRange, VersionRelease},
 };
 
@@ -253,11 +256,6 @@ impl fmt::Display for ResolutionFailure {
         }
         f.write_str(s.trim())
     }
-}
-
-/// Go's `%q` for the strings that appear in messages (printable text: same as Rust's `{:?}`).
-fn go_quote(s: &str) -> String {
-    format!("{s:?}")
 }
 
 struct Candidate<'a> {

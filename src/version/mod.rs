@@ -1,3 +1,6 @@
+//! Owns version ranges (Masterminds), skipRanges (blang), version+release ordering (pure).
+//! May import go_format only (a bottom layer), and third-party crates.
+//!
 //! Version ranges (Masterminds semver v3 constraints), skipRange (blang semver v4 ranges), and
 //! OLM's version+release ordering.
 //!

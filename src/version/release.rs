@@ -7,13 +7,95 @@
 use std::{cmp::Ordering, fmt};
 
 use super::VersionError;
+use crate::go_format::go_quote;
 
-/// Parses a strict semver version (blang `Parse`): `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, no `v`.
+/// Parses a strict semver version as blang's `Parse` does: `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, no
+/// `v`, numbers (numeric prerelease identifiers included) within u64, with blang's error messages.
 pub fn parse_strict(text: &str) -> Result<semver::Version, VersionError> {
+    let invalid = |message: String| VersionError::InvalidVersion(message);
     if text.is_empty() {
-        return Err(VersionError::InvalidVersion("Version string empty".to_string()));
+        return Err(invalid("Version string empty".into()));
     }
-    semver::Version::parse(text).map_err(|e| VersionError::InvalidVersion(format!("{e}")))
+    let parts: Vec<&str> = text.splitn(3, '.').collect();
+    let [major, minor, rest] = parts[..] else {
+        return Err(invalid("No Major.Minor.Patch elements found".into()));
+    };
+    blang_number(major, "major", "Major")?;
+    blang_number(minor, "minor", "Minor")?;
+    let (rest, build) = match rest.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (rest, None),
+    };
+    let (patch, prerelease) = match rest.split_once('-') {
+        Some((patch, pre)) => (patch, Some(pre)),
+        None => (rest, None),
+    };
+    blang_number(patch, "patch", "Patch")?;
+    for identifier in prerelease.into_iter().flat_map(|p| p.split('.')) {
+        if identifier.is_empty() {
+            return Err(invalid("Prerelease is empty".into()));
+        }
+        if identifier.bytes().all(|b| b.is_ascii_digit()) {
+            if identifier.len() > 1 && identifier.starts_with('0') {
+                return Err(invalid(format!(
+                    "Numeric PreRelease version must not contain leading zeroes {}",
+                    go_quote(identifier)
+                )));
+            }
+            parse_go_u64(identifier)?;
+        } else if !identifier.bytes().all(is_alphanumeric) {
+            return Err(invalid(format!(
+                "Invalid character(s) found in prerelease {}",
+                go_quote(identifier)
+            )));
+        }
+    }
+    for identifier in build.into_iter().flat_map(|b| b.split('.')) {
+        if identifier.is_empty() {
+            return Err(invalid("Build meta data is empty".into()));
+        }
+        if !identifier.bytes().all(is_alphanumeric) {
+            return Err(invalid(format!(
+                "Invalid character(s) found in build meta data {}",
+                go_quote(identifier)
+            )));
+        }
+    }
+    semver::Version::parse(text).map_err(|e| invalid(e.to_string()))
+}
+
+/// blang's characters of prerelease and build identifiers.
+fn is_alphanumeric(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-'
+}
+
+/// One of major, minor, patch, checked in blang's order: characters, leading zeroes, range.
+fn blang_number(text: &str, lower: &str, capitalized: &str) -> Result<u64, VersionError> {
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VersionError::InvalidVersion(format!(
+            "Invalid character(s) found in {lower} number {}",
+            go_quote(text)
+        )));
+    }
+    if text.len() > 1 && text.starts_with('0') {
+        return Err(VersionError::InvalidVersion(format!(
+            "{capitalized} number must not contain leading zeroes {}",
+            go_quote(text)
+        )));
+    }
+    parse_go_u64(text)
+}
+
+/// Go's `strconv.ParseUint(text, 10, 64)` with its error text (`text` holds only digits).
+fn parse_go_u64(text: &str) -> Result<u64, VersionError> {
+    text.parse::<u64>().map_err(|_| {
+        let cause = if text.is_empty() {
+            "invalid syntax"
+        } else {
+            "value out of range"
+        };
+        VersionError::InvalidVersion(format!("strconv.ParseUint: parsing {}: {cause}", go_quote(text)))
+    })
 }
 
 /// Semver precedence: numbers, then prerelease; build metadata ignored (blang `Compare`).
@@ -167,5 +249,56 @@ mod tests {
         list.sort_by(|a, b| b.compare(a));
         let got: Vec<String> = list.iter().map(|v| v.status_version()).collect();
         assert_eq!(got, ["1.0.0", "1.0.0-alpha+2", "1.0.0-alpha+1", "0.0.1"]);
+    }
+
+    #[test]
+    fn strict_parse_errors_are_blangs() {
+        let cases = [
+            ("", "Version string empty"),
+            ("1.0", "No Major.Minor.Patch elements found"),
+            ("v1.0.0", r#"Invalid character(s) found in major number "v1""#),
+            ("01.0.0", r#"Major number must not contain leading zeroes "01""#),
+            ("1.x.0", r#"Invalid character(s) found in minor number "x""#),
+            ("1.00.0", r#"Minor number must not contain leading zeroes "00""#),
+            ("1.0.x", r#"Invalid character(s) found in patch number "x""#),
+            ("1.0.01", r#"Patch number must not contain leading zeroes "01""#),
+            ("1..0", r#"strconv.ParseUint: parsing "": invalid syntax"#),
+            (
+                "18446744073709551616.0.0",
+                r#"strconv.ParseUint: parsing "18446744073709551616": value out of range"#,
+            ),
+            ("1.0.0-", "Prerelease is empty"),
+            ("1.0.0-a..b", "Prerelease is empty"),
+            (
+                "1.0.0-01",
+                r#"Numeric PreRelease version must not contain leading zeroes "01""#,
+            ),
+            ("1.0.0-a_b", r#"Invalid character(s) found in prerelease "a_b""#),
+            ("1.0.0+", "Build meta data is empty"),
+            (
+                "1.0.0+a_b",
+                r#"Invalid character(s) found in build meta data "a_b""#,
+            ),
+        ];
+        for (text, message) in cases {
+            let error = parse_strict(text).expect_err(text);
+            assert_eq!(error.to_string(), message, "{text}");
+        }
+        assert_eq!(
+            parse_strict("1.0.0-rc.1+001").unwrap().to_string(),
+            "1.0.0-rc.1+001"
+        );
+    }
+
+    #[test]
+    fn a_numeric_prerelease_beyond_u64_is_an_error_as_in_blang() {
+        assert_eq!(
+            parse_strict("1.0.0-18446744073709551616")
+                .unwrap_err()
+                .to_string(),
+            r#"strconv.ParseUint: parsing "18446744073709551616": value out of range"#
+        );
+        assert!(parse_strict("1.0.0-18446744073709551615").is_ok());
+        assert!(VersionRelease::parse_legacy("1.0.0-99999999999999999999").is_err());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
+use olmv1::image::{PushOptions, RegistryConfig, push_dir};
 use serde_json::{Value, json};
 
 /// How a bundle's CRD looks: `Compatible` versions only add optional fields; `Breaking` changes
@@ -354,7 +354,7 @@ pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &s
     if reference.starts_with(&format!("{auth_host}/")) {
         registry.credentials.insert(
             auth_host,
-            olmv1::bundle::image::Credential {
+            olmv1::image::Credential {
                 username: user,
                 password,
             },

@@ -68,7 +68,7 @@ pub async fn publish(registry: &str, shared_root: &Path) -> BenchPlan {
     for name in [
         "certified-operators-v4.16",
         "community-operators-v4.16",
-        "redhat-operators-v4.16",
+        "certified-operators-v4.20",
     ] {
         let reference = fixtures::push(
             &shared_root.join(name),

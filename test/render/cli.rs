@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use olmv1::bundle::image::{PushOptions, RegistryConfig, push_dir};
+use olmv1::image::{PushOptions, RegistryConfig, push_dir};
 use serde_json::Value;
 
 use crate::common::{fixture_dir, kinds_and_names, load_fixture};

@@ -1,7 +1,6 @@
 //! Rendering of small hand-written bundles: order, names, namespaces, rules, subjects,
 //! annotations, webhooks and certificates; and every refusal with upstream's message.
 
-use olmv1::apply::revision::BundleProperty;
 use olmv1::bundle::csv::{
     INSTALL_MODE_ALL_NAMESPACES, INSTALL_MODE_OWN_NAMESPACE, InstallMode, WEBHOOK_CONVERSION,
 };
@@ -9,6 +8,7 @@ use olmv1::bundle::registry_v1::{LoadError, RegistryV1Bundle};
 use olmv1::bundle::render::generators::{RenderContext, cert_names, cluster_permissions, permissions};
 use olmv1::bundle::render::names::{object_name_for_base_and_suffix, permission_object_name};
 use olmv1::bundle::render::{RenderError, render, render_for_watch_namespace};
+use olmv1::catalog::BundleProperty;
 use serde_json::{Value, json};
 
 use crate::common::{all, fixture_dir, kinds_and_names, load_fixture, only, str_at};

@@ -793,7 +793,7 @@ pub struct CatalogBundle {
     /// The bundle's name.
     pub name: String,
     /// Its properties (manifests included).
-    pub properties: Vec<olmv1::apply::revision::BundleProperty>,
+    pub properties: Vec<olmv1::catalog::BundleProperty>,
 }
 
 impl CatalogBundle {

@@ -26,7 +26,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::{Map, Value};
 
-use super::go_format::{go_float, go_quote, go_string_list};
+use crate::go_format::{go_float, go_quote, go_string_list};
 
 /// Why replacing one installed CRD with a new one is unsafe: every failed check, in upstream's
 /// wording.

@@ -1,3 +1,6 @@
+//! Owns the CRD upgrade-safety and permission preflights (pure rules plus the review calls).
+//! May import api and apply's siblings (identity, objects); nothing above apply.
+//!
 //! Preflights run before anything of a bundle is applied, so that an apply that would fail half-way
 //! fails before it starts:
 //!
@@ -13,7 +16,6 @@
 //! the async functions only read from the API server.
 
 pub mod crd_upgrade;
-mod go_format;
 pub mod permissions;
 mod review;
 
@@ -27,7 +29,7 @@ pub use review::{
     MAX_CONCURRENT_REVIEWS, check_crd_upgrades, check_permissions, discover_resources, review_access,
 };
 
-use go_format::go_quote;
+use crate::go_format::go_quote;
 
 /// Why a preflight refused an apply, or could not decide.
 #[derive(Debug, thiserror::Error)]

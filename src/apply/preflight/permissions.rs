@@ -21,8 +21,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::Value;
 
 use super::PreflightError;
-use super::go_format::go_quote;
 use crate::apply::revision::ObjectRef;
+use crate::go_format::go_quote;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

@@ -1,3 +1,6 @@
+//! Owns rendering: registry+v1 bundle -> the objects upstream would apply (pure).
+//! May import api and bundle's loader; no I/O.
+//!
 //! registry+v1 bundle -> the plain Kubernetes objects upstream OLM v1 would apply.
 //!
 //! [`render`] is a pure function: refusals (`applier/provider.go`), configuration validation,

@@ -7,7 +7,8 @@ use olmv1_api::v1::conditions::{REASON_BLOCKED, REASON_RETRYING};
 
 use crate::{
     apply::{ApplyError, identity::IdentityError, preflight::PreflightError, revision::RecordError},
-    bundle::{image::ImageError, registry_v1::LoadError, render::RenderError},
+    bundle::{registry_v1::LoadError, render::RenderError},
+    image::ImageError,
 };
 
 /// A step of the pipeline failed; the reconcile reports it in status.

@@ -1,3 +1,6 @@
+//! Owns the ClusterExtension reconciler: its steps, its reconcile state, status and errors.
+//! May import controller's shared parts and every module below controller; never cmd.
+//!
 //! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> unpack ->
 //! preflights -> apply -> wait for readiness -> status. Each step is a function in [`steps`];
 //! this module wires them to kube-runtime and writes status once per reconcile.
@@ -35,9 +38,10 @@ pub use error::{Error, StepError};
 
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::{image::cache::PullOptions, render::WebhookProvider},
+    bundle::render::WebhookProvider,
     catalog::cache::CachedCatalogClient,
     controller::metrics::{Metrics, count_api_requests},
+    image::cache::PullOptions,
 };
 
 /// The field manager of the controller's status writes.

@@ -13,9 +13,11 @@ use crate::{
     apply::{
         objects::{self, Owner},
         preflight::{self, AccessPolicy, ServiceAccountRef},
-        revision::{BundleProperty, InstalledRevision},
+        revision::InstalledRevision,
     },
-    bundle::{image::cache::pull_to_dir, registry_v1::RegistryV1Bundle, render},
+    bundle::{registry_v1::RegistryV1Bundle, render},
+    catalog::BundleProperty,
+    image::cache::pull_to_dir,
     resolve::{self, ConditionData},
 };
 

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::go_format::go_quote;
+
 /// The bundle property that declares the newest OpenShift minor version a bundle supports.
 pub const MAX_OPENSHIFT_VERSION_PROPERTY: &str = "olm.maxOpenShiftVersion";
 /// The ClusterOperator condition the cluster-version operator reads.
@@ -349,11 +351,6 @@ pub struct UpgradeableCondition {
     pub message: String,
 }
 
-/// Quotes a name as Go's `%q` does for printable text (upstream formats entries with `%q`).
-fn quoted(text: &str) -> String {
-    format!("{text:?}")
-}
-
 impl Assessment {
     /// The condition for this verdict, with upstream's reasons and message format.
     pub fn condition(&self) -> UpgradeableCondition {
@@ -365,8 +362,8 @@ impl Assessment {
                 .map(|b| {
                     format!(
                         "bundle {} for ClusterExtension {}",
-                        quoted(&b.bundle),
-                        quoted(&b.extension)
+                        go_quote(&b.bundle),
+                        go_quote(&b.extension)
                     )
                 })
                 .collect();

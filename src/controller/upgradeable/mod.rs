@@ -1,3 +1,6 @@
+//! Owns the Upgradeable condition of the `olm` ClusterOperator (rules in compat, I/O in reconciler).
+//! May import api, version, apply (revision records), controller's shared parts; never cmd.
+//!
 //! Cluster upgrade gating: installed bundles' `olm.maxOpenShiftVersion` -> a condition the
 //! cluster-version operator reads, written where no other operator fights over it
 //! ([`UpgradeableMode`]):

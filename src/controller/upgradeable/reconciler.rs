@@ -625,7 +625,8 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
-    use crate::apply::revision::{BundleProperty, InstalledRevision};
+    use crate::apply::revision::InstalledRevision;
+    use crate::catalog::BundleProperty;
 
     fn record_secret(extension: &str, data: &[u8]) -> Arc<Secret> {
         let mut secret = Secret::default();

@@ -326,9 +326,9 @@ mod tests {
         assert_eq!(a.digest, b.digest);
         assert_eq!(a.diff_id, b.diff_id);
         let out = tempfile::tempdir().unwrap();
-        let limits = super::super::UnpackLimits::BUNDLE;
-        let mut totals = super::super::unpack::UnpackTotals::default();
-        super::super::unpack::apply_layer(out.path(), a.compressed.as_slice(), &limits, &mut totals).unwrap();
+        let limits = crate::image::UnpackLimits::BUNDLE;
+        let mut totals = crate::image::unpack::UnpackTotals::default();
+        crate::image::unpack::apply_layer(out.path(), a.compressed.as_slice(), &limits, &mut totals).unwrap();
         assert!(out.path().join("configs/pkg/catalog.yaml").is_file());
     }
 }

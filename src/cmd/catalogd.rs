@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::{CatalogStore, ServeLimits, TlsFiles, serve};
-use crate::bundle::image::pull_secret::{self, PullSecretArgs};
-use crate::bundle::image::{RegistryClient, RegistryConfig, UnpackLimits};
-use crate::controller::cluster_catalog::{CatalogdSettings, Context};
-use crate::controller::leader::{LeaderElector, Leadership, identify, replica_identity};
-use crate::controller::metrics::{Readiness, ReconcileMetrics, serve_operations};
+use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_server};
+use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve};
+use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
+use crate::controller::metrics::ReconcileMetrics;
+use crate::image::pull_secret::{self, PullSecretArgs};
+use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
 
 /// The leader election Lease of catalogd (upstream's name).
 const LEASE_NAME: &str = "catalogd-operator-lock";
@@ -103,19 +103,12 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The registry configuration these flags describe.
     pub fn registry_config(&self) -> Result<RegistryConfig, String> {
-        let mut config = RegistryConfig {
+        RegistryOptions {
             insecure_registries: self.insecure_registries.clone(),
-            ..Default::default()
-        };
-        if let Some(path) = &self.pull_cas_dir {
-            config
-                .add_ca_path(path)
-                .map_err(|e| format!("reading CAs from {}: {e}", path.display()))?;
+            ca_paths: self.pull_cas_dir.as_deref().into_iter().collect(),
+            auth_file: self.auth_file.as_deref(),
         }
-        if let Some(path) = &self.auth_file {
-            config.add_auth_file(path)?;
-        }
-        Ok(config)
+        .config()
     }
 }
 
@@ -235,22 +228,14 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let registry_config = args.registry.registry_config()?;
     let credentials = registry_config.credentials.clone();
     let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
-    let identity = replica_identity("catalogd");
-    let mut config = kube::Config::infer()
-        .await
-        .map_err(|e| format!("connecting to the cluster: {e}"))?;
-    identify(&mut config, "catalogd", &identity);
-    // The reconciler's client stops with the Lease (see leader.rs); the elector's does not.
-    let leadership = if args.leader_elect {
-        Leadership::elected()
-    } else {
-        Leadership::unelected()
-    };
-    let client = leadership
-        .client(config.clone())
-        .map_err(|e| format!("connecting to the cluster: {e}"))?;
-    let lease_client =
-        kube::Client::try_from(config).map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let replica = Replica::connect(
+        "catalogd",
+        args.leader_elect,
+        &args.leader_election_namespace,
+        LEASE_NAME,
+    )
+    .await?;
+    let client = replica.client.clone();
     let settings = CatalogdSettings {
         base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
         image_cache_dir: args.cache_dir.join("unpack"),
@@ -266,12 +251,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         &mut metrics_registry,
         "olmv1_clustercatalog",
     ));
-    let readiness = Readiness::default();
-    tokio::spawn(serve_operations(
-        args.metrics_addr,
-        metrics_registry,
-        readiness.clone(),
-    ));
+    let (readiness, _operations) = start_operations_server(args.metrics_addr, metrics_registry);
     let context = Arc::new(
         Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
     );
@@ -281,21 +261,11 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let server = tokio::spawn(serve(listener, store, tls, args.limits.limits(), async move {
         let _ = server_stopped.await;
     }));
-    let elector = LeaderElector::new(
-        lease_client,
-        &args.leader_election_namespace,
-        LEASE_NAME,
-        &identity,
-        leadership,
-    );
-    if args.leader_elect {
-        tracing::info!(%identity, "waiting for leadership");
-        tokio::select! {
-            acquired = elector.acquire() => acquired.map_err(|e| e.to_string())?,
-            () = shutdown_signal() => {
-                let _ = stop_server.send(());
-                return Ok(());
-            }
+    tokio::select! {
+        acquired = replica.acquire() => acquired?,
+        () = shutdown_signal() => {
+            let _ = stop_server.send(());
+            return Ok(());
         }
     }
     // Registry credentials from the pull secrets, kept current (shared with `registry`).
@@ -303,12 +273,12 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     readiness.set_ready(true);
     // The controller stops on SIGINT/SIGTERM; then the server drains.
     let lost = tokio::select! {
-        () = crate::controller::cluster_catalog::run(context) => None,
-        lost = elector.hold(), if args.leader_elect => Some(lost),
+        () = cluster_catalog::run(context) => None,
+        lost = replica.lost() => Some(lost),
     };
     let _ = stop_server.send(());
     if let Some(lost) = lost {
-        return Err(format!("{lost}; exiting so another replica can lead"));
+        return Err(lost);
     }
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),
@@ -343,21 +313,5 @@ fn announce(listener: &tokio::net::TcpListener, tls: bool) {
         let scheme = if tls { "https" } else { "http" };
         tracing::info!(address = %addr, "catalog server listening");
         println!("serving catalogs on {scheme}://{addr}/catalogs/");
-    }
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }

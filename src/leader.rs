@@ -1,4 +1,5 @@
-//! Leader election on a coordination.k8s.io Lease, so that only one replica reconciles.
+//! Owns leader election on a coordination.k8s.io Lease, so that only one replica reconciles.
+//! May import go_format only (a bottom layer beside image), and third-party crates.
 //!
 //! The leader stops writing before any other replica may take over: every client of a leading
 //! process passes through a [`Leadership`] guard that refuses requests once the last successful

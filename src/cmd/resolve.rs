@@ -14,11 +14,11 @@ use olmv1_api::v1::{
     CatalogFilter, ClusterExtension, UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME,
 };
 
-use super::{CatalogInput, InstalledBundle, ResolveRequest, resolve};
+use super::sources::parse_priorities;
 use crate::{
-    bundle::image::PullOptions,
     catalog::source::{CatalogSpec, load_catalogs},
-    cmd::sources::parse_priorities,
+    image::PullOptions,
+    resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve},
 };
 
 /// Arguments of `olmv1 resolve`.

@@ -6,10 +6,11 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::apply::revision::BundleProperty;
-use crate::bundle::image::{PullOptions, pull_to_dir};
+use super::start::RegistryOptions;
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
+use crate::catalog::BundleProperty;
+use crate::image::{PullOptions, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,27 +99,22 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
     if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
         return RegistryV1Bundle::from_dir(path).map_err(|e| format!("bundle {source:?}: {e}"));
     }
-    if let Err(crate::bundle::image::ImageError::InvalidReference { reason, .. }) =
-        crate::bundle::image::ImageReference::parse(source)
+    if let Err(crate::image::ImageError::InvalidReference { reason, .. }) =
+        crate::image::ImageReference::parse(source)
     {
         return Err(format!(
             "bundle {source:?}: no such directory, and not an image reference either ({reason})"
         ));
     }
-    let mut options = PullOptions::new(cache_dir(args));
-    options.registry.insecure_registries = args.insecure_registry.clone();
-    if let Some(ca) = &args.ca_file {
-        options
-            .registry
-            .add_ca_path(ca)
-            .map_err(|e| format!("reading CA certificates {ca:?}: {e}"))?;
-    }
-    if let Some(auth) = &args.auth_file {
-        options
-            .registry
-            .add_auth_file(auth)
-            .map_err(|e| format!("reading auth file {auth:?}: {e}"))?;
-    }
+    let options = PullOptions {
+        registry: RegistryOptions {
+            insecure_registries: args.insecure_registry.clone(),
+            ca_paths: args.ca_file.as_deref().into_iter().collect(),
+            auth_file: args.auth_file.as_deref(),
+        }
+        .config()?,
+        ..PullOptions::new(cache_dir(args))
+    };
     let pulled = pull_to_dir(source, &options).await.map_err(|e| e.to_string())?;
     RegistryV1Bundle::from_dir(&pulled.dir).map_err(|e| format!("bundle image {source:?}: {e}"))
 }

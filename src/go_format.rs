@@ -1,11 +1,11 @@
-//! Go's `fmt` renderings that upstream's messages contain (`%q`, `%v` of a float64 or a
+//! Go's `fmt` renderings (one helper for each, used by every module) that upstream's messages contain (`%q`, `%v` of a float64 or a
 //! `[]string`), so that this project's messages read exactly like upstream's.
 
 use std::fmt::Write;
 
 /// A string as Go's `%q` (strconv.Quote) prints it: double-quoted, with `"` and `\` escaped and
 /// control characters written as escapes.
-pub(crate) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -34,7 +34,7 @@ pub(crate) fn go_quote(s: &str) -> String {
 
 /// A float64 as Go's `%v` prints it: `%g` with the shortest precision, which uses exponent form
 /// (`1e+06`) when the decimal exponent is below -4 or at least 6.
-pub(crate) fn go_float(f: f64) -> String {
+pub fn go_float(f: f64) -> String {
     if f.is_nan() {
         return "NaN".to_string();
     }
@@ -66,7 +66,7 @@ pub(crate) fn go_float(f: f64) -> String {
 }
 
 /// A list as Go's `%v` prints a `[]string`: `[a b c]`.
-pub(crate) fn go_string_list(items: &[String]) -> String {
+pub fn go_string_list(items: &[String]) -> String {
     format!("[{}]", items.join(" "))
 }
 

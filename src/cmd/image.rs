@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::image::{Credential, PushOptions, RegistryConfig, RuntimeConfig, push_dir};
+use super::start::RegistryOptions;
+use crate::image::{Credential, ImageReference, PushOptions, RuntimeConfig, push_dir};
 
 /// Subcommands of `olmv1 image`.
 #[derive(clap::Subcommand, Debug)]
@@ -114,19 +115,17 @@ async fn push(args: PushArgs) -> Result<String, String> {
     let labels = parse_labels(&args.labels)?;
     let password = read_password(&args)?;
     let runtime = args.runtime.into_config()?;
-    let mut registry = RegistryConfig::default();
-    let image = super::image::ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
-    if args.insecure {
-        registry.insecure_registries.push(image.registry.clone());
+    let image = ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
+    let registry = RegistryOptions {
+        insecure_registries: args
+            .insecure
+            .then(|| image.registry.clone())
+            .into_iter()
+            .collect(),
+        ca_paths: args.ca_file.as_deref().into_iter().collect(),
+        auth_file: args.auth_file.as_deref(),
     }
-    if let Some(path) = &args.ca_file {
-        registry
-            .add_ca_path(path)
-            .map_err(|e| format!("reading CA file {}: {e}", path.display()))?;
-    }
-    if let Some(path) = &args.auth_file {
-        registry.add_auth_file(path)?;
-    }
+    .config()?;
     if let (Some(username), Some(password)) = (args.username.clone(), password) {
         registry.credentials.insert(
             image.registry.clone(),

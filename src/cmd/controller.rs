@@ -3,24 +3,24 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
-use kube::{Client, Config};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::{
-    cluster_extension::{self, Context},
-    leader::{LeaderElector, Leadership, identify, replica_identity},
-    metrics::{Metrics, Readiness, serve_operations},
-    upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
-};
+use super::start::{RegistryOptions, Replica, read_ca_files, start_operations_server};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
-    bundle::{
-        image::{self, cache::PullOptions, pull_secret::PullSecretArgs, registry::RegistryConfig},
-        render::WebhookProvider,
-    },
+    bundle::render::WebhookProvider,
     catalog::{cache::CachedCatalogClient, client::CatalogClient},
+    controller::{
+        cluster_extension::{self, Context},
+        metrics::Metrics,
+        upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
+    },
+    image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
 };
+
+/// The leader election Lease of the controller.
+const LEASE_NAME: &str = "olmv1-controller";
 
 /// Arguments of `olmv1 controller`.
 #[derive(clap::Args, Debug)]
@@ -96,39 +96,16 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider,
         upgradeable,
     } = args;
-    let identity = replica_identity("controller");
-    let mut config = Config::infer()
-        .await
-        .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-    identify(&mut config, "controller", &identity);
-    // Every client that reconciles is guarded: it stops with the Lease (see leader.rs).
-    let leadership = if leader_elect {
-        Leadership::elected()
-    } else {
-        Leadership::unelected()
-    };
-    let client = leadership
-        .client(config.clone())
-        .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
+    let client = replica.client.clone();
 
-    let mut ca_pems = Vec::new();
-    for file in &ca_files {
-        ca_pems
-            .push(std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?);
-    }
-    let catalog_client = CatalogClient::new(&ca_pems).map_err(|e| e.to_string())?;
-    let mut registry_config = RegistryConfig {
+    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?).map_err(|e| e.to_string())?;
+    let registry_config = RegistryOptions {
         insecure_registries,
-        ..RegistryConfig::default()
-    };
-    for file in &ca_files {
-        registry_config
-            .add_ca_path(file)
-            .map_err(|e| format!("cannot read CA file {}: {e}", file.display()))?;
+        ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
+        auth_file: auth_file.as_deref(),
     }
-    if let Some(path) = &auth_file {
-        registry_config.add_auth_file(path)?;
-    }
+    .config()?;
     let pull = PullOptions {
         registry: registry_config,
         ..PullOptions::new(cache_dir)
@@ -139,22 +116,9 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
-    let readiness = Readiness::default();
-    let server = tokio::spawn(serve_operations(metrics_addr, registry, readiness.clone()));
+    let (readiness, server) = start_operations_server(metrics_addr, registry);
 
-    let lease_client =
-        Client::try_from(config.clone()).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
-    let elector = LeaderElector::new(
-        lease_client,
-        &system_namespace,
-        "olmv1-controller",
-        &identity,
-        leadership.clone(),
-    );
-    if leader_elect {
-        info!(%identity, "waiting for leadership");
-        elector.acquire().await.map_err(|e| e.to_string())?;
-    }
+    replica.acquire().await?;
 
     // Registry credentials from the pull secrets, kept current (shared with `pull`).
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
@@ -162,7 +126,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider,
         ..Context::new(
             client.clone(),
-            ServiceAccountClients::new(client.clone(), config, leadership),
+            ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),
             RevisionStore::new(client.clone(), &system_namespace),
             Arc::new(CachedCatalogClient::new(catalog_client)),
             pull,
@@ -183,7 +147,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             gating.abort();
             info!("controllers stopped");
         }
-        lost = elector.hold(), if leader_elect => return Err(format!("{lost}; exiting so another replica can lead")),
+        lost = replica.lost() => return Err(lost),
         result = server => return Err(format!("operations server stopped: {result:?}")),
     }
     Ok(())

@@ -1,0 +1,181 @@
+//! Start-up shared by the commands: logging, the parent watch, the replica's identity, clients and
+//! leader loop, registry options, the operations server (`/metrics`, `/healthz`, `/readyz`), signals.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use kube::{Client, Config};
+use prometheus_client::registry::Registry;
+use tokio::task::JoinHandle;
+
+use crate::{
+    controller::metrics::{Readiness, serve_operations},
+    image::RegistryConfig,
+    leader::{LeaderElector, Leadership, identify, replica_identity},
+};
+
+/// Structured logs on stderr; `RUST_LOG` filters (default `info`), `OLMV1_LOG_FORMAT=json` for JSON.
+pub fn init_tracing() {
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("OLMV1_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// With `OLMV1_EXIT_WITH_PARENT=1`, the process exits when its parent does: test harnesses and
+/// scripts that start `olmv1 controller` or `olmv1 catalogd` leave nothing running behind them.
+pub fn exit_with_parent() {
+    if std::env::var("OLMV1_EXIT_WITH_PARENT").as_deref() != Ok("1") {
+        return;
+    }
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if std::os::unix::process::parent_id() != parent {
+                std::process::exit(0);
+            }
+        }
+    });
+}
+
+/// How a command reaches registries: hosts allowed plain HTTP, extra CAs, an auth file.
+#[derive(Debug, Default)]
+pub struct RegistryOptions<'a> {
+    /// Registries (`host[:port]`) allowed plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// PEM files or directories of extra trusted CAs.
+    pub ca_paths: Vec<&'a Path>,
+    /// A Docker/Podman auth file (`{"auths":{...}}`).
+    pub auth_file: Option<&'a Path>,
+}
+
+impl RegistryOptions<'_> {
+    /// The registry configuration these options describe; the error names the unreadable file.
+    pub fn config(self) -> Result<RegistryConfig, String> {
+        let mut config = RegistryConfig {
+            insecure_registries: self.insecure_registries,
+            ..RegistryConfig::default()
+        };
+        for path in self.ca_paths {
+            config
+                .add_ca_path(path)
+                .map_err(|e| format!("cannot read CA file {}: {e}", path.display()))?;
+        }
+        if let Some(path) = self.auth_file {
+            config.add_auth_file(path)?;
+        }
+        Ok(config)
+    }
+}
+
+/// Reads each CA file (PEM).
+pub fn read_ca_files(files: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
+    files
+        .iter()
+        .map(|file| std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display())))
+        .collect()
+}
+
+/// Starts the operations server on `addr`; the process is not ready until
+/// [`Readiness::set_ready`].
+pub fn start_operations_server(
+    addr: SocketAddr,
+    registry: Registry,
+) -> (Readiness, JoinHandle<std::io::Result<()>>) {
+    let readiness = Readiness::default();
+    let server = tokio::spawn(serve_operations(addr, registry, readiness.clone()));
+    (readiness, server)
+}
+
+/// A replica's connection to the cluster: its identity, a client that stops with the Lease, and
+/// the elector (when it elects) on a client of its own.
+pub struct Replica {
+    /// The pod name (or host name, or `olmv1-<component>-<pid>`).
+    pub identity: String,
+    /// The configuration, naming the replica in its User-Agent.
+    pub config: Config,
+    /// Whether this replica may send requests now.
+    pub leadership: Leadership,
+    /// The client every reconcile uses: refused while this replica does not lead.
+    pub client: Client,
+    elector: Option<LeaderElector>,
+}
+
+impl Replica {
+    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` before leading.
+    pub async fn connect(component: &str, elect: bool, namespace: &str, lease: &str) -> Result<Self, String> {
+        let identity = replica_identity(component);
+        let mut config = Config::infer()
+            .await
+            .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
+        identify(&mut config, component, &identity);
+        let build_error = |e| format!("cannot build a Kubernetes client: {e}");
+        let leadership = if elect {
+            Leadership::elected()
+        } else {
+            Leadership::unelected()
+        };
+        // The reconcilers' client stops with the Lease (see leader.rs); the elector's does not.
+        let client = leadership.client(config.clone()).map_err(build_error)?;
+        let elector = match elect {
+            true => {
+                let lease_client = Client::try_from(config.clone()).map_err(build_error)?;
+                Some(LeaderElector::new(
+                    lease_client,
+                    namespace,
+                    lease,
+                    &identity,
+                    leadership.clone(),
+                ))
+            }
+            false => None,
+        };
+        Ok(Self {
+            identity,
+            config,
+            leadership,
+            client,
+            elector,
+        })
+    }
+
+    /// Waits until this replica leads (at once when it does not elect).
+    pub async fn acquire(&self) -> Result<(), String> {
+        let Some(elector) = &self.elector else {
+            return Ok(());
+        };
+        tracing::info!(identity = %self.identity, "waiting for leadership");
+        elector.acquire().await.map_err(|e| e.to_string())
+    }
+
+    /// Completes with the message to exit with when leadership is lost; never without election.
+    pub async fn lost(&self) -> String {
+        match &self.elector {
+            Some(elector) => format!("{}; exiting so another replica can lead", elector.hold().await),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
