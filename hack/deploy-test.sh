@@ -39,9 +39,12 @@ podman_() {
   "${sudo[@]}" podman --root "$store/root" --runroot "$store/run" --tmpdir "$store/tmp" \
     --storage-driver vfs --cgroup-manager cgroupfs --runtime runc --events-backend file "$@"
 }
+# `podman logs -f` does not end when its container is removed: stop this run's followers.
+stop_log_followers() { pkill -f -- "--root $store/root .* logs -f " || true; }
 finish() {
   local rc=$?
   podman_ rm -f -t 5 olmv1-controller olmv1-catalogd >/dev/null 2>&1 || true
+  stop_log_followers
   if ((rc != 0)); then
     for c in controller catalogd; do
       [[ -f "$OLMV1_ENV_DIR/logs/olmv1-$c.log" ]] || continue
@@ -203,6 +206,7 @@ start_components() { # IMAGE
 stop_components() {
   podman_ stop -t 30 olmv1-controller olmv1-catalogd >/dev/null
   podman_ rm olmv1-controller olmv1-catalogd >/dev/null
+  stop_log_followers
 }
 step=$SECONDS
 start_components "$image"
