@@ -62,8 +62,12 @@ fn child(format: &str, arg: &str) {
             let file = std::io::BufReader::new(std::fs::File::open(arg).expect("jsonl file opens"));
             CatalogIndex::from_jsonl_reader(file, arg, 64 << 20).expect("jsonl indexes")
         }
-        _ => CatalogIndex::from_jsonl(Bytes::from(std::fs::read(arg).expect("jsonl reads")), arg)
-            .expect("indexes"),
+        _ => CatalogIndex::from_jsonl(
+            Bytes::from(std::fs::read(arg).expect("jsonl reads")),
+            arg,
+            64 << 20,
+        )
+        .expect("indexes"),
     };
     println!("{} {}", status_kib("VmHWM:"), index.approx_heap_bytes());
 }
@@ -101,9 +105,9 @@ fn main() {
         });
         let jsonl = jsonl_of(&dir);
         let jsonl_secs = best_secs(|| {
-            let _ = CatalogIndex::from_jsonl(jsonl.clone(), name).expect("indexes");
+            let _ = CatalogIndex::from_jsonl(jsonl.clone(), name, 64 << 20).expect("indexes");
         });
-        let index = CatalogIndex::from_jsonl(jsonl.clone(), name).expect("indexes");
+        let index = CatalogIndex::from_jsonl(jsonl.clone(), name, 64 << 20).expect("indexes");
         let index_bytes = index.approx_heap_bytes();
         let exe = std::env::current_exe().expect("bench exe");
         let jsonl_file =

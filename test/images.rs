@@ -963,3 +963,145 @@ async fn pull_secrets_merge_global_and_service_account_secrets_and_follow_change
     assert_eq!(users(&credentials), after, "a broken rotation takes nothing away");
     task.abort();
 }
+
+/// One kind of damage done to an unpacked cache entry (`rootfs` is the entry's root file system).
+type Damage = (&'static str, fn(&Path));
+
+#[tokio::test]
+async fn a_damaged_cache_entry_is_detected_by_its_digest_and_pulled_again() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/fixtures/simple:v1", registry.host_port);
+    let pushed = push_dir(
+        &fixture("simple"),
+        &reference,
+        &push_options(RegistryConfig::default()),
+    )
+    .await
+    .expect("push the fixture");
+    let work = tempfile::tempdir().unwrap();
+    let options = PullOptions::new(work.path().join("cache"));
+    let first = image::pull_to_dir(&pushed.digest_ref, &options)
+        .await
+        .expect("first pull");
+    let configmap = "manifests/configmap.yaml";
+    let original = std::fs::read(first.dir.join(configmap)).unwrap();
+    let original_files = files_under(&first.dir);
+    let scoped_cache = first.dir.parent().unwrap().parent().unwrap().to_path_buf();
+
+    let damages: [Damage; 6] = [
+        ("a byte changed in place, size unchanged", |rootfs| {
+            let path = rootfs.join("manifests/configmap.yaml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("greeting: hello", "greeting: jello")).unwrap();
+        }),
+        ("a file truncated", |rootfs| {
+            let path = rootfs.join("manifests/configmap.yaml");
+            let len = std::fs::metadata(&path).unwrap().len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(len / 2)
+                .unwrap();
+        }),
+        ("a file removed", |rootfs| {
+            std::fs::remove_file(rootfs.join("metadata/annotations.yaml")).unwrap();
+        }),
+        ("a file added", |rootfs| {
+            std::fs::write(
+                rootfs.join("manifests/extra.yaml"),
+                "apiVersion: v1\nkind: Secret\n",
+            )
+            .unwrap();
+        }),
+        ("the completion marker truncated", |rootfs| {
+            let marker = rootfs.parent().unwrap().join("image.json");
+            std::fs::write(&marker, &std::fs::read(&marker).unwrap()[..10]).unwrap();
+        }),
+        ("the completion marker gone", |rootfs| {
+            std::fs::remove_file(rootfs.parent().unwrap().join("image.json")).unwrap();
+        }),
+    ];
+    for (what, damage) in damages {
+        damage(&first.dir);
+        assert!(
+            image::cache::lookup(&scoped_cache, &pushed.digest).is_none(),
+            "{what}: the damaged entry is never handed out"
+        );
+        let again = image::pull_to_dir(&pushed.digest_ref, &options)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: pulled again: {e}"));
+        assert_eq!(again.dir, first.dir, "{what}");
+        assert_eq!(
+            std::fs::read(again.dir.join(configmap)).unwrap(),
+            original,
+            "{what}: the content is the image's again"
+        );
+        assert_eq!(files_under(&again.dir), original_files, "{what}");
+        assert_eq!(
+            image::cache::lookup(&scoped_cache, &pushed.digest).as_ref(),
+            Some(&again),
+            "{what}: the new entry verifies"
+        );
+    }
+}
+
+/// Pushes a bundle-shaped image with a 1 MiB file (more than the small tmpfs below holds).
+async fn push_large_image(host_port: &str) -> image::PushedImage {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    let filler: String = (0..(1 << 20) / 64)
+        .map(|i| format!("# line {i:>10} of filler to fill a small disk quickly.......\n"))
+        .collect();
+    std::fs::write(dir.path().join("manifests/large.yaml"), filler).unwrap();
+    push_dir(
+        dir.path(),
+        &format!("{host_port}/fixtures/large:v1"),
+        &push_options(RegistryConfig::default()),
+    )
+    .await
+    .expect("push the large image")
+}
+
+#[tokio::test]
+async fn a_read_only_or_full_cache_directory_is_named_with_the_cause_and_nothing_is_kept() {
+    let registry = start_registry(&RegistryOptions::default());
+    let pushed = push_large_image(&registry.host_port).await;
+    let work = tempfile::tempdir().unwrap();
+
+    let read_only = work.path().join("read-only");
+    let _read_only_mount = support::TmpfsMount::new(&read_only, "ro,size=1m");
+    let err = image::pull_to_dir(&pushed.digest_ref, &PullOptions::new(&read_only))
+        .await
+        .expect_err("a read-only cache directory");
+    assert!(matches!(err, ImageError::CacheUnwritable { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "image {}: cannot write to the cache directory {}: Read-only file system (os error 30)",
+            pushed.digest_ref,
+            read_only.display()
+        )
+    );
+
+    let full = work.path().join("full");
+    let _full_mount = support::TmpfsMount::new(&full, "size=256k");
+    let err = image::pull_to_dir(&pushed.digest_ref, &PullOptions::new(&full))
+        .await
+        .expect_err("a cache directory too small for the image");
+    assert!(matches!(err, ImageError::CacheUnwritable { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "image {}: cannot write to the cache directory {}: No space left on device (os error 28)",
+            pushed.digest_ref,
+            full.display()
+        )
+    );
+    // The staging directory went with the error: the space is free again.
+    assert_eq!(
+        files_under(&full),
+        vec!["anonymous".to_string()],
+        "nothing of the image is left behind"
+    );
+}

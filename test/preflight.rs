@@ -11,6 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
+use olmv1::apply::lookups::ClusterLookups;
 use olmv1::apply::preflight::{
     AccessPolicy, PreflightError, ServiceAccountRef, check_crd_upgrades, check_permissions,
 };
@@ -148,7 +149,17 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
         "the preflight to list exactly the missing permissions",
         DEFAULT_TIMEOUT,
         || async {
-            match check_permissions(&client, &sa, &objects, &previous, &policy, &[]).await {
+            match check_permissions(
+                &client,
+                &ClusterLookups::new(),
+                &sa,
+                &objects,
+                &previous,
+                &policy,
+                &[],
+            )
+            .await
+            {
                 Err(PreflightError::MissingPermissions(m)) if m.to_string() == everything_missing => Ok(()),
                 other => Err(format!("{other:?}")),
             }
@@ -196,7 +207,17 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
         "the preflight to list only the escalation",
         DEFAULT_TIMEOUT,
         || async {
-            match check_permissions(&client, &sa, &objects, &previous, &policy, &[]).await {
+            match check_permissions(
+                &client,
+                &ClusterLookups::new(),
+                &sa,
+                &objects,
+                &previous,
+                &policy,
+                &[],
+            )
+            .await
+            {
                 Err(PreflightError::MissingPermissions(m)) if m.to_string() == only_escalation => Ok(()),
                 other => Err(format!("{other:?}")),
             }
@@ -212,15 +233,31 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
     )
     .await;
     wait_for("the preflight to pass", DEFAULT_TIMEOUT, || async {
-        check_permissions(&client, &sa, &objects, &previous, &policy, &[])
-            .await
-            .map_err(|e| e.to_string())
+        check_permissions(
+            &client,
+            &ClusterLookups::new(),
+            &sa,
+            &objects,
+            &previous,
+            &policy,
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())
     })
     .await;
     let started = std::time::Instant::now();
-    check_permissions(&client, &sa, &objects, &previous, &policy, &[])
-        .await
-        .expect("preflight passes");
+    check_permissions(
+        &client,
+        &ClusterLookups::new(),
+        &sa,
+        &objects,
+        &previous,
+        &policy,
+        &[],
+    )
+    .await
+    .expect("preflight passes");
     eprintln!(
         "preflight: check_permissions (discovery + reviews) took {:?} for {} objects",
         started.elapsed(),
@@ -273,9 +310,17 @@ async fn permission_preflight_refuses_a_service_account_with_no_permissions_with
     let sa = ServiceAccountRef::new(&ns, "nobody");
     let objects =
         vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns}})];
-    let err = check_permissions(&client, &sa, &objects, &[], &AccessPolicy::default(), &[])
-        .await
-        .unwrap_err();
+    let err = check_permissions(
+        &client,
+        &ClusterLookups::new(),
+        &sa,
+        &objects,
+        &[],
+        &AccessPolicy::default(),
+        &[],
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(

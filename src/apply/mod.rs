@@ -4,6 +4,7 @@
 //! Server-side apply as the ClusterExtension's service account, the revision record, preflights.
 
 pub mod identity;
+pub mod lookups;
 pub mod objects;
 pub mod preflight;
 pub mod revision;

@@ -2,6 +2,7 @@
 //! uninstall.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -12,7 +13,7 @@ use kube::{
 use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 use serde_json::Value;
 
-use super::{ApplyError, revision::ObjectRef};
+use super::{ApplyError, lookups::ClusterLookups, revision::ObjectRef};
 
 /// The field manager of every server-side apply olmv1 makes to bundle content.
 pub const FIELD_MANAGER: &str = "olmv1";
@@ -84,18 +85,33 @@ fn api_for(
     }
 }
 
-/// Finds API resources by kind, once per kind.
+/// Finds API resources by kind, once per kind: in the discovery `lookups` keeps when it keeps
+/// one, else (and for kinds it does not list yet, e.g. of a CRD just applied) one request each.
 #[derive(Default)]
-struct ResourceCache(HashMap<GroupVersionKind, (ApiResource, bool)>);
+struct ResourceCache<'a> {
+    lookups: Option<&'a ClusterLookups>,
+    discovery: Option<Arc<kube::Discovery>>,
+    found: HashMap<GroupVersionKind, (ApiResource, bool)>,
+}
 
-impl ResourceCache {
+impl ResourceCache<'_> {
     async fn lookup(
         &mut self,
         client: &Client,
         gvk: &GroupVersionKind,
     ) -> Result<(ApiResource, bool), ApplyError> {
-        if let Some(found) = self.0.get(gvk) {
+        if let Some(found) = self.found.get(gvk) {
             return Ok(found.clone());
+        }
+        if self.discovery.is_none()
+            && let Some(lookups) = self.lookups.filter(|l| l.keeps_discovery())
+        {
+            self.discovery = lookups.discovery(client).await.ok();
+        }
+        if let Some((resource, caps)) = self.discovery.as_ref().and_then(|d| d.resolve_gvk(gvk)) {
+            let found = (resource, caps.scope == Scope::Namespaced);
+            self.found.insert(gvk.clone(), found.clone());
+            return Ok(found);
         }
         let (resource, caps) =
             discovery::pinned_kind(client, gvk)
@@ -105,7 +121,7 @@ impl ResourceCache {
                     source,
                 })?;
         let found = (resource, caps.scope == Scope::Namespaced);
-        self.0.insert(gvk.clone(), found.clone());
+        self.found.insert(gvk.clone(), found.clone());
         Ok(found)
     }
 }
@@ -152,11 +168,15 @@ fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
 /// that exist and belong to someone else are refused before anything is written.
 pub async fn apply(
     sa_client: &Client,
+    lookups: &ClusterLookups,
     owner: &Owner,
     objects: &[Value],
 ) -> Result<Vec<ObjectRef>, ApplyError> {
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
-    let mut resources = ResourceCache::default();
+    let mut resources = ResourceCache {
+        lookups: Some(lookups),
+        ..ResourceCache::default()
+    };
 
     // Check every object that can already exist before writing anything. Instances of a kind the
     // API server does not serve yet (its CRD comes with this bundle) cannot exist.
@@ -199,7 +219,7 @@ async fn plan(
     client: &Client,
     owner: &Owner,
     objects: &[&Value],
-    resources: &mut ResourceCache,
+    resources: &mut ResourceCache<'_>,
 ) -> Result<Vec<Planned>, ApplyError> {
     let mut planned = Vec::with_capacity(objects.len());
     for value in objects {

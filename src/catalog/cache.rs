@@ -85,9 +85,11 @@ impl CachedCatalogClient {
         };
         let body = self.client.fetch_all(&base).await.map_err(fetch_error)?;
         let origin = format!("catalog {name:?} ({resolved_ref})");
-        let parsed = tokio::task::spawn_blocking(move || CatalogIndex::from_jsonl(body, &origin))
-            .await
-            .map_err(|e| fetch_error(CatalogError::Invalid(format!("indexing was interrupted: {e}"))))?;
+        let max_line_bytes = self.client.max_line_bytes();
+        let parsed =
+            tokio::task::spawn_blocking(move || CatalogIndex::from_jsonl(body, &origin, max_line_bytes))
+                .await
+                .map_err(|e| fetch_error(CatalogError::Invalid(format!("indexing was interrupted: {e}"))))?;
         let content = parsed.map(Arc::new).map_err(fetch_error);
         self.lock().insert(
             name.clone(),

@@ -34,6 +34,7 @@ pub fn all_url(base: &str) -> Result<url::Url, CatalogError> {
 pub struct CatalogClient {
     http: reqwest::Client,
     max_body_bytes: usize,
+    max_line_bytes: usize,
 }
 
 impl CatalogClient {
@@ -55,6 +56,7 @@ impl CatalogClient {
         Ok(CatalogClient {
             http,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_line_bytes: super::read::DEFAULT_MAX_JSONL_LINE_BYTES,
         })
     }
 
@@ -62,6 +64,17 @@ impl CatalogClient {
     pub fn with_max_body_bytes(mut self, max_body_bytes: usize) -> CatalogClient {
         self.max_body_bytes = max_body_bytes;
         self
+    }
+
+    /// The same client with another bound on one JSONL line of what it fetches.
+    pub fn with_max_line_bytes(mut self, max_line_bytes: usize) -> CatalogClient {
+        self.max_line_bytes = max_line_bytes;
+        self
+    }
+
+    /// The bound on one JSONL line of what this client fetches (applied by its readers).
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
     }
 
     /// Fetches `<base>/api/v1/all` and returns the (decoded) JSONL body.

@@ -133,10 +133,15 @@ impl CatalogIndex {
         builder.finish()
     }
 
-    /// Indexes a JSONL buffer (catalogd's `/api/v1/all`).
-    pub fn from_jsonl(data: Bytes, origin: &str) -> Result<CatalogIndex, CatalogError> {
+    /// Indexes a JSONL buffer (catalogd's `/api/v1/all`); a line longer than `max_line_bytes`
+    /// is an error.
+    pub fn from_jsonl(
+        data: Bytes,
+        origin: &str,
+        max_line_bytes: usize,
+    ) -> Result<CatalogIndex, CatalogError> {
         let mut builder = CatalogIndexBuilder::default();
-        for meta in read::jsonl_metas(data, Arc::from(origin)) {
+        for meta in read::jsonl_metas(data, Arc::from(origin), max_line_bytes) {
             builder.add(&meta?)?;
         }
         builder.finish()

@@ -19,6 +19,9 @@ pub const INDEX_IGNORE_FILE: &str = ".indexignore";
 /// product indexes run to a few hundred MB).
 pub const MAX_CATALOG_FILE_BYTES: u64 = 1 << 30;
 const MAX_INDEX_IGNORE_BYTES: u64 = 1 << 20;
+/// The default bound on one JSONL line (one meta) where JSONL is read or written: the largest
+/// meta of the shared catalogs (a bundle with its objects inlined) is about 1.1 MB.
+pub const DEFAULT_MAX_JSONL_LINE_BYTES: usize = 16 << 20;
 
 /// Lists the FBC files of a directory tree in the order catalogd walks them (lexical, depth
 /// first), leaving out `.indexignore` files and what they ignore.
@@ -210,7 +213,12 @@ fn parse_yaml_stream(data: &[u8], origin: Arc<str>) -> Result<Vec<Meta>, Catalog
 
 /// Iterates the metas of a JSONL buffer (one JSON object per line, as catalogd serves
 /// `/api/v1/all`). Each blob is a slice of `data`: nothing is copied. Blank lines are skipped.
-pub fn jsonl_metas(data: Bytes, origin: Arc<str>) -> impl Iterator<Item = Result<Meta, CatalogError>> {
+/// A line longer than `max_line_bytes` is an error.
+pub fn jsonl_metas(
+    data: Bytes,
+    origin: Arc<str>,
+    max_line_bytes: usize,
+) -> impl Iterator<Item = Result<Meta, CatalogError>> {
     let mut offset = 0usize;
     let mut line_number = 0u32;
     std::iter::from_fn(move || {
@@ -223,6 +231,10 @@ pub fn jsonl_metas(data: Bytes, origin: Arc<str>) -> impl Iterator<Item = Result
             let line = data.slice(offset..offset + len);
             offset += len + 1;
             line_number = line_number.saturating_add(1);
+            if len > max_line_bytes {
+                offset = data.len();
+                return Some(Err(line_too_long(&origin, line_number, max_line_bytes)));
+            }
             let trimmed = trim_ascii_whitespace(&line);
             if trimmed.is_empty() {
                 continue;
@@ -230,6 +242,14 @@ pub fn jsonl_metas(data: Bytes, origin: Arc<str>) -> impl Iterator<Item = Result
             return Some(Meta::from_json_object(trimmed, origin.clone(), line_number));
         }
     })
+}
+
+/// The error for a JSONL line over the limit (the limit is a flag of catalogd and the controller).
+pub fn line_too_long(origin: &str, line_number: u32, max_line_bytes: usize) -> CatalogError {
+    CatalogError::Malformed {
+        location: format!("{origin}: object #{line_number}"),
+        message: format!("JSONL line longer than the limit of {max_line_bytes} bytes"),
+    }
 }
 
 fn trim_ascii_whitespace(b: &Bytes) -> Bytes {
@@ -282,10 +302,11 @@ impl<R: BufRead> Iterator for JsonlReader<R> {
             }
             self.line_number = self.line_number.saturating_add(1);
             if line.len() > self.max_line_bytes && line.last() != Some(&b'\n') {
-                return Some(Err(CatalogError::Malformed {
-                    location: format!("{}: object #{}", self.origin, self.line_number),
-                    message: format!("line longer than {} bytes", self.max_line_bytes),
-                }));
+                return Some(Err(line_too_long(
+                    &self.origin,
+                    self.line_number,
+                    self.max_line_bytes,
+                )));
             }
             let line = trim_ascii_whitespace(&Bytes::from(line));
             if line.is_empty() {
@@ -333,7 +354,7 @@ mod tests {
     #[test]
     fn jsonl_round_trips() {
         let text = "{\"name\":\"foo\",\"schema\":\"olm.package\"}\n\n{\"name\":\"b\",\"package\":\"foo\",\"schema\":\"olm.bundle\"}\n";
-        let metas: Vec<Meta> = jsonl_metas(Bytes::from(text), Arc::from("all"))
+        let metas: Vec<Meta> = jsonl_metas(Bytes::from(text), Arc::from("all"), 1 << 20)
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(metas.len(), 2);
@@ -397,6 +418,7 @@ mod tests {
         let err = jsonl_metas(
             Bytes::from_static(b"{\"schema\":\"x\"}\n{oops\n"),
             Arc::from("all"),
+            1 << 20,
         )
         .collect::<Result<Vec<_>, _>>()
         .unwrap_err()
@@ -454,7 +476,7 @@ mod properties {
         #[test]
         fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = parse_stream(&data, Arc::from("random"));
-            let _ = jsonl_metas(Bytes::from(data.clone()), Arc::from("random")).count();
+            let _ = jsonl_metas(Bytes::from(data.clone()), Arc::from("random"), 64).count();
             let _ = JsonlReader::new(&data[..], Arc::from("random"), 64).count();
         }
 
@@ -465,7 +487,7 @@ mod properties {
                 .flat_map(|d| serde_json::to_vec(d).unwrap().into_iter().chain([b'\n']))
                 .collect();
             let _ = parse_stream(&json, Arc::from("random.json"));
-            let _ = jsonl_metas(Bytes::from(json.clone()), Arc::from("random.jsonl")).count();
+            let _ = jsonl_metas(Bytes::from(json.clone()), Arc::from("random.jsonl"), 1 << 20).count();
             let _ = JsonlReader::new(&json[..], Arc::from("random.jsonl"), 1 << 20).count();
         }
 

@@ -2,6 +2,13 @@
 //! precompressed copy and an in-memory metas index, and serves
 //! `/catalogs/<name>/api/v1/all` and `/catalogs/<name>/api/v1/metas?schema=&package=&name=`
 //! as upstream catalogd does (status codes, bodies, gzip, Last-Modified / If-Modified-Since).
+//!
+//! The stored files are a cache of the catalog image and are checked before they are served:
+//! their SHA-256 digests are taken while they are written; every response first checks the
+//! files' sizes, a whole-file response (`/all`) hashes what it sends and fails before its last
+//! byte when the digest differs, and each reconcile of the catalog checks both digests in full.
+//! Damaged content stops being served (404, as before it was stored) and the reconciler is told,
+//! so it pulls and stores the catalog again.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,9 +27,11 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use regex::Regex;
+use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::for_each_dir_meta;
+use super::read::{DEFAULT_MAX_JSONL_LINE_BYTES, line_too_long};
 
 /// Content type of `/api/v1/all` and `/api/v1/metas`.
 pub const JSONL_CONTENT_TYPE: &str = "application/jsonl";
@@ -149,12 +158,75 @@ pub struct StoredCatalog {
     /// Number of metas.
     pub meta_count: usize,
     dir: PathBuf,
+    jsonl_digest: [u8; 32],
+    gzip_digest: [u8; 32],
 }
 
 impl StoredCatalog {
     /// Size of `catalog.jsonl` in bytes.
     pub fn jsonl_len(&self) -> u64 {
         self.jsonl_len
+    }
+
+    /// Where the stored files are (for tests that damage them).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Cheap: both files still have the sizes they were written with.
+    fn sizes_intact(&self) -> Result<(), String> {
+        for (file, expected, what) in [
+            (&self.jsonl, self.jsonl_len, CATALOG_FILE),
+            (&self.gzip, self.gzip_len, CATALOG_GZIP_FILE),
+        ] {
+            let actual = file.metadata().map_err(|e| format!("{what}: {e}"))?.len();
+            if actual != expected {
+                return Err(format!("{what} is {actual} bytes, {expected} were stored"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads both files whole (blocking): sizes and SHA-256 digests as written.
+    pub fn verify(&self) -> Result<(), String> {
+        self.sizes_intact()?;
+        for (file, len, expected, what) in [
+            (&self.jsonl, self.jsonl_len, &self.jsonl_digest, CATALOG_FILE),
+            (&self.gzip, self.gzip_len, &self.gzip_digest, CATALOG_GZIP_FILE),
+        ] {
+            let mut hasher = Sha256::new();
+            let mut buffer = vec![0u8; READ_CHUNK_BYTES as usize];
+            let mut offset = 0u64;
+            while offset < len {
+                let want = usize::try_from((len - offset).min(READ_CHUNK_BYTES)).unwrap_or(0);
+                file.read_exact_at(&mut buffer[..want], offset)
+                    .map_err(|e| format!("{what}: {e}"))?;
+                hasher.update(&buffer[..want]);
+                offset += want as u64;
+            }
+            if hasher.finalize().as_slice() != expected {
+                return Err(format!("{what} does not match the digest it was stored with"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Passes writes through, hashing them.
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let written = self.inner.write(data)?;
+        self.hasher.update(&data[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -163,6 +235,9 @@ impl StoredCatalog {
 pub struct CatalogStore {
     root: PathBuf,
     catalogs: RwLock<HashMap<String, Arc<StoredCatalog>>>,
+    max_line_bytes: usize,
+    /// Bumped each time damaged content is dropped.
+    damaged: tokio::sync::watch::Sender<u64>,
 }
 
 impl CatalogStore {
@@ -179,7 +254,56 @@ impl CatalogStore {
         Ok(CatalogStore {
             root: root.to_path_buf(),
             catalogs: RwLock::new(HashMap::new()),
+            max_line_bytes: DEFAULT_MAX_JSONL_LINE_BYTES,
+            damaged: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// The same store refusing catalogs with a meta longer than `max_line_bytes` as a JSONL line.
+    pub fn with_max_line_bytes(mut self, max_line_bytes: usize) -> Self {
+        self.max_line_bytes = max_line_bytes;
+        self
+    }
+
+    /// A stream that yields once after damaged content was dropped (its catalog must be stored
+    /// again).
+    pub fn damage_events(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let receiver = self.damaged.subscribe();
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.changed().await.ok()?;
+            Some(((), receiver))
+        })
+    }
+
+    /// Checks `name`'s files in full (blocking); damaged content is dropped. False when the
+    /// catalog is not (or no longer) served.
+    pub fn verify(&self, name: &str) -> bool {
+        let Some(stored) = self.get(name) else {
+            return false;
+        };
+        match stored.verify() {
+            Ok(()) => true,
+            Err(cause) => {
+                self.drop_damaged(&stored, &cause);
+                false
+            }
+        }
+    }
+
+    /// Stops serving `stored` (unless newer content replaced it already) and tells the reconciler.
+    fn drop_damaged(&self, stored: &Arc<StoredCatalog>, cause: &str) {
+        tracing::warn!(catalog = %stored.name, path = %stored.dir.display(), %cause,
+            "stored catalog content is damaged; it is no longer served and will be stored again");
+        let mut catalogs = self.write_lock();
+        if catalogs
+            .get(&stored.name)
+            .is_some_and(|current| Arc::ptr_eq(current, stored))
+        {
+            catalogs.remove(&stored.name);
+            let _ = std::fs::remove_dir_all(&stored.dir);
+        }
+        drop(catalogs);
+        self.damaged.send_modify(|count| *count += 1);
     }
 
     /// Parses the FBC tree at `fbc_dir` (blocking; call from a blocking thread for large
@@ -202,16 +326,26 @@ impl CatalogStore {
             .map_err(io_err("creating a directory in", &self.root))?;
         let jsonl_path = dir.path().join(CATALOG_FILE);
         let gzip_path = dir.path().join(CATALOG_GZIP_FILE);
-        let mut jsonl_out =
-            BufWriter::new(File::create(&jsonl_path).map_err(io_err("creating", &jsonl_path))?);
+        let mut jsonl_out = HashingWriter {
+            inner: BufWriter::new(File::create(&jsonl_path).map_err(io_err("creating", &jsonl_path))?),
+            hasher: Sha256::new(),
+        };
         let gzip_file = File::create(&gzip_path).map_err(io_err("creating", &gzip_path))?;
-        let mut gzip_out =
-            flate2::write::GzEncoder::new(BufWriter::new(gzip_file), flate2::Compression::new(6));
+        let mut gzip_out = flate2::write::GzEncoder::new(
+            HashingWriter {
+                inner: BufWriter::new(gzip_file),
+                hasher: Sha256::new(),
+            },
+            flate2::Compression::new(6),
+        );
         let mut index = MetasIndex::default();
         let mut offset = 0u64;
         let mut meta_count = 0usize;
         let mut write_failure: Option<io::Error> = None;
         for_each_dir_meta(fbc_dir, |meta| {
+            if meta.blob.len() > self.max_line_bytes {
+                return Err(line_too_long(&meta.origin, meta.position, self.max_line_bytes));
+            }
             let write = jsonl_out
                 .write_all(&meta.blob)
                 .and_then(|()| jsonl_out.write_all(b"\n"))
@@ -234,11 +368,10 @@ impl CatalogStore {
             return Err(io_err("writing", &jsonl_path)(e));
         }
         jsonl_out.flush().map_err(io_err("writing", &jsonl_path))?;
-        drop(jsonl_out);
-        gzip_out
-            .finish()
-            .and_then(|mut w| w.flush())
-            .map_err(io_err("writing", &gzip_path))?;
+        let jsonl_digest: [u8; 32] = jsonl_out.hasher.finalize().into();
+        let mut gzip_written = gzip_out.finish().map_err(io_err("writing", &gzip_path))?;
+        gzip_written.flush().map_err(io_err("writing", &gzip_path))?;
+        let gzip_digest: [u8; 32] = gzip_written.hasher.finalize().into();
 
         let jsonl = File::open(&jsonl_path).map_err(io_err("opening", &jsonl_path))?;
         let gzip = File::open(&gzip_path).map_err(io_err("opening", &gzip_path))?;
@@ -253,6 +386,8 @@ impl CatalogStore {
             last_modified: truncate_to_seconds(SystemTime::now()),
             meta_count,
             dir: dir.keep(),
+            jsonl_digest,
+            gzip_digest,
         });
         let previous = self.write_lock().insert(name.to_string(), stored.clone());
         if let Some(previous) = previous {
@@ -394,6 +529,10 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
     let Some(stored) = state.store.get(catalog) else {
         return text_response(StatusCode::NOT_FOUND, "404 Not Found");
     };
+    if let Err(cause) = stored.sizes_intact() {
+        state.store.drop_damaged(&stored, &cause);
+        return text_response(StatusCode::NOT_FOUND, "404 Not Found");
+    }
     // Held until the response body is sent (or the client goes away).
     let Ok(request_permit) = state.requests.clone().try_acquire_owned() else {
         let mut response = text_response(
@@ -407,13 +546,20 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
     };
     let head = method == Method::HEAD;
     let headers = request.headers();
-    let body_source = |file: Arc<File>, sections: Vec<Section>, gzip: bool| BodySource {
-        file,
-        sections,
-        gzip,
-        bytes_in_flight: state.bytes_in_flight.clone(),
-        _request_permit: request_permit,
-    };
+    let body_source =
+        |file: Arc<File>, sections: Vec<Section>, gzip: bool, digest: Option<[u8; 32]>| BodySource {
+            file,
+            sections,
+            gzip,
+            bytes_in_flight: state.bytes_in_flight.clone(),
+            _request_permit: request_permit,
+            check: digest.map(|expected| WholeFileCheck {
+                expected,
+                hasher: Sha256::new(),
+                store: state.store.clone(),
+                stored: stored.clone(),
+            }),
+        };
     match endpoint {
         Endpoint::All => serve_all(&stored, headers, head, body_source),
         Endpoint::Metas => {
@@ -451,7 +597,7 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
                 Body::empty()
             } else {
                 // Streamed from disk a chunk at a time, compressed on the way when asked.
-                Body::from_stream(body_source(stored.jsonl.clone(), coalesce(sections), gzip).stream())
+                Body::from_stream(body_source(stored.jsonl.clone(), coalesce(sections), gzip, None).stream())
             };
             builder.body(body).unwrap_or_else(|_| internal_error())
         }
@@ -499,16 +645,16 @@ fn serve_all(
     stored: &StoredCatalog,
     headers: &HeaderMap,
     head: bool,
-    body_source: impl FnOnce(Arc<File>, Vec<Section>, bool) -> BodySource,
+    body_source: impl FnOnce(Arc<File>, Vec<Section>, bool, Option<[u8; 32]>) -> BodySource,
 ) -> Response {
     if not_modified(headers, stored.last_modified) {
         return not_modified_response(stored.last_modified);
     }
     let gzip = accepts_gzip(headers) && stored.jsonl_len >= GZIP_MIN_BYTES;
-    let (file, len) = if gzip {
-        (stored.gzip.clone(), stored.gzip_len)
+    let (file, len, digest) = if gzip {
+        (stored.gzip.clone(), stored.gzip_len, stored.gzip_digest)
     } else {
-        (stored.jsonl.clone(), stored.jsonl_len)
+        (stored.jsonl.clone(), stored.jsonl_len, stored.jsonl_digest)
     };
     let mut builder = Response::builder()
         .status(StatusCode::OK)
@@ -525,8 +671,8 @@ fn serve_all(
     let body = if head {
         Body::empty()
     } else {
-        // The stored gzip copy is sent as it is.
-        Body::from_stream(body_source(file, vec![Section { offset: 0, len }], false).stream())
+        // The stored gzip copy is sent as it is, its digest checked on the way.
+        Body::from_stream(body_source(file, vec![Section { offset: 0, len }], false, Some(digest)).stream())
     };
     builder.body(body).unwrap_or_else(|_| internal_error())
 }
@@ -552,6 +698,15 @@ struct BodySource {
     gzip: bool,
     bytes_in_flight: Arc<Semaphore>,
     _request_permit: OwnedSemaphorePermit,
+    check: Option<WholeFileCheck>,
+}
+
+/// The digest check of a whole-file body: the last chunk is sent only if it matches.
+struct WholeFileCheck {
+    expected: [u8; 32],
+    hasher: Sha256,
+    store: Arc<CatalogStore>,
+    stored: Arc<StoredCatalog>,
 }
 
 /// A chunk of a response and the share of the bytes-in-flight budget it holds.
@@ -637,6 +792,18 @@ impl BodySource {
                 .map_err(io::Error::other)??;
                 cursor.encoder = encoder;
                 cursor.finished = last;
+                if let Some(check) = cursor.source.check.as_mut() {
+                    check.hasher.update(&data);
+                    if last && check.hasher.finalize_reset().as_slice() != check.expected {
+                        let cause = "the content read does not match the digest it was stored with";
+                        check.store.drop_damaged(&check.stored, cause);
+                        // The client sees a short body: never the damaged content as complete.
+                        return Err(io::Error::other(format!(
+                            "catalog {}: {cause}",
+                            check.stored.name
+                        )));
+                    }
+                }
                 if data.is_empty() {
                     continue; // the compressor kept it all for now
                 }

@@ -11,7 +11,8 @@ use std::{
 use bytes::Bytes;
 
 use super::{
-    CatalogError, CatalogIndex, Meta, client::CatalogClient, for_each_dir_meta, jsonl_metas, parse_stream,
+    CatalogError, CatalogIndex, DEFAULT_MAX_JSONL_LINE_BYTES, Meta, client::CatalogClient, for_each_dir_meta,
+    jsonl_metas, parse_stream,
 };
 use crate::image::{PullOptions, PulledImage, pull_to_dir};
 
@@ -141,7 +142,7 @@ impl CatalogContent {
         match self {
             CatalogContent::Dir(dir) => for_each_dir_meta(dir, f),
             CatalogContent::Jsonl(body) => {
-                for meta in jsonl_metas(body.clone(), Arc::from("catalog")) {
+                for meta in jsonl_metas(body.clone(), Arc::from("catalog"), DEFAULT_MAX_JSONL_LINE_BYTES) {
                     f(meta?)?;
                 }
                 Ok(())
@@ -154,7 +155,9 @@ impl CatalogContent {
     pub fn index(&self, origin: &str) -> Result<CatalogIndex, CatalogError> {
         match self {
             CatalogContent::Dir(dir) => CatalogIndex::from_dir(dir),
-            CatalogContent::Jsonl(body) => CatalogIndex::from_jsonl(body.clone(), origin),
+            CatalogContent::Jsonl(body) => {
+                CatalogIndex::from_jsonl(body.clone(), origin, DEFAULT_MAX_JSONL_LINE_BYTES)
+            }
             CatalogContent::Metas(metas) => CatalogIndex::from_metas(metas.iter()),
         }
     }

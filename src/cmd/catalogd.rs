@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_server};
+use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::ReconcileMetrics;
@@ -152,6 +153,10 @@ pub struct ServeLimitArgs {
     /// Seconds without a byte moving on a connection before it is closed.
     #[arg(long, default_value_t = ServeLimits::default().idle_timeout.as_secs())]
     pub idle_timeout_seconds: u64,
+    /// Longest meta, as one line of the served JSONL, in bytes; a catalog with a longer one is
+    /// refused.
+    #[arg(long, default_value_t = DEFAULT_MAX_JSONL_LINE_BYTES)]
+    pub max_jsonl_line_bytes: usize,
 }
 
 impl ServeLimitArgs {
@@ -195,7 +200,11 @@ async fn run_standalone(args: ServeArgs) -> Result<(), String> {
             temp.path().to_path_buf()
         }
     };
-    let store = Arc::new(CatalogStore::new(&root).map_err(|e| format!("preparing {}: {e}", root.display()))?);
+    let store = Arc::new(
+        CatalogStore::new(&root)
+            .map_err(|e| format!("preparing {}: {e}", root.display()))?
+            .with_max_line_bytes(args.limits.max_jsonl_line_bytes),
+    );
     for pair in &args.catalogs {
         let (name, dir) = pair
             .split_once('=')
@@ -223,7 +232,8 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let store = Arc::new(
         CatalogStore::new(&args.cache_dir.join("catalogs"))
-            .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?,
+            .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?
+            .with_max_line_bytes(args.limits.max_jsonl_line_bytes),
     );
     let registry_config = args.registry.registry_config()?;
     let credentials = registry_config.credentials.clone();

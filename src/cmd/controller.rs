@@ -10,7 +10,7 @@ use super::start::{RegistryOptions, Replica, read_ca_files, start_operations_ser
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
     bundle::render::WebhookProvider,
-    catalog::{cache::CachedCatalogClient, client::CatalogClient},
+    catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient},
     controller::{
         cluster_extension::{self, Context},
         metrics::Metrics,
@@ -68,6 +68,10 @@ pub struct ControllerArgs {
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
+    /// Longest line of a catalog's JSONL (one meta) read from catalogd, in bytes; a catalog
+    /// with a longer one is refused.
+    #[arg(long, env = "OLMV1_MAX_JSONL_LINE_BYTES", default_value_t = DEFAULT_MAX_JSONL_LINE_BYTES)]
+    pub max_jsonl_line_bytes: usize,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -95,11 +99,14 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         pull_secrets,
         webhook_provider,
         upgradeable,
+        max_jsonl_line_bytes,
     } = args;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
 
-    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?).map_err(|e| e.to_string())?;
+    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?)
+        .map_err(|e| e.to_string())?
+        .with_max_line_bytes(max_jsonl_line_bytes);
     let registry_config = RegistryOptions {
         insecure_registries,
         ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),

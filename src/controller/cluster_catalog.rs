@@ -165,8 +165,11 @@ pub async fn run(context: Arc<Context>) {
     // New registry credentials (a pull secret created or rotated): retry every catalog now
     // rather than after its failure backoff.
     let credentials_changed = context.registry.config().credentials.changes();
+    // Stored content found damaged (and no longer served): store it again now.
+    let content_damaged = context.store.damage_events();
     Controller::new(api, watch)
         .reconcile_all_on(credentials_changed)
+        .reconcile_all_on(content_damaged)
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -259,9 +262,15 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
 
     let now = SystemTime::now();
     let poll_interval = poll_interval(&catalog, context.settings.poll_unit);
-    let stored = context
-        .stored_state(&name)
-        .filter(|_| context.store.get(&name).is_some());
+    // The stored files are checked in full on every reconcile: damaged content is dropped and
+    // the catalog pulled and stored again.
+    let intact = {
+        let (store, name) = (context.store.clone(), name.clone());
+        tokio::task::spawn_blocking(move || store.verify(&name))
+            .await
+            .unwrap_or(false)
+    };
+    let stored = context.stored_state(&name).filter(|_| intact);
     let base_url = catalog_base_url(&context.settings.base_url, &name);
     if let Some(state) = &stored {
         let mut expected = old_status.clone();

@@ -7,10 +7,13 @@
 //! `.tmp-*` directory and renamed into place, so a present entry is always complete.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::ImageError;
 use super::credentials::Credentials;
@@ -59,12 +62,25 @@ pub struct PulledImage {
     pub unpacked_at: SystemTime,
 }
 
+/// The completion marker of an entry, written last.
 #[derive(Serialize, Deserialize)]
 struct CachedMetadata {
     #[serde(rename = "ref")]
     digest_ref: String,
     digest: String,
     labels: BTreeMap<String, String>,
+    /// [`tree_digest`] of `rootfs/` when the entry was made.
+    #[serde(rename = "contentDigest")]
+    content_digest: String,
+}
+
+/// What the cache holds for a digest.
+#[derive(Debug)]
+enum Entry {
+    Missing,
+    Valid(PulledImage),
+    /// Present but damaged: why.
+    Corrupt(String),
 }
 
 #[derive(Deserialize)]
@@ -86,7 +102,7 @@ pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<Pulle
     let image = ImageReference::parse(reference)?;
     let scoped = scoped_dir(&options.cache_dir, &options.registry.credentials, &image);
     if let Some(digest) = &image.digest
-        && let Some(hit) = lookup(&scoped, digest)
+        && let Some(hit) = usable_entry(&scoped, &image, digest)?
     {
         return Ok(hit);
     }
@@ -101,17 +117,31 @@ pub async fn pull_with_client(
     cache_dir: &Path,
     limits: &UnpackLimits,
 ) -> Result<PulledImage, ImageError> {
+    let root = cache_dir;
     let cache_dir = &scoped_dir(cache_dir, &client.config().credentials, image);
     if let Some(digest) = &image.digest
-        && let Some(hit) = lookup(cache_dir, digest)
+        && let Some(hit) = usable_entry(cache_dir, image, digest)?
     {
         return Ok(hit);
     }
     let top = client.fetch_manifest(image, image.manifest_reference()).await?;
-    if let Some(hit) = lookup(cache_dir, &top.digest) {
+    if let Some(hit) = usable_entry(cache_dir, image, &top.digest)? {
         return Ok(hit);
     }
-    let manifest = client.platform_manifest(image, &top).await?;
+    unpack_into_cache(client, image, &top, cache_dir, limits)
+        .await
+        .map_err(|e| e.naming_unwritable_cache(root))
+}
+
+/// Downloads and unpacks `top` into a new entry of `cache_dir`.
+async fn unpack_into_cache(
+    client: &RegistryClient,
+    image: &ImageReference,
+    top: &super::registry::FetchedManifest,
+    cache_dir: &Path,
+    limits: &UnpackLimits,
+) -> Result<PulledImage, ImageError> {
+    let manifest = client.platform_manifest(image, top).await?;
     let config_bytes = client.fetch_blob_bytes(image, &manifest.config).await?;
     let config: ImageConfigFile =
         serde_json::from_slice(&config_bytes).map_err(|e| ImageError::InvalidImage {
@@ -139,10 +169,12 @@ pub async fn pull_with_client(
     std::fs::create_dir(&rootfs).map_err(io_err("creating", &rootfs))?;
     download_and_apply_layers(client, image, &manifest, staging.path(), &rootfs, limits).await?;
 
+    let content_digest = tree_digest_blocking(image, &rootfs).await?;
     let metadata = CachedMetadata {
         digest_ref: image.with_digest(&top.digest),
         digest: top.digest.clone(),
         labels,
+        content_digest,
     };
     let metadata_path = staging.path().join(METADATA_FILE);
     let json = serde_json::to_vec_pretty(&metadata).unwrap_or_default();
@@ -151,11 +183,25 @@ pub async fn pull_with_client(
     let final_dir = entry_dir(cache_dir, &top.digest);
     let staged = staging.keep();
     if let Err(e) = std::fs::rename(&staged, &final_dir) {
-        let _ = std::fs::remove_dir_all(&staged);
-        // Another pull of the same digest finished first: its entry is as good as ours.
-        if let Some(hit) = lookup(cache_dir, &top.digest) {
+        // Another pull of the same digest finished first: its entry is as good as ours. A
+        // damaged entry in the way is removed, and ours takes its place.
+        let in_place = usable_entry(cache_dir, image, &top.digest);
+        if let Ok(Some(hit)) = in_place {
+            let _ = std::fs::remove_dir_all(&staged);
             return Ok(hit);
         }
+        if in_place.is_ok() && std::fs::rename(&staged, &final_dir).is_ok() {
+            return match check_entry(cache_dir, &top.digest) {
+                Entry::Valid(hit) => Ok(hit),
+                _ => Err(ImageError::Io {
+                    image: image.to_string(),
+                    action: "reading back",
+                    path: final_dir,
+                    source: std::io::Error::other("cache entry changed while it was written"),
+                }),
+            };
+        }
+        let _ = std::fs::remove_dir_all(&staged);
         return Err(ImageError::Io {
             image: image.to_string(),
             action: "moving the unpacked image to",
@@ -163,12 +209,20 @@ pub async fn pull_with_client(
             source: e,
         });
     }
-    lookup(cache_dir, &top.digest).ok_or_else(|| ImageError::Io {
-        image: image.to_string(),
-        action: "reading back",
-        path: entry_dir(cache_dir, &top.digest),
-        source: std::io::Error::other("cache entry vanished"),
-    })
+    match check_entry(cache_dir, &top.digest) {
+        Entry::Valid(hit) => Ok(hit),
+        Entry::Missing => Err(ImageError::Io {
+            image: image.to_string(),
+            action: "reading back",
+            path: final_dir,
+            source: std::io::Error::other("cache entry vanished"),
+        }),
+        Entry::Corrupt(cause) => Err(ImageError::CorruptCache {
+            image: image.to_string(),
+            path: final_dir,
+            cause,
+        }),
+    }
 }
 
 async fn download_and_apply_layers(
@@ -212,22 +266,149 @@ async fn download_and_apply_layers(
     Ok(())
 }
 
-/// The cache entry for `digest`, if complete.
+/// The cache entry for `digest`, if complete and intact.
 pub fn lookup(cache_dir: &Path, digest: &str) -> Option<PulledImage> {
+    match check_entry(cache_dir, digest) {
+        Entry::Valid(hit) => Some(hit),
+        Entry::Missing | Entry::Corrupt(_) => None,
+    }
+}
+
+/// The intact entry for `digest`; a damaged one is removed (and so pulled again).
+fn usable_entry(
+    cache_dir: &Path,
+    image: &ImageReference,
+    digest: &str,
+) -> Result<Option<PulledImage>, ImageError> {
+    match check_entry(cache_dir, digest) {
+        Entry::Valid(hit) => Ok(Some(hit)),
+        Entry::Missing => Ok(None),
+        Entry::Corrupt(cause) => {
+            let dir = entry_dir(cache_dir, digest);
+            tracing::warn!(%image, path = %dir.display(), %cause, "cached image is damaged; pulling it again");
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ImageError::Io {
+                    image: image.to_string(),
+                    action: "removing the damaged cache entry",
+                    path: dir,
+                    source: e,
+                }),
+                _ => Ok(None),
+            }
+        }
+    }
+}
+
+/// Reads the completion marker of `digest`'s entry and checks the tree against it.
+fn check_entry(cache_dir: &Path, digest: &str) -> Entry {
     let dir = entry_dir(cache_dir, digest);
     let metadata_path = dir.join(METADATA_FILE);
-    let bytes = std::fs::read(&metadata_path).ok()?;
-    let metadata: CachedMetadata = serde_json::from_slice(&bytes).ok()?;
-    let unpacked_at = std::fs::metadata(&metadata_path)
-        .and_then(|m| m.modified())
-        .ok()?;
-    Some(PulledImage {
+    let bytes = match std::fs::read(&metadata_path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => return Entry::Missing,
+        Err(e) => return Entry::Corrupt(format!("{METADATA_FILE} cannot be read: {e}")),
+    };
+    let metadata: CachedMetadata = match serde_json::from_slice(&bytes) {
+        Ok(metadata) => metadata,
+        Err(e) => return Entry::Corrupt(format!("{METADATA_FILE} is not valid: {e}")),
+    };
+    if metadata.digest != digest {
+        return Entry::Corrupt(format!(
+            "{METADATA_FILE} names {} instead of {digest}",
+            metadata.digest
+        ));
+    }
+    let rootfs = dir.join(ROOTFS_DIR);
+    match tree_digest(&rootfs) {
+        Ok(actual) if actual == metadata.content_digest => {}
+        Ok(actual) => {
+            return Entry::Corrupt(format!(
+                "content digest {actual} does not match {} recorded at unpack",
+                metadata.content_digest
+            ));
+        }
+        Err(e) => return Entry::Corrupt(format!("reading {}: {e}", rootfs.display())),
+    }
+    let unpacked_at = match std::fs::metadata(&metadata_path).and_then(|m| m.modified()) {
+        Ok(at) => at,
+        Err(e) => return Entry::Corrupt(format!("{METADATA_FILE}: {e}")),
+    };
+    Entry::Valid(PulledImage {
         digest_ref: metadata.digest_ref,
         digest: metadata.digest,
-        dir: dir.join(ROOTFS_DIR),
+        dir: rootfs,
         labels: metadata.labels,
         unpacked_at,
     })
+}
+
+/// [`tree_digest`] on a blocking thread.
+async fn tree_digest_blocking(image: &ImageReference, rootfs: &Path) -> Result<String, ImageError> {
+    let path = rootfs.to_path_buf();
+    let io_error = |source| ImageError::Io {
+        image: image.to_string(),
+        action: "hashing the unpacked content of",
+        path: rootfs.to_path_buf(),
+        source,
+    };
+    tokio::task::spawn_blocking(move || tree_digest(&path))
+        .await
+        .map_err(|e| io_error(std::io::Error::other(e.to_string())))?
+        .map_err(io_error)
+}
+
+/// `sha256:<hex>` of a directory tree: every entry's relative path, kind, size and content
+/// (a symbolic link's target), in name order, links never followed. Any file added, removed,
+/// truncated or changed changes it.
+pub fn tree_digest(root: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    hash_tree(root, Path::new(""), &mut hasher)?;
+    Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+fn hash_tree(dir: &Path, relative: &Path, hasher: &mut Sha256) -> std::io::Result<()> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()?;
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        let relative = relative.join(&name);
+        let metadata = std::fs::symlink_metadata(&path)?;
+        let kind = metadata.file_type();
+        // Length-prefixed fields: no two different trees hash the same listing.
+        let field = |hasher: &mut Sha256, bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(hasher, relative.as_os_str().as_bytes());
+        if kind.is_dir() {
+            field(hasher, b"d");
+            hash_tree(&path, &relative, hasher)?;
+        } else if kind.is_symlink() {
+            field(hasher, b"l");
+            field(hasher, std::fs::read_link(&path)?.as_os_str().as_bytes());
+        } else if kind.is_file() {
+            field(hasher, b"f");
+            let mut file_hasher = Sha256::new();
+            let mut file = std::fs::File::open(&path)?;
+            let mut buffer = vec![0u8; 64 * 1024];
+            let mut size = 0u64;
+            loop {
+                let read = file.read(&mut buffer)?;
+                if read == 0 {
+                    break;
+                }
+                size += read as u64;
+                file_hasher.update(&buffer[..read]);
+            }
+            hasher.update(size.to_le_bytes());
+            hasher.update(file_hasher.finalize());
+        } else {
+            field(hasher, b"o");
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the cache entry of a pulled image (no error when already gone).

@@ -16,7 +16,7 @@ pub mod reference;
 pub mod registry;
 pub mod unpack;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
@@ -110,6 +110,28 @@ pub enum ImageError {
         #[source]
         source: UnpackError,
     },
+    /// The cache directory cannot take the image: read-only, not permitted, or full. Nothing of
+    /// the image is used until it can.
+    #[error("image {image}: cannot write to the cache directory {}: {source}", dir.display())]
+    CacheUnwritable {
+        /// The image.
+        image: String,
+        /// The cache directory (as configured).
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A cache entry is damaged and could not be replaced.
+    #[error("image {image}: the cache entry {} is damaged: {cause}", path.display())]
+    CorruptCache {
+        /// The image.
+        image: String,
+        /// The entry.
+        path: PathBuf,
+        /// What does not match.
+        cause: String,
+    },
     /// Local file system trouble.
     #[error("image {image}: {action} {}: {source}", path.display())]
     Io {
@@ -126,6 +148,42 @@ pub enum ImageError {
 }
 
 impl ImageError {
+    /// A write refused because the cache directory `dir` is read-only, not writable or full
+    /// becomes [`ImageError::CacheUnwritable`]; other errors stay as they are.
+    pub fn naming_unwritable_cache(self, dir: &Path) -> ImageError {
+        let unwritable = |e: &std::io::Error| {
+            use std::io::ErrorKind::*;
+            matches!(
+                e.kind(),
+                PermissionDenied | ReadOnlyFilesystem | StorageFull | QuotaExceeded
+            )
+        };
+        let (image, source) = match self {
+            ImageError::Io { image, source, .. } if unwritable(&source) => (image, source),
+            ImageError::Unpack {
+                image,
+                source:
+                    UnpackError::Write {
+                        source: crate::confined::ConfinedError::Io { source, .. },
+                        ..
+                    },
+                ..
+            } if unwritable(&source) => (image, source),
+            // Copying an entry's content out of the layer: the write half failed.
+            ImageError::Unpack {
+                image,
+                source: UnpackError::Read(source),
+                ..
+            } if unwritable(&source) => (image, source),
+            other => return other,
+        };
+        ImageError::CacheUnwritable {
+            image,
+            dir: dir.to_path_buf(),
+            source,
+        }
+    }
+
     /// True when retrying cannot help without a change to the reference or the image itself.
     pub fn is_terminal(&self) -> bool {
         matches!(

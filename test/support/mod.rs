@@ -891,3 +891,54 @@ pub async fn service_account_requests(client: &kube::Client) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
+
+/// A small tmpfs mounted on a directory for one test (unmounted when dropped): `read-only` makes
+/// a directory no process can write, even as root; a `size` makes one that fills up. Mounting
+/// needs root (or `sudo -n`, as hack/deploy-test.sh): without it the test fails with the reason.
+pub struct TmpfsMount {
+    path: PathBuf,
+}
+
+fn as_root(args: &[&str]) -> Command {
+    let root = run(Command::new("id").arg("-u")).ok().trim() == "0";
+    let mut command = if root {
+        Command::new(args[0])
+    } else {
+        let mut sudo = Command::new("sudo");
+        sudo.args(["-n", args[0]]);
+        sudo
+    };
+    command.args(&args[1..]);
+    command
+}
+
+impl TmpfsMount {
+    /// Mounts a tmpfs with `options` (e.g. `ro,size=1m` or `size=256k`) on `path` (created).
+    pub fn new(path: &Path, options: &str) -> TmpfsMount {
+        std::fs::create_dir_all(path).unwrap();
+        let out = run(&mut as_root(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            options,
+            "tmpfs",
+            path.to_str().unwrap(),
+        ]));
+        assert!(
+            out.success,
+            "this test mounts a tmpfs on {} ({options}) and needs root or sudo -n for it: {}",
+            path.display(),
+            out.stderr
+        );
+        TmpfsMount {
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = run(&mut as_root(&["umount", "-l", self.path.to_str().unwrap()]));
+    }
+}

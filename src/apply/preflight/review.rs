@@ -11,8 +11,8 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::{Client, Discovery};
 use serde_json::Value;
 
 use super::permissions::{
@@ -20,6 +20,7 @@ use super::permissions::{
     required_access,
 };
 use super::{CrdUpgradeError, PreflightError, check_crd_upgrade};
+use crate::apply::lookups::ClusterLookups;
 use crate::apply::revision::ObjectRef;
 
 /// How many SubjectAccessReviews are in flight at once: enough to finish a typical bundle's
@@ -76,14 +77,15 @@ pub async fn check_crd_upgrades(client: &Client, objects: &[Value]) -> Result<()
 /// The kind -> resource table for `objects`: what the API server's discovery lists (aggregated
 /// discovery, or the classic per-group walk when that is not served), plus the CRDs in `objects`
 /// (their custom resources may be applied in the same go, before discovery knows them).
-pub async fn discover_resources(client: &Client, objects: &[Value]) -> Result<ResourceTable, PreflightError> {
-    let discovery = match Discovery::new(client.clone()).run_aggregated().await {
-        Ok(discovery) => discovery,
-        Err(_) => Discovery::new(client.clone())
-            .run()
-            .await
-            .map_err(PreflightError::Discovery)?,
-    };
+pub async fn discover_resources(
+    client: &Client,
+    lookups: &ClusterLookups,
+    objects: &[Value],
+) -> Result<ResourceTable, PreflightError> {
+    let discovery = lookups
+        .discovery(client)
+        .await
+        .map_err(PreflightError::Discovery)?;
     let mut table = ResourceTable::new();
     table.add_discovery(&discovery);
     for obj in objects.iter().filter(|o| is_crd(o)) {
@@ -98,18 +100,19 @@ pub async fn discover_resources(client: &Client, objects: &[Value]) -> Result<Re
 /// `Err(PreflightError::MissingPermissions)` lists everything missing.
 pub async fn check_permissions(
     client: &Client,
+    lookups: &ClusterLookups,
     service_account: &ServiceAccountRef,
     objects: &[Value],
     previous: &[ObjectRef],
     policy: &AccessPolicy,
     also: &[Access],
 ) -> Result<(), PreflightError> {
-    let resources = discover_resources(client, objects).await?;
+    let resources = discover_resources(client, lookups, objects).await?;
     let mut plan = required_access(objects, previous, &service_account.namespace, &resources, policy)?;
     for access in also {
         plan.require(access.clone());
     }
-    review_access(client, service_account, &plan).await
+    review_access(client, lookups, service_account, &plan).await
 }
 
 /// Reviews a plan with SubjectAccessReview (at most [`MAX_CONCURRENT_REVIEWS`] at a time): first
@@ -117,17 +120,18 @@ pub async fn check_permissions(
 /// (reading roles the bundle does not define from the cluster).
 pub async fn review_access(
     client: &Client,
+    lookups: &ClusterLookups,
     service_account: &ServiceAccountRef,
     plan: &AccessPlan,
 ) -> Result<(), PreflightError> {
-    let mut decisions = review_all(client, service_account, plan.first_round()).await?;
-    let roles = fetch_roles(client, service_account, plan.roles_to_fetch(&decisions)).await?;
+    let mut decisions = review_all(client, lookups, service_account, plan.first_round()).await?;
+    let roles = fetch_roles(client, lookups, service_account, plan.roles_to_fetch(&decisions)).await?;
     let second: BTreeSet<Access> = plan
         .second_round(&decisions, &roles)
         .into_iter()
         .filter(|a| !decisions.contains_key(a))
         .collect();
-    decisions.extend(review_all(client, service_account, second).await?);
+    decisions.extend(review_all(client, lookups, service_account, second).await?);
     match plan.missing(service_account, &decisions, &roles) {
         Some(missing) => Err(missing.into()),
         None => Ok(()),
@@ -141,7 +145,25 @@ fn review_error(service_account: &ServiceAccountRef) -> impl Fn(kube::Error) -> 
     }
 }
 
+/// Answers every access: allowed ones kept by `lookups` without a request, the rest reviewed.
 async fn review_all(
+    client: &Client,
+    lookups: &ClusterLookups,
+    service_account: &ServiceAccountRef,
+    accesses: BTreeSet<Access>,
+) -> Result<BTreeMap<Access, bool>, PreflightError> {
+    let generation = lookups.rbac_generation();
+    let (kept, to_ask): (BTreeSet<Access>, BTreeSet<Access>) = accesses
+        .into_iter()
+        .partition(|access| lookups.allowed(service_account, access));
+    let mut decisions: BTreeMap<Access, bool> = kept.into_iter().map(|access| (access, true)).collect();
+    let asked = ask_reviews(client, service_account, to_ask).await?;
+    lookups.remember_reviews(service_account, &asked, generation);
+    decisions.extend(asked);
+    Ok(decisions)
+}
+
+async fn ask_reviews(
     client: &Client,
     service_account: &ServiceAccountRef,
     accesses: BTreeSet<Access>,
@@ -202,11 +224,17 @@ fn subject_access_review(service_account: &ServiceAccountRef, access: &Access) -
 
 async fn fetch_roles(
     client: &Client,
+    lookups: &ClusterLookups,
     service_account: &ServiceAccountRef,
     roles: BTreeSet<RoleRef>,
 ) -> Result<BTreeMap<RoleRef, Vec<PolicyRule>>, PreflightError> {
     let mut out = BTreeMap::new();
+    let generation = lookups.rbac_generation();
     for role in roles {
+        if let Some(rules) = lookups.role_rules(&role) {
+            out.insert(role, rules);
+            continue;
+        }
         let rules = match &role.namespace {
             Some(ns) if role.kind == "Role" => {
                 let api: Api<Role> = Api::namespaced(client.clone(), ns);
@@ -223,7 +251,9 @@ async fn fetch_roles(
                     .and_then(|r| r.rules)
             }
         };
-        out.insert(role, rules.unwrap_or_default());
+        let rules = rules.unwrap_or_default();
+        lookups.remember_role(&role, &rules, generation);
+        out.insert(role, rules);
     }
     Ok(out)
 }

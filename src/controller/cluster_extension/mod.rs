@@ -37,7 +37,7 @@ use tracing::{info, warn};
 pub use error::{Error, StepError};
 
 use crate::{
-    apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    apply::{identity::ServiceAccountClients, lookups::ClusterLookups, revision::RevisionStore},
     bundle::render::WebhookProvider,
     catalog::cache::CachedCatalogClient,
     controller::metrics::{Metrics, count_api_requests},
@@ -71,6 +71,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Who provides the serving certificates of bundles' webhooks.
     pub webhook_provider: WebhookProvider,
+    /// Discovery and access-review answers, kept until a watch says they changed.
+    pub lookups: ClusterLookups,
     /// The last full apply of each extension that ended ready, cleared by the watches when an
     /// owned object changes: a reconcile with nothing new makes no request for its content.
     pub last_apply: LastApplies,
@@ -127,6 +129,7 @@ impl Context {
             recorder,
             metrics,
             webhook_provider: WebhookProvider::default(),
+            lookups: ClusterLookups::new(),
             last_apply: LastApplies::default(),
         }
     }
@@ -143,6 +146,11 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let controller = Controller::new(extensions, watcher::Config::default());
     let store = controller.store();
     let catalog_store = store.clone();
+    // Discovery and review answers are kept while these watches run (they end with the process).
+    tokio::spawn({
+        let (lookups, client) = (ctx.lookups.clone(), client.clone());
+        async move { lookups.watch(client).await }
+    });
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         // Catalog content changed (or a catalog came or went): every extension may resolve

@@ -336,7 +336,7 @@ async fn install_target(
         uid: ext.uid().unwrap_or_default(),
         install_namespace: namespace.clone(),
     };
-    let applied = objects::apply(&sa_client, &owner, &rendered)
+    let applied = objects::apply(&sa_client, &ctx.lookups, &owner, &rendered)
         .await
         .map_err(apply_err)?;
     let same_bundle =
@@ -418,6 +418,7 @@ async fn run_preflights(
     );
     preflight::check_permissions(
         &ctx.client,
+        &ctx.lookups,
         &account,
         rendered,
         previous,
