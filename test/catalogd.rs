@@ -905,3 +905,258 @@ async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_co
     }
     api.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Faults of the stored content and of the cache directory; the JSONL line limit
+
+/// The stored file `file` of catalog `name` in a cluster catalogd's cache directory.
+fn stored_file(catalogd: &Catalogd, name: &str, file: &str) -> PathBuf {
+    let root = catalogd._dir.path().join("cache/catalogs");
+    std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|dir| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{name}-")))
+                && dir.join(file).is_file()
+        })
+        .unwrap_or_else(|| panic!("no stored {file} of {name} under {}", root.display()))
+        .join(file)
+}
+
+/// Waits until `/api/v1/all` answers 200 with `expected` (asking for gzip when `gzip`).
+async fn wait_served(catalogd: &Catalogd, all: &str, gzip: bool, expected: &[u8], what: &str) {
+    let headers: &[(&str, &str)] = if gzip { &[("Accept-Encoding", "gzip")] } else { &[] };
+    wait_for(what, Duration::from_secs(120), || async {
+        let mut builder = http().get(all);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let response = builder.send().await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let compressed = response
+            .headers()
+            .get("content-encoding")
+            .is_some_and(|v| v == "gzip");
+        let body = response.bytes().await.map_err(|e| e.to_string())?.to_vec();
+        let body = if compressed { gunzip(&body) } else { body };
+        if status == 200 && body == expected {
+            Ok(())
+        } else {
+            Err(format!(
+                "status {status}, {} bytes; log:\n{}",
+                body.len(),
+                catalogd.log()
+            ))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn damaged_stored_content_is_never_served_and_is_stored_again() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/catalogs/fixture:damaged", registry.host_port);
+    let pushed = push_dir(
+        &fixture("catalog-v1"),
+        &reference,
+        &catalog_push_options(RegistryConfig::default()),
+    )
+    .await
+    .unwrap();
+    let selector_value = support::fresh_name("sel");
+    let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
+    let api: Api<ClusterCatalog> = Api::all(support::client().await);
+    let name = support::fresh_name("damaged");
+    // Pinned by digest: never polled, so only the damage can make it store the catalog again.
+    api.create(
+        &PostParams::default(),
+        &cluster_catalog(&name, &selector_value, &pushed.digest_ref, None),
+    )
+    .await
+    .unwrap();
+    let served = wait_catalog(&api, &name, "Serving=True", |c| {
+        is(c, "Serving", "True", "Available")
+    })
+    .await;
+    let all = format!("{}/api/v1/all", served.status.unwrap().urls.unwrap().base);
+    let expected = expected_jsonl(&read_dir_metas(&fixture("catalog-v1")).unwrap());
+    wait_served(&catalogd, &all, false, &expected, "the catalog served").await;
+
+    // One byte changed in place, the size unchanged: the digest check of the body fails before
+    // its last byte, so no client ever receives the damaged content as a whole response.
+    let jsonl = stored_file(&catalogd, &name, "catalog.jsonl");
+    let mut bytes = std::fs::read(&jsonl).unwrap();
+    let at = bytes.windows(10).position(|w| w == b"fixture-op").unwrap();
+    bytes[at + 9] = b'q';
+    std::fs::write(&jsonl, &bytes).unwrap();
+    let response = http().get(&all).send().await.unwrap();
+    let status = response.status().as_u16();
+    match response.bytes().await {
+        Ok(body) => assert!(
+            status != 200 || body.to_vec() != bytes,
+            "the damaged catalog.jsonl was served whole"
+        ),
+        Err(e) => assert_eq!(status, 200, "a cut-short body: {e}"),
+    }
+    wait_served(
+        &catalogd,
+        &all,
+        false,
+        &expected,
+        "the catalog stored and served again",
+    )
+    .await;
+    assert!(
+        catalogd
+            .log()
+            .contains("stored catalog content is damaged; it is no longer served and will be stored again"),
+        "{}",
+        catalogd.log()
+    );
+
+    // The gzip copy truncated: its size is checked on every request, so it is not served at all.
+    let gzip = stored_file(&catalogd, &name, "catalog.jsonl.gz");
+    let len = std::fs::metadata(&gzip).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&gzip)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (code, _, _) = get(&all, &[("Accept-Encoding", "gzip")]).await;
+    assert_ne!(code, 200, "a truncated gzip copy is not served");
+    wait_served(&catalogd, &all, true, &expected, "the gzip copy stored again").await;
+    let after = api.get(&name).await.unwrap();
+    assert!(is(&after, "Serving", "True", "Available"), "{}", describe(&after));
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_only_image_cache_is_named_in_status_and_the_catalog_is_served_once_writable() {
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/catalogs/fixture:rocache", registry.host_port);
+    let pushed = push_dir(
+        &fixture("catalog-v1"),
+        &reference,
+        &catalog_push_options(RegistryConfig::default()),
+    )
+    .await
+    .unwrap();
+    let selector_value = support::fresh_name("sel");
+    let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
+    // Where catalogd unpacks images (`<--cache-dir>/unpack`), made read-only before any pull.
+    let unpack = catalogd._dir.path().join("cache/unpack");
+    let mount = support::TmpfsMount::new(&unpack, "ro,size=1m");
+    let api: Api<ClusterCatalog> = Api::all(support::client().await);
+    let name = support::fresh_name("rocache");
+    api.create(
+        &PostParams::default(),
+        &cluster_catalog(&name, &selector_value, &pushed.digest_ref, None),
+    )
+    .await
+    .unwrap();
+    let retrying = wait_catalog(&api, &name, "Progressing=True/Retrying", |c| {
+        is(c, "Progressing", "True", "Retrying")
+    })
+    .await;
+    assert_eq!(
+        condition(&retrying, "Progressing").unwrap().message,
+        format!(
+            "source catalog content: image {}: cannot write to the cache directory {}: Read-only file system (os error 30)",
+            pushed.digest_ref,
+            unpack.display()
+        )
+    );
+    assert!(
+        condition(&retrying, "Serving").is_none_or(|c| c.status != "True"),
+        "nothing is served: {}",
+        describe(&retrying)
+    );
+
+    drop(mount);
+    let served = wait_catalog(&api, &name, "Serving=True once the directory is writable", |c| {
+        is(c, "Serving", "True", "Available")
+    })
+    .await;
+    let all = format!("{}/api/v1/all", served.status.unwrap().urls.unwrap().base);
+    let expected = expected_jsonl(&read_dir_metas(&fixture("catalog-v1")).unwrap());
+    wait_served(&catalogd, &all, false, &expected, "the catalog served").await;
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_jsonl_line_over_the_limit_is_refused_by_catalogd_and_by_the_controllers_client() {
+    let metas = read_dir_metas(&fixture("catalog-v1")).unwrap();
+    let longest = metas.iter().map(|m| m.blob.len()).max().unwrap();
+    let limit = longest - 1;
+
+    // catalogd refuses to store it.
+    let registry = start_registry(&RegistryOptions::default());
+    let reference = format!("{}/catalogs/fixture:longline", registry.host_port);
+    let pushed = push_dir(
+        &fixture("catalog-v1"),
+        &reference,
+        &catalog_push_options(RegistryConfig::default()),
+    )
+    .await
+    .unwrap();
+    let selector_value = support::fresh_name("sel");
+    let _catalogd = run_cluster_catalogd(
+        &format!("olmv1.test/catalogd={selector_value}"),
+        &["--max-jsonl-line-bytes", &limit.to_string()],
+    )
+    .await;
+    let api: Api<ClusterCatalog> = Api::all(support::client().await);
+    let name = support::fresh_name("longline");
+    api.create(
+        &PostParams::default(),
+        &cluster_catalog(&name, &selector_value, &pushed.digest_ref, None),
+    )
+    .await
+    .unwrap();
+    let refused = wait_catalog(&api, &name, "Progressing=True/Retrying", |c| {
+        is(c, "Progressing", "True", "Retrying")
+    })
+    .await;
+    let message = &condition(&refused, "Progressing").unwrap().message;
+    let suffix = format!(": JSONL line longer than the limit of {limit} bytes");
+    assert!(
+        message.starts_with(&format!("error storing fbc: catalog {name:?}: "))
+            && message.contains("object #")
+            && message.ends_with(&suffix),
+        "{message}"
+    );
+    assert!(condition(&refused, "Serving").is_none_or(|c| c.status != "True"));
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+
+    // The controller's catalog client refuses a served catalog with a longer line.
+    let catalogd = serve_standalone("longline", &fixture("catalog-v1")).await;
+    let base = format!("{}/catalogs/longline", catalogd.url);
+    let served: ClusterCatalog = serde_json::from_value(serde_json::json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+        "metadata": {"name": "longline"},
+        "spec": {"source": {"type": "Image", "image": {"ref": pushed.digest_ref}}},
+        "status": {
+            "conditions": [{"type": "Serving", "status": "True", "reason": "Available", "message": "",
+                "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+            "resolvedSource": {"type": "Image", "image": {"ref": pushed.digest_ref}},
+            "urls": {"base": base}
+        }
+    }))
+    .unwrap();
+    let limited = CachedCatalogClient::new(CatalogClient::new(&[]).unwrap().with_max_line_bytes(limit));
+    let err = limited.index(&served).await.expect_err("a line over the limit");
+    let err = err.to_string();
+    assert!(
+        err.starts_with("error retrieving cache for catalog \"longline\": ") && err.ends_with(&suffix),
+        "{err}"
+    );
+    let unlimited = CachedCatalogClient::new(CatalogClient::new(&[]).unwrap().with_max_line_bytes(longest));
+    unlimited
+        .index(&served)
+        .await
+        .expect("the longest line at the limit is read");
+}

@@ -444,3 +444,163 @@ async fn crd_upgrade_safety_reads_the_installed_crd() {
         .await
         .expect("clean up the CRD");
 }
+
+/// Requests a client sent, by kind: discovery reads and SubjectAccessReviews.
+#[derive(Default)]
+struct RequestCounts {
+    discovery: std::sync::atomic::AtomicU64,
+    reviews: std::sync::atomic::AtomicU64,
+}
+
+impl RequestCounts {
+    fn now(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.discovery.load(SeqCst), self.reviews.load(SeqCst))
+    }
+}
+
+/// The admin's client, counting the discovery and review requests it sends.
+async fn counting_client() -> (Client, std::sync::Arc<RequestCounts>) {
+    let counts = std::sync::Arc::new(RequestCounts::default());
+    let seen = counts.clone();
+    let layer = tower::filter::FilterLayer::new(move |request: http::Request<kube::client::Body>| {
+        use std::sync::atomic::Ordering::SeqCst;
+        let path = request.uri().path();
+        let segments = path.trim_matches('/').split('/').count();
+        let discovery = request.method() == http::Method::GET
+            && ((path.starts_with("/api") && !path.starts_with("/apis") && segments <= 2)
+                || (path.starts_with("/apis") && segments <= 3));
+        if discovery {
+            seen.discovery.fetch_add(1, SeqCst);
+        }
+        if request.method() == http::Method::POST && path.ends_with("/subjectaccessreviews") {
+            seen.reviews.fetch_add(1, SeqCst);
+        }
+        Ok::<_, std::convert::Infallible>(request)
+    });
+    let config = support::env().config().await;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("client config")
+        .with_layer(&layer)
+        .build();
+    (client, counts)
+}
+
+#[tokio::test]
+async fn discovery_and_review_answers_are_kept_until_a_watch_says_they_changed() {
+    let admin = support::client().await;
+    let ns = fresh_namespace(&admin, "lookups").await;
+    let sa = ServiceAccountRef::new(&ns, "installer");
+    let objects: Vec<Value> = bundle(&ns, "unused").into_iter().take(3).collect();
+    apply_admin(
+        &Api::<ServiceAccount>::namespaced(admin.clone(), &ns),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer"}}),
+    )
+    .await;
+    apply_admin(
+        &Api::<Role>::namespaced(admin.clone(), &ns),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "installer"},
+            "rules": [{"apiGroups": ["", "apps"], "resources": ["configmaps", "serviceaccounts", "deployments"],
+                       "verbs": ["get", "create", "patch"]}]}),
+    )
+    .await;
+    apply_admin(
+        &Api::<RoleBinding>::namespaced(admin.clone(), &ns),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "installer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}]}),
+    )
+    .await;
+
+    let (client, counts) = counting_client().await;
+    let lookups = ClusterLookups::new();
+    let watching = tokio::spawn({
+        let (lookups, admin) = (lookups.clone(), admin.clone());
+        async move { lookups.watch(admin).await }
+    });
+    let policy = AccessPolicy::default();
+    // One preflight: its outcome, and the discovery and review requests it made.
+    let attempt = || async {
+        let before = counts.now();
+        let outcome = check_permissions(&client, &lookups, &sa, &objects, &[], &policy, &[])
+            .await
+            .map_err(|e| e.to_string());
+        let after = counts.now();
+        (outcome, (after.0 - before.0, after.1 - before.1))
+    };
+    let preflight = || async {
+        let (outcome, asked) = attempt().await;
+        outcome.map(|()| asked)
+    };
+    // Nothing is kept before the first call: it asks for everything.
+    let (_, cold) = attempt().await;
+    assert!(cold.0 > 0 && cold.1 > 0, "a first preflight asks: {cold:?}");
+    wait_for("the preflight to pass", DEFAULT_TIMEOUT, preflight).await;
+    wait_for(
+        "a preflight answered from kept answers alone",
+        DEFAULT_TIMEOUT,
+        || async {
+            match preflight().await? {
+                (0, 0) => Ok(()),
+                other => Err(format!("still asked {other:?}")),
+            }
+        },
+    )
+    .await;
+
+    // Any RBAC change drops the kept reviews (not discovery): the next preflight asks again.
+    apply_admin(
+        &Api::<RoleBinding>::namespaced(admin.clone(), &ns),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "unrelated"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "someone-else", "namespace": ns}]}),
+    )
+    .await;
+    let after_rbac = wait_for("the reviews to be asked again", DEFAULT_TIMEOUT, || async {
+        match preflight().await? {
+            (discovery, reviews) if reviews > 0 => Ok((discovery, reviews)),
+            other => Err(format!("answered from kept reviews: {other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(after_rbac.0, 0, "discovery stays kept across an RBAC change");
+    assert_eq!(after_rbac.1, cold.1, "every review is asked again");
+
+    // A new CRD drops the kept discovery: it is read again.
+    let crd_group = format!("{}.example.com", fresh_name("lookups"));
+    apply_admin(
+        &Api::<CustomResourceDefinition>::all(admin.clone()),
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("gadgets.{crd_group}")},
+            "spec": {"group": crd_group, "scope": "Namespaced",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+    )
+    .await;
+    wait_for("discovery to be read again", DEFAULT_TIMEOUT, || async {
+        match preflight().await? {
+            (discovery, _) if discovery > 0 => Ok(()),
+            other => Err(format!("answered from kept discovery: {other:?}")),
+        }
+    })
+    .await;
+    wait_for("everything kept again once settled", DEFAULT_TIMEOUT, || async {
+        match preflight().await? {
+            (0, 0) => Ok(()),
+            other => Err(format!("still asked {other:?}")),
+        }
+    })
+    .await;
+    println!(
+        "lookups: a {}-object preflight made {} discovery and {} review requests cold, 0 and 0 with kept answers",
+        objects.len(),
+        cold.0,
+        cold.1
+    );
+    watching.abort();
+    Api::<CustomResourceDefinition>::all(admin)
+        .delete(&format!("gadgets.{crd_group}"), &Default::default())
+        .await
+        .unwrap();
+}

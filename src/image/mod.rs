@@ -177,10 +177,18 @@ impl ImageError {
             } if unwritable(&source) => (image, source),
             other => return other,
         };
+        // Just the cause: some layers (tempfile) add the path of the failed file to the text.
+        let errno = match source.kind() {
+            std::io::ErrorKind::ReadOnlyFilesystem => Some(rustix::io::Errno::ROFS.raw_os_error()),
+            std::io::ErrorKind::StorageFull => Some(rustix::io::Errno::NOSPC.raw_os_error()),
+            std::io::ErrorKind::QuotaExceeded => Some(rustix::io::Errno::DQUOT.raw_os_error()),
+            std::io::ErrorKind::PermissionDenied => Some(rustix::io::Errno::ACCESS.raw_os_error()),
+            _ => source.raw_os_error(),
+        };
         ImageError::CacheUnwritable {
             image,
             dir: dir.to_path_buf(),
-            source,
+            source: errno.map_or(source, std::io::Error::from_raw_os_error),
         }
     }
 

@@ -9,6 +9,7 @@ mod cli;
 mod components;
 mod fixtures;
 
+mod cache;
 mod failures;
 mod gating;
 mod ha;
