@@ -50,81 +50,80 @@ pub fn deprecation_conditions(
     channels: &[String],
     installed_bundle: Option<&str>,
 ) -> [ConditionData; 4] {
-    let absent = condition(
-        TYPE_BUNDLE_DEPRECATED,
-        ConditionStatus::Unknown,
-        REASON_ABSENT,
-        NO_BUNDLE_MESSAGE,
-    );
     if !has_catalog_data {
-        let unknown = |t| {
-            condition(
-                t,
-                ConditionStatus::Unknown,
-                REASON_DEPRECATION_STATUS_UNKNOWN,
-                UNKNOWN_MESSAGE,
-            )
-        };
-        let bundle = if installed_bundle.is_some() {
-            unknown(TYPE_BUNDLE_DEPRECATED)
-        } else {
-            absent
-        };
-        return [
-            unknown(TYPE_DEPRECATED),
-            unknown(TYPE_PACKAGE_DEPRECATED),
-            unknown(TYPE_CHANNEL_DEPRECATED),
-            bundle,
-        ];
+        return unknown_conditions(installed_bundle);
     }
-    let entries = deprecation.map(|d| d.entries.as_slice()).unwrap_or_default();
-    // Upstream counts messages, not entries: an entry with an empty message deprecates nothing.
-    let (mut package, mut channel, mut bundle) = (Vec::new(), Vec::new(), Vec::new());
-    for e in entries.iter().filter(|e| !e.message.is_empty()) {
-        let (hit, messages) = match e.reference.schema.as_str() {
-            SCHEMA_PACKAGE => (true, &mut package),
-            SCHEMA_CHANNEL => (
-                channels.is_empty() || channels.contains(&e.reference.name),
-                &mut channel,
-            ),
-            SCHEMA_BUNDLE => (installed_bundle == Some(e.reference.name.as_str()), &mut bundle),
-            _ => (false, &mut package),
-        };
-        if hit {
-            messages.push(e.message.as_str());
-        }
-    }
-    let one = |t, messages: &Vec<&str>, not: &str| {
+    let [package, channel, bundle] = messages_by_level(deprecation, channels, installed_bundle);
+    let level = |t, messages: &[&str], not: &str| {
         if messages.is_empty() {
             condition(t, ConditionStatus::False, REASON_NOT_DEPRECATED, not)
         } else {
             condition(t, ConditionStatus::True, REASON_DEPRECATED, &messages.join("\n"))
         }
     };
-    let package_c = one(TYPE_PACKAGE_DEPRECATED, &package, "package not deprecated");
-    let channel_c = one(TYPE_CHANNEL_DEPRECATED, &channel, "channel not deprecated");
-    let bundle_c = if installed_bundle.is_some() {
-        one(TYPE_BUNDLE_DEPRECATED, &bundle, "bundle not deprecated")
-    } else {
-        absent
+    let bundle_condition = match installed_bundle {
+        Some(_) => level(TYPE_BUNDLE_DEPRECATED, &bundle, "bundle not deprecated"),
+        None => absent_bundle(),
     };
-    let all_messages: Vec<&str> = package.iter().chain(&channel).chain(&bundle).copied().collect();
-    let rollup = if all_messages.is_empty() {
+    let all: Vec<&str> = [package.as_slice(), &channel, &bundle].concat();
+    [
+        level(TYPE_DEPRECATED, &all, "not deprecated"),
+        level(TYPE_PACKAGE_DEPRECATED, &package, "package not deprecated"),
+        level(TYPE_CHANNEL_DEPRECATED, &channel, "channel not deprecated"),
+        bundle_condition,
+    ]
+}
+
+/// The messages that count at each level: package, channel, bundle. Upstream counts messages,
+/// not entries: an entry with an empty message deprecates nothing.
+fn messages_by_level<'a>(
+    deprecation: Option<&'a Deprecation>,
+    channels: &[String],
+    installed_bundle: Option<&str>,
+) -> [Vec<&'a str>; 3] {
+    let mut levels = [Vec::new(), Vec::new(), Vec::new()];
+    let entries = deprecation.map(|d| d.entries.as_slice()).unwrap_or_default();
+    for e in entries.iter().filter(|e| !e.message.is_empty()) {
+        let name = e.reference.name.as_str();
+        let level = match e.reference.schema.as_str() {
+            SCHEMA_PACKAGE => 0,
+            SCHEMA_CHANNEL if channels.is_empty() || channels.iter().any(|c| c == name) => 1,
+            SCHEMA_BUNDLE if installed_bundle == Some(name) => 2,
+            _ => continue,
+        };
+        levels[level].push(e.message.as_str());
+    }
+    levels
+}
+
+/// Without catalog data everything is Unknown (BundleDeprecated Absent when nothing is installed).
+fn unknown_conditions(installed_bundle: Option<&str>) -> [ConditionData; 4] {
+    let unknown = |t| {
         condition(
-            TYPE_DEPRECATED,
-            ConditionStatus::False,
-            REASON_NOT_DEPRECATED,
-            "not deprecated",
-        )
-    } else {
-        condition(
-            TYPE_DEPRECATED,
-            ConditionStatus::True,
-            REASON_DEPRECATED,
-            &all_messages.join("\n"),
+            t,
+            ConditionStatus::Unknown,
+            REASON_DEPRECATION_STATUS_UNKNOWN,
+            UNKNOWN_MESSAGE,
         )
     };
-    [rollup, package_c, channel_c, bundle_c]
+    [
+        unknown(TYPE_DEPRECATED),
+        unknown(TYPE_PACKAGE_DEPRECATED),
+        unknown(TYPE_CHANNEL_DEPRECATED),
+        match installed_bundle {
+            Some(_) => unknown(TYPE_BUNDLE_DEPRECATED),
+            None => absent_bundle(),
+        },
+    ]
+}
+
+fn absent_bundle() -> ConditionData {
+    condition(
+        TYPE_BUNDLE_DEPRECATED,
+        ConditionStatus::Unknown,
+        REASON_ABSENT,
+        NO_BUNDLE_MESSAGE,
+    )
 }
 
 #[cfg(test)]
