@@ -287,7 +287,8 @@ impl ReconcileState<'_> {
         let image = pull_to_dir(&target.image, &self.ctx.pull)
             .await
             .map_err(|e| target.error(e))?;
-        let bundle = RegistryV1Bundle::from_dir(&image.dir).map_err(|e| target.error(e))?;
+        let bundle = RegistryV1Bundle::from_dir_within(&image.dir, self.ctx.pull.limits.max_file_bytes)
+            .map_err(|e| target.error(e))?;
         Ok(Unpacked { image, bundle })
     }
 
