@@ -16,7 +16,7 @@ use crate::{
         revision::InstalledRevision,
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
-    catalog::BundleProperty,
+    catalog::Property,
     image::cache::pull_to_dir,
     resolve::{self, ConditionData},
 };
@@ -58,7 +58,7 @@ struct Target {
     image: String,
     catalog: Option<String>,
     package: String,
-    properties: Vec<BundleProperty>,
+    properties: Vec<Property>,
 }
 
 /// Runs every step and says how far it got.
@@ -206,13 +206,7 @@ async fn resolve_bundle(
                 image: resolution.bundle.image.clone(),
                 catalog: Some(resolution.catalog.clone()),
                 package: filter.package_name.clone(),
-                properties: resolution
-                    .bundle
-                    .properties
-                    .iter()
-                    .cloned()
-                    .map(BundleProperty::from)
-                    .collect(),
+                properties: resolution.bundle.properties.clone(),
             },
             Some(resolution.deprecation.clone()),
         )),
