@@ -4,25 +4,23 @@
 //! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
-use crate::controller::{
-    metrics::ReconcileMetrics,
-    status::{ConditionStatus, set_condition},
-};
+use crate::controller::{metrics::ReconcileMetrics, status::set_condition};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
-    FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED, REASON_RETRYING,
-    REASON_SUCCEEDED, REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE, TYPE_PROGRESSING, TYPE_SERVING,
+    ConditionStatus, FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED,
+    REASON_RETRYING, REASON_SUCCEEDED, REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE,
+    TYPE_PROGRESSING, TYPE_SERVING,
 };
 use olmv1_api::v1::{
     AvailabilityMode, CatalogSourceType, ClusterCatalog, ClusterCatalogStatus, ClusterCatalogUrls,
@@ -262,6 +260,7 @@ async fn make_unavailable(
             REASON_SUCCEEDED,
             MESSAGE_UNAVAILABLE_MODE,
             Some(generation),
+            Timestamp::now(),
         );
         set_condition(
             &mut status.conditions,
@@ -270,6 +269,7 @@ async fn make_unavailable(
             REASON_USER_SPECIFIED_UNAVAILABLE,
             MESSAGE_UNAVAILABLE_MODE,
             Some(generation),
+            Timestamp::now(),
         );
         write_status(api, &name, &old_status, &status).await?;
         if has_finalizer {
@@ -420,7 +420,8 @@ async fn store_pulled(
         terminal: pinned,
     })?;
     let (store, catalog_name) = (context.store.clone(), name.to_string());
-    tokio::task::spawn_blocking(move || store.store_from_dir(&catalog_name, &configs))
+    let max_file_bytes = context.settings.unpack_limits.max_file_bytes;
+    tokio::task::spawn_blocking(move || store.store_from_dir(&catalog_name, &configs, max_file_bytes))
         .await
         .map_err(|e| Error::Store(e.to_string()))?
         .map_err(|e| Error::Store(e.to_string()))?;
@@ -482,6 +483,7 @@ fn set_serving(status: &mut ClusterCatalogStatus, state: &StoredState, base_url:
         REASON_AVAILABLE,
         MESSAGE_SERVING,
         Some(state.observed_generation),
+        Timestamp::now(),
     );
 }
 
@@ -496,6 +498,7 @@ fn set_not_serving(status: &mut ClusterCatalogStatus, generation: i64) {
         REASON_UNAVAILABLE,
         "",
         Some(generation),
+        Timestamp::now(),
     );
 }
 
@@ -508,6 +511,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_SUCCEEDED,
             MESSAGE_SUCCEEDED,
             Some(generation),
+            Timestamp::now(),
         ),
         Some(e) if e.is_terminal() => set_condition(
             &mut status.conditions,
@@ -516,6 +520,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_BLOCKED,
             &e.to_string(),
             Some(generation),
+            Timestamp::now(),
         ),
         Some(e) => set_condition(
             &mut status.conditions,
@@ -524,6 +529,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_RETRYING,
             &e.to_string(),
             Some(generation),
+            Timestamp::now(),
         ),
     }
 }

@@ -12,6 +12,7 @@ mod fixtures;
 mod failures;
 mod gating;
 mod ha;
+mod hostile;
 mod install;
 mod lifecycle;
 mod openshift;
@@ -139,6 +140,18 @@ impl Scenario {
             .get_opt(&fixtures::deployment_name(&self.package))
             .await
             .unwrap()
+    }
+
+    /// The extension's revision record (`revision.json` of its Secret).
+    pub async fn record(&self) -> serde_json::Value {
+        let secret = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            self.client.clone(),
+            components::SYSTEM_NAMESPACE,
+        )
+        .get(&format!("{}-revision", self.extension))
+        .await
+        .unwrap();
+        serde_json::from_slice(&secret.data.unwrap()["revision.json"].0).unwrap()
     }
 
     /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.

@@ -18,7 +18,7 @@ use kube::{
         watcher,
     },
 };
-use olmv1_api::v1::ClusterExtension;
+use olmv1_api::v1::{ClusterExtension, conditions::ConditionStatus};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -26,7 +26,7 @@ use super::{
     UpgradeableConfig, UpgradeableMode,
     compat::{
         self, Assessment, CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE, CONDITION_UPGRADEABLE,
-        ConditionStatus, InstalledExtension, MajorMinor, REASON_AS_EXPECTED, UpgradeableCondition,
+        InstalledExtension, MajorMinor, REASON_AS_EXPECTED, UpgradeableCondition,
     },
     metrics::UpgradeableMetrics,
 };
