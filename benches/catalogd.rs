@@ -84,7 +84,11 @@ fn child_pull(reference: &str) {
     let pulled_at = started.elapsed();
     let store = CatalogStore::new(&work.path().join("catalogs")).unwrap();
     let stored = store
-        .store_from_dir("bench", &pulled.dir.join("configs"))
+        .store_from_dir(
+            "bench",
+            &pulled.dir.join("configs"),
+            olmv1::image::UnpackLimits::CATALOG.max_file_bytes,
+        )
         .expect("store");
     let total = started.elapsed();
     println!(

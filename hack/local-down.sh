@@ -24,6 +24,8 @@ ours() { # PID NAME
   local exe cmd want=${2%%@*} # pids/PROGRAM@ROLE.pid: a process of PROGRAM (e.g. olmv1@controller)
   [[ $want == registry ]] && want=docker-registry
   exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+  # A binary replaced while it runs (cargo build, apt upgrade) reads "PATH (deleted)".
+  exe=${exe% (deleted)}
   cmd=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) || return 1
   [[ $(basename "$exe") == "$want" && $cmd == *"$dir/"* ]]
 }

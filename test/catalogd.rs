@@ -818,6 +818,15 @@ fn symlink_layer(name: &str, target: &Path) -> Vec<u8> {
     builder.into_inner().unwrap()
 }
 
+fn file_layer(name: &str, content: &[u8]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(content.len() as u64);
+    header.set_mode(0o644);
+    builder.append_data(&mut header, name, content).unwrap();
+    builder.into_inner().unwrap()
+}
+
 #[tokio::test]
 async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_content_stays() {
     let registry = start_registry(&RegistryOptions::default());
@@ -830,7 +839,12 @@ async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_co
         .unwrap();
 
     let selector_value = support::fresh_name("sel");
-    let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
+    // A small per-file read limit, so that a catalog file over it is cheap to build.
+    let catalogd = run_cluster_catalogd(
+        &format!("olmv1.test/catalogd={selector_value}"),
+        &["--max-file-bytes", "65536"],
+    )
+    .await;
     let api: Api<ClusterCatalog> = Api::all(support::client().await);
     let name = support::fresh_name("hostile");
     api.create(
@@ -852,8 +866,30 @@ async fn hostile_catalog_images_are_refused_with_the_reason_and_the_last_good_co
         .iter()
         .find(|c| c.name == "opaque-then-symlink")
         .expect("corpus case");
+    let big_package = format!(
+        r#"{{"schema":"olm.package","name":"big","description":"{}"}}"#,
+        "x".repeat(100 << 10)
+    );
     // (what, layers, the reason, what the message names)
     let cases: Vec<(&str, Vec<Vec<u8>>, &str, &str)> = vec![
+        (
+            "a catalog file linked to /dev/zero",
+            vec![
+                catalog_layer(&fixture("catalog-v2")),
+                symlink_layer("configs/zz.json", Path::new("/dev/zero")),
+            ],
+            "is a symbolic link, which is not followed",
+            "configs/zz.json",
+        ),
+        (
+            "a catalog file over --max-file-bytes",
+            vec![
+                catalog_layer(&fixture("catalog-v2")),
+                file_layer("configs/big/catalog.json", big_package.as_bytes()),
+            ],
+            "is over the limit of 65536 bytes",
+            "configs/big/catalog.json",
+        ),
         (
             "a catalog file linked to a host file",
             vec![

@@ -460,6 +460,38 @@ async fn clusterextension_namespace_and_package_are_immutable() {
 }
 
 #[tokio::test]
+async fn clusterextension_status_release_is_checked_with_upstream_message() {
+    let client = support::client().await;
+    let api = extensions(&client);
+    let name = support::fresh_name("release");
+    create(&api, extension_json(&name)).await.expect("create");
+    let bundle = |release: &str| {
+        json!({"status": {"install": {"bundle": {
+            "name": "argocd-operator.v0.6.0", "version": "0.6.0+2", "release": release
+        }}}})
+    };
+    for accepted in ["2", "rc.1-x"] {
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&bundle(accepted)))
+            .await
+            .unwrap_or_else(|e| panic!("release {accepted:?} must be accepted: {e}"));
+    }
+    let err = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&bundle("01")))
+        .await
+        .expect_err("a numeric identifier with a leading zero must be refused");
+    let message = match err {
+        kube::Error::Api(status) => status.message,
+        other => panic!("not an API refusal: {other}"),
+    };
+    // Upstream's text, word for word (api/v1 BundleMetadata.Release).
+    let upstream = "release must be empty or consist of dot-separated identifiers (numeric without leading zeros, or alphanumeric)";
+    assert!(
+        message.contains("status.install.bundle.release") && message.contains(upstream),
+        "{message}"
+    );
+    api.delete(&name, &DeleteParams::default()).await.expect("delete");
+}
+#[tokio::test]
 async fn clustercatalog_poll_interval_is_refused_on_a_digest_ref() {
     let client = support::client().await;
     let api = catalogs(&client);

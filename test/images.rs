@@ -267,6 +267,69 @@ async fn basic_auth_with_htpasswd_and_a_wrong_password() {
 }
 
 #[tokio::test]
+async fn image_push_cli_reads_the_password_from_stdin_or_a_file() {
+    let auth_dir = tempfile::tempdir().unwrap();
+    let htpasswd = htpasswd_file(auth_dir.path(), "tester", "s3cret");
+    let registry = start_registry(&RegistryOptions {
+        htpasswd: Some(htpasswd),
+        ..Default::default()
+    });
+    let reference = format!("{}/private/cli:v1", registry.host_port);
+    let push = |extra: &[&str]| {
+        let mut command = std::process::Command::new(support::olmv1_bin());
+        command
+            .args(["image", "push", fixture("simple").to_str().unwrap(), &reference])
+            .args(["--username", "tester"])
+            .args(extra)
+            .env_remove("OLMV1_REGISTRY_PASSWORD")
+            .env_remove("REGISTRY_AUTH_FILE");
+        command
+    };
+
+    // From standard input (the first line; its newline is not part of the password).
+    let from_stdin = support::run_with_stdin(&mut push(&["--password-stdin"]), "s3cret\n").ok();
+    let digest_ref = from_stdin.trim().to_string();
+    assert!(
+        digest_ref.starts_with(&format!("{}/private/cli@sha256:", registry.host_port)),
+        "{digest_ref}"
+    );
+    // From a file: the same content, so the same digest.
+    let password_file = auth_dir.path().join("password");
+    std::fs::write(&password_file, "s3cret\n").unwrap();
+    let from_file = support::run(&mut push(&["--password-file", password_file.to_str().unwrap()])).ok();
+    assert_eq!(from_file.trim(), digest_ref);
+    // The registry authenticated the push: a pull with the same credentials finds the image.
+    let work = tempfile::tempdir().unwrap();
+    let options = PullOptions::new(work.path().join("cache"));
+    options.registry.credentials.insert(
+        registry.host_port.clone(),
+        Credential {
+            username: "tester".into(),
+            password: "s3cret".into(),
+        },
+    );
+    let pulled = image::pull_to_dir(&digest_ref, &options).await.expect("pull");
+    assert_eq!(pulled.digest_ref, digest_ref);
+
+    // A wrong password read from stdin is refused, and never printed.
+    let wrong = support::run_with_stdin(&mut push(&["--password-stdin"]), "not-the-password\n").err();
+    assert!(wrong.contains("refused the credentials"), "{wrong}");
+    assert!(!wrong.contains("not-the-password"), "{wrong}");
+    // An empty one, or a missing file, says so.
+    let empty = support::run_with_stdin(&mut push(&["--password-stdin"]), "\n").err();
+    assert!(empty.contains("the password read is empty"), "{empty}");
+    let missing = auth_dir.path().join("no-such-file");
+    let unreadable = support::run(&mut push(&["--password-file", missing.to_str().unwrap()])).err();
+    assert!(
+        unreadable.contains("reading the password file") && unreadable.contains("no-such-file"),
+        "{unreadable}"
+    );
+    // --password-stdin and --password together are refused by the command line.
+    let both = support::run_with_stdin(&mut push(&["--password-stdin", "--password", "x"]), "s3cret\n").err();
+    assert!(both.contains("cannot be used with"), "{both}");
+}
+
+#[tokio::test]
 async fn tls_registry_with_a_test_ca() {
     let tls_dir = tempfile::tempdir().unwrap();
     let tls = TestTls::generate(tls_dir.path());
@@ -514,7 +577,7 @@ async fn pull_hostile(
     let mut options = PullOptions::new(work.path().join("cache"));
     options.limits = UnpackLimits {
         max_total_bytes: 16 << 20,
-        max_entries: 10_000,
+        ..UnpackLimits::BUNDLE
     };
     let err = image::pull_to_dir(&reference, &options)
         .await

@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::bundle::csv::ClusterServiceVersion;
 use crate::catalog::BundleProperty;
 use crate::confined::{ConfinedDir, ConfinedError, Kind};
+use crate::image::UnpackLimits;
 
 /// The annotation holding a CSV's bundle properties (a JSON array of `{type, value}`).
 pub const PROPERTIES_ANNOTATION: &str = "olm.properties";
@@ -22,9 +23,9 @@ pub const BUNDLE_OBJECT_PROPERTY: &str = "olm.bundle.object";
 
 /// The directory of manifests inside a bundle.
 const MANIFESTS_DIR: &str = "manifests";
-/// Largest manifest file read from a bundle directory (the largest real bundle object is about
-/// 1.3 MB).
-pub const MAX_MANIFEST_FILE_BYTES: u64 = 16 << 20;
+/// The default largest file read from a bundle directory (`--max-file-bytes` of the controller
+/// and `olmv1 render` changes it).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = UnpackLimits::BUNDLE.max_file_bytes;
 /// Deepest nesting accepted in a manifest. Real CRDs nest under 40 levels; the bound keeps the
 /// recursive parsers and the typed CRD conversion well inside a 2 MiB thread stack.
 pub const MAX_MANIFEST_DEPTH: usize = 64;
@@ -46,12 +47,12 @@ const DERIVED_CATALOG_PROPERTIES: [&str; 8] = [
 /// retrying the same bundle cannot succeed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
-    /// A file of the bundle could not be read.
-    #[error("reading {path:?}: {cause}")]
+    /// A file of the bundle could not be read, or was refused.
+    #[error("{path:?} in the bundle {cause}")]
     Read {
-        /// The file.
+        /// The file, relative to the bundle's root.
         path: PathBuf,
-        /// The I/O error, as text.
+        /// Why, as the rest of the sentence (e.g. `is a symbolic link, which is not followed`).
         cause: String,
     },
     /// The bundle's layout or content breaks the registry+v1 format (message as upstream).
@@ -87,28 +88,33 @@ impl RegistryV1Bundle {
     /// Loads a bundle from a directory laid out as a registry+v1 image: `metadata/annotations.yaml`
     /// (package name), optional `metadata/properties.yaml`, and `manifests/` without
     /// subdirectories holding exactly one ClusterServiceVersion (the last one read wins, as
-    /// upstream), CRDs and other objects.
+    /// upstream), CRDs and other objects. No file over [`DEFAULT_MAX_FILE_BYTES`] is read.
     pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
+        Self::from_dir_within(dir, DEFAULT_MAX_FILE_BYTES)
+    }
+
+    /// [`RegistryV1Bundle::from_dir`], reading no file larger than `max_file_bytes`.
+    pub fn from_dir_within(dir: &Path, max_file_bytes: u64) -> Result<Self, LoadError> {
         // Bundle directories are untrusted: nothing is read through a link or from a
-        // non-regular file, and every read is bounded.
+        // non-regular file, and every read is bounded before it allocates.
         let root = ConfinedDir::open(dir).map_err(|e| match e {
             ConfinedError::NotFound { .. } => {
                 LoadError::Invalid(format!("bundle directory {dir:?} does not exist"))
             }
-            e => read_error(dir, &e),
+            e => LoadError::Invalid(format!("bundle directory {dir:?}: {e}")),
         })?;
         let annotations_rel = Path::new("metadata/annotations.yaml");
-        let annotations_text = read_text(&root, annotations_rel)?;
+        let annotations_text = read_text(&root, annotations_rel, max_file_bytes)?;
         let package_name = package_from_annotations(&annotations_text)
-            .map_err(|e| LoadError::Invalid(format!("parsing {:?}: {e}", dir.join(annotations_rel))))?;
+            .map_err(|e| LoadError::Invalid(format!("parsing {annotations_rel:?} in the bundle: {e}")))?;
 
         let manifests = root
             .open_dir(Path::new(MANIFESTS_DIR))
-            .map_err(|e| read_error(&dir.join(MANIFESTS_DIR), &e))?;
+            .map_err(|e| read_error(Path::new(MANIFESTS_DIR), &e))?;
         // fs.WalkDir visits entries in lexical order; so does `entries`.
         let entries = manifests
             .entries()
-            .map_err(|e| read_error(&dir.join(MANIFESTS_DIR), &e))?;
+            .map_err(|e| read_error(Path::new(MANIFESTS_DIR), &e))?;
 
         let mut objects = Vec::new();
         for (name, kind) in entries {
@@ -120,22 +126,15 @@ impl RegistryV1Bundle {
                 )));
             }
             let bytes = manifests
-                .read_file(Path::new(&name), MAX_MANIFEST_FILE_BYTES)
-                .map_err(|e| match e {
-                    ConfinedError::TooLarge { limit, .. } => LoadError::Invalid(format!(
-                        "error parsing objects in {rel:?}: file is over the {limit} byte limit"
-                    )),
-                    e => read_error(&dir.join(&rel), &e),
-                })?;
-            let text = utf8(&dir.join(&rel), bytes)?;
+                .read_file(Path::new(&name), max_file_bytes)
+                .map_err(|e| read_error(Path::new(&rel), &e))?;
+            let text = utf8(Path::new(&rel), bytes)?;
             let docs = parse_manifest_stream(&text)
                 .map_err(|e| LoadError::Invalid(format!("error parsing objects in {rel:?}: {e}")))?;
             objects.extend(docs.into_iter().map(|doc| (rel.clone(), doc)));
         }
 
-        let extra_properties = match root
-            .read_file(Path::new("metadata/properties.yaml"), MAX_MANIFEST_FILE_BYTES)
-        {
+        let extra_properties = match root.read_file(Path::new("metadata/properties.yaml"), max_file_bytes) {
             Ok(bytes) if bytes.is_empty() => Vec::new(),
             Ok(bytes) => {
                 let text = String::from_utf8(bytes).map_err(|_| {
@@ -309,7 +308,7 @@ fn normalise_crd(object: Value) -> Result<Value, String> {
 /// their items and empty documents skipped, as `resource.NewLocalBuilder().Flatten()` does.
 pub fn parse_manifest_stream(text: &str) -> Result<Vec<Value>, String> {
     // Large CRDs are deep and big: allow more than the parser's defaults (64 levels, 250k
-    // nodes), still bounded (the file itself is at most MAX_MANIFEST_FILE_BYTES).
+    // nodes), still bounded (the file itself is at most the reader's file limit).
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: MAX_MANIFEST_DEPTH,
@@ -438,25 +437,36 @@ fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
         .collect())
 }
 
-fn read_text(root: &ConfinedDir, rel: &Path) -> Result<String, LoadError> {
-    let path = root.path().join(rel);
+fn read_text(root: &ConfinedDir, rel: &Path, max_file_bytes: u64) -> Result<String, LoadError> {
     let bytes = root
-        .read_file(rel, MAX_MANIFEST_FILE_BYTES)
-        .map_err(|e| read_error(&path, &e))?;
-    utf8(&path, bytes)
+        .read_file(rel, max_file_bytes)
+        .map_err(|e| read_error(rel, &e))?;
+    utf8(rel, bytes)
 }
 
-fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
+fn utf8(rel: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
     String::from_utf8(bytes).map_err(|_| LoadError::Read {
-        path: path.to_path_buf(),
-        cause: "not UTF-8 text".to_string(),
+        path: rel.to_path_buf(),
+        cause: "is not UTF-8 text".to_string(),
     })
 }
 
-fn read_error(path: &Path, e: &ConfinedError) -> LoadError {
+/// The refusal of bundle file `rel` (named inside the bundle, never by where it was unpacked).
+fn read_error(rel: &Path, e: &ConfinedError) -> LoadError {
+    let cause = match e {
+        ConfinedError::NotFound { .. } => "does not exist".to_string(),
+        ConfinedError::Symlink { .. } => "is a symbolic link, which is not followed".to_string(),
+        ConfinedError::NotRegular { .. } => {
+            "is not a regular file (a device, FIFO or socket is never read)".to_string()
+        }
+        ConfinedError::NotDirectory { .. } => "is not a directory".to_string(),
+        ConfinedError::Escapes { .. } => "leaves the bundle directory".to_string(),
+        ConfinedError::TooLarge { limit, .. } => format!("is over the limit of {limit} bytes per file"),
+        ConfinedError::Io { source, .. } => format!("cannot be read: {source}"),
+    };
     LoadError::Read {
-        path: path.to_path_buf(),
-        cause: e.to_string(),
+        path: rel.to_path_buf(),
+        cause,
     }
 }
 

@@ -39,8 +39,8 @@ pub use model::{
 };
 pub use property::{BundleProperty, PropertyValue};
 pub use read::{
-    INDEX_IGNORE_FILE, JsonlReader, for_each_dir_meta, jsonl_metas, list_fbc_files, parse_stream,
-    read_dir_metas, write_jsonl,
+    DEFAULT_MAX_FILE_BYTES, INDEX_IGNORE_FILE, JsonlReader, for_each_dir_meta, for_each_dir_meta_within,
+    jsonl_metas, list_fbc_files, parse_stream, read_dir_metas, write_jsonl,
 };
 
 /// Why a catalog could not be read, parsed or fetched. Every message names the file, URL or

@@ -15,9 +15,8 @@ use crate::confined::{ConfinedDir, Kind};
 /// Name of the per-directory ignore file (gitignore syntax), itself never read as FBC.
 pub const INDEX_IGNORE_FILE: &str = ".indexignore";
 
-/// The largest catalog file read (the largest shared catalog is about 52 MB in one file; whole
-/// product indexes run to a few hundred MB).
-pub const MAX_CATALOG_FILE_BYTES: u64 = 1 << 30;
+/// The default largest catalog file read (catalogd's `--max-file-bytes` changes it).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = crate::image::UnpackLimits::CATALOG.max_file_bytes;
 const MAX_INDEX_IGNORE_BYTES: u64 = 1 << 20;
 
 /// Lists the FBC files of a directory tree in the order catalogd walks them (lexical, depth
@@ -90,9 +89,20 @@ pub fn read_dir_metas(root: &Path) -> Result<Vec<Meta>, CatalogError> {
     Ok(metas)
 }
 
-/// Streams the metas of an FBC directory tree to `f`, one file in memory at a time.
+/// Streams the metas of an FBC directory tree to `f`, a few files in memory at a time, reading
+/// no file over [`DEFAULT_MAX_FILE_BYTES`].
 pub fn for_each_dir_meta(
     root: &Path,
+    f: impl FnMut(Meta) -> Result<(), CatalogError>,
+) -> Result<(), CatalogError> {
+    for_each_dir_meta_within(root, DEFAULT_MAX_FILE_BYTES, f)
+}
+
+/// [`for_each_dir_meta`], reading no file larger than `max_file_bytes` (checked before the
+/// file is read, so at most the batch's files of that size are held at once).
+pub fn for_each_dir_meta_within(
+    root: &Path,
+    max_file_bytes: u64,
     mut f: impl FnMut(Meta) -> Result<(), CatalogError>,
 ) -> Result<(), CatalogError> {
     let root = &ConfinedDir::open(root)?;
@@ -102,7 +112,10 @@ pub fn for_each_dir_meta(
     // memory stays bounded by the batch while every core works.
     for batch in files.chunks(workers * 2) {
         let parsed: Vec<Result<Vec<Meta>, CatalogError>> = if workers == 1 || batch.len() == 1 {
-            batch.iter().map(|p| read_file_metas(root, p)).collect()
+            batch
+                .iter()
+                .map(|p| read_file_metas(root, p, max_file_bytes))
+                .collect()
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..workers)
@@ -112,7 +125,7 @@ pub fn for_each_dir_meta(
                                 .iter()
                                 .enumerate()
                                 .filter(|(i, _)| i % workers == w)
-                                .map(|(i, p)| (i, read_file_metas(root, p)))
+                                .map(|(i, p)| (i, read_file_metas(root, p, max_file_bytes)))
                                 .collect::<Vec<_>>()
                         })
                     })
@@ -148,8 +161,8 @@ pub fn for_each_dir_meta(
     Ok(())
 }
 
-fn read_file_metas(root: &ConfinedDir, rel: &Path) -> Result<Vec<Meta>, CatalogError> {
-    let data = root.read_file(rel, MAX_CATALOG_FILE_BYTES)?;
+fn read_file_metas(root: &ConfinedDir, rel: &Path, max_file_bytes: u64) -> Result<Vec<Meta>, CatalogError> {
+    let data = root.read_file(rel, max_file_bytes)?;
     parse_stream(&data, Arc::from(root.path().join(rel).display().to_string()))
 }
 

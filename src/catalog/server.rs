@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use regex::Regex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::for_each_dir_meta;
+use super::for_each_dir_meta_within;
 
 /// Content type of `/api/v1/all` and `/api/v1/metas`.
 pub const JSONL_CONTENT_TYPE: &str = "application/jsonl";
@@ -184,8 +184,14 @@ impl CatalogStore {
 
     /// Parses the FBC tree at `fbc_dir` (blocking; call from a blocking thread for large
     /// catalogs), writes its JSONL, gzip copy and index, and serves it under `name`, replacing
-    /// any earlier content only once the new content is complete.
-    pub fn store_from_dir(&self, name: &str, fbc_dir: &Path) -> Result<Arc<StoredCatalog>, ServerError> {
+    /// any earlier content only once the new content is complete. No file over `max_file_bytes`
+    /// is read.
+    pub fn store_from_dir(
+        &self,
+        name: &str,
+        fbc_dir: &Path,
+        max_file_bytes: u64,
+    ) -> Result<Arc<StoredCatalog>, ServerError> {
         validate_catalog_name(name).map_err(|_| ServerError::InvalidName(name.to_string()))?;
         let io_err = |action: &'static str, path: &Path| {
             let (catalog, path) = (name.to_string(), path.to_path_buf());
@@ -211,7 +217,7 @@ impl CatalogStore {
         let mut offset = 0u64;
         let mut meta_count = 0usize;
         let mut write_failure: Option<io::Error> = None;
-        for_each_dir_meta(fbc_dir, |meta| {
+        for_each_dir_meta_within(fbc_dir, max_file_bytes, |meta| {
             let write = jsonl_out
                 .write_all(&meta.blob)
                 .and_then(|()| jsonl_out.write_all(b"\n"))

@@ -98,6 +98,9 @@ pub struct RegistryArgs {
     /// Largest number of tar entries over the layers of a catalog image.
     #[arg(long, default_value_t = UnpackLimits::CATALOG.max_entries)]
     pub max_unpacked_entries: u64,
+    /// Largest single catalog file read, in bytes (checked before it is read).
+    #[arg(long, default_value_t = UnpackLimits::CATALOG.max_file_bytes)]
+    pub max_file_bytes: u64,
 }
 
 impl RegistryArgs {
@@ -130,6 +133,9 @@ pub struct ServeArgs {
     /// Where the served content is written (a temporary directory by default).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Largest single catalog file read, in bytes (checked before it is read).
+    #[arg(long, default_value_t = UnpackLimits::CATALOG.max_file_bytes)]
+    pub max_file_bytes: u64,
     #[command(flatten)]
     pub limits: ServeLimitArgs,
 }
@@ -202,7 +208,8 @@ async fn run_standalone(args: ServeArgs) -> Result<(), String> {
             .ok_or_else(|| format!("--catalog {pair:?} must be NAME=DIR"))?;
         let (store, name, dir) = (store.clone(), name.to_string(), PathBuf::from(dir));
         let started = std::time::Instant::now();
-        let stored = tokio::task::spawn_blocking(move || store.store_from_dir(&name, &dir))
+        let max_file_bytes = args.max_file_bytes;
+        let stored = tokio::task::spawn_blocking(move || store.store_from_dir(&name, &dir, max_file_bytes))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
@@ -242,6 +249,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         unpack_limits: UnpackLimits {
             max_total_bytes: args.registry.max_unpacked_bytes,
             max_entries: args.registry.max_unpacked_entries,
+            max_file_bytes: args.registry.max_file_bytes,
         },
         poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
         selector: args.selector,

@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::start::{RegistryOptions, Replica, read_ca_files, start_operations_server};
+use super::start::{BundleLimitArgs, RegistryOptions, Replica, read_ca_files, start_operations_server};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
     bundle::render::WebhookProvider,
@@ -56,6 +56,9 @@ pub struct ControllerArgs {
     /// The global pull secret and the controller's ServiceAccount pull secrets.
     #[command(flatten)]
     pub pull_secrets: PullSecretArgs,
+    /// What a bundle image may hold.
+    #[command(flatten)]
+    pub bundle_limits: BundleLimitArgs,
     /// Who provides the serving certificates of bundles' webhooks: cert-manager, or OpenShift's
     /// service CA (`openshift-service-ca`).
     #[arg(
@@ -93,6 +96,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         ca_files,
         auth_file,
         pull_secrets,
+        bundle_limits,
         webhook_provider,
         upgradeable,
     } = args;
@@ -108,6 +112,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     .config()?;
     let pull = PullOptions {
         registry: registry_config,
+        limits: bundle_limits.limits(),
         ..PullOptions::new(cache_dir)
     };
     let upgradeable_config = UpgradeableConfig::from_args(&upgradeable, system_namespace.clone())

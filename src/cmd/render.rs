@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::start::RegistryOptions;
+use super::start::{BundleLimitArgs, RegistryOptions};
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
 use crate::catalog::BundleProperty;
@@ -63,6 +63,9 @@ pub struct RenderArgs {
     /// A Docker-style auth file (`{"auths": {...}}`) with registry credentials.
     #[arg(long, value_name = "PATH")]
     pub auth_file: Option<PathBuf>,
+    /// What a bundle image or directory may hold.
+    #[command(flatten)]
+    pub limits: BundleLimitArgs,
 }
 
 /// Runs `olmv1 render`: exit status 0 with the objects on stdout, or 1 with one error on stderr.
@@ -95,9 +98,11 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
     let Some(source) = &args.bundle else {
         return Err("one of --bundle or --catalog is required".to_string());
     };
+    let limits = args.limits.limits();
     let path = Path::new(source);
     if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
-        return RegistryV1Bundle::from_dir(path).map_err(|e| format!("bundle {source:?}: {e}"));
+        return RegistryV1Bundle::from_dir_within(path, limits.max_file_bytes)
+            .map_err(|e| format!("bundle {source:?}: {e}"));
     }
     if let Err(crate::image::ImageError::InvalidReference { reason, .. }) =
         crate::image::ImageReference::parse(source)
@@ -113,10 +118,12 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
             auth_file: args.auth_file.as_deref(),
         }
         .config()?,
+        limits,
         ..PullOptions::new(cache_dir(args))
     };
     let pulled = pull_to_dir(source, &options).await.map_err(|e| e.to_string())?;
-    RegistryV1Bundle::from_dir(&pulled.dir).map_err(|e| format!("bundle image {source:?}: {e}"))
+    RegistryV1Bundle::from_dir_within(&pulled.dir, limits.max_file_bytes)
+        .map_err(|e| format!("bundle image {source:?}: {e}"))
 }
 
 fn cache_dir(args: &RenderArgs) -> PathBuf {

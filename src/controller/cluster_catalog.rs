@@ -382,7 +382,8 @@ async fn store_pulled(
         terminal: pinned,
     })?;
     let (store, catalog_name) = (context.store.clone(), name.to_string());
-    tokio::task::spawn_blocking(move || store.store_from_dir(&catalog_name, &configs))
+    let max_file_bytes = context.settings.unpack_limits.max_file_bytes;
+    tokio::task::spawn_blocking(move || store.store_from_dir(&catalog_name, &configs, max_file_bytes))
         .await
         .map_err(|e| Error::Store(e.to_string()))?
         .map_err(|e| Error::Store(e.to_string()))?;

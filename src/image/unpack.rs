@@ -36,6 +36,10 @@ pub struct UnpackLimits {
     pub max_total_bytes: u64,
     /// Total number of tar entries over all layers.
     pub max_entries: u64,
+    /// The largest single file the readers of the unpacked content read (bundle manifests,
+    /// catalog files): checked before a byte is allocated. Unpacking itself bounds only the
+    /// total, since the base layers of catalog images may hold larger files nobody reads.
+    pub max_file_bytes: u64,
 }
 
 impl UnpackLimits {
@@ -43,12 +47,15 @@ impl UnpackLimits {
     pub const BUNDLE: UnpackLimits = UnpackLimits {
         max_total_bytes: 64 << 20,
         max_entries: 10_000,
+        max_file_bytes: 16 << 20,
     };
-    /// Catalog images: the largest shared catalog is about 52 MB; whole product indexes (with
-    /// their base image) run to a few hundred MB.
+    /// Catalog images: the largest shared catalog is about 52 MB, its largest file 4 MB (one
+    /// package); whole product indexes (with their base image) run to a few hundred MB, and
+    /// keep one file per package.
     pub const CATALOG: UnpackLimits = UnpackLimits {
         max_total_bytes: 1 << 30,
         max_entries: 200_000,
+        max_file_bytes: 256 << 20,
     };
 }
 
@@ -525,6 +532,7 @@ mod tests {
         let limits = UnpackLimits {
             max_total_bytes: 1000,
             max_entries: 10,
+            ..UnpackLimits::BUNDLE
         };
         let err = apply_layer(dir.path(), tar.as_slice(), &limits, &mut UnpackTotals::default()).unwrap_err();
         assert!(matches!(err, UnpackError::TooLarge { limit: 1000 }), "{err}");
@@ -564,6 +572,7 @@ mod tests {
         let limits = UnpackLimits {
             max_total_bytes: 1 << 20,
             max_entries: 100,
+            ..UnpackLimits::BUNDLE
         };
         let err = apply_layer(dir.path(), gz.as_slice(), &limits, &mut UnpackTotals::default()).unwrap_err();
         assert!(matches!(err, UnpackError::TooLarge { .. }), "{err}");

@@ -1,6 +1,6 @@
 //! `olmv1 versions` and `olmv1 upgrades` for every package of `../shared/catalogs`, compared
 //! with `test/snapshots/cli/<catalog>.txt`. The files are rewritten only by the explicit command
-//! `hack/update-cli-snapshots.sh` (it runs the ignored test `write_snapshots`); the comparing
+//! `hack/update-snapshots.sh` (it runs the ignored test `write_snapshots`); the comparing
 //! test never writes.
 
 use std::{fmt::Write as _, path::PathBuf, sync::Arc};
@@ -13,7 +13,7 @@ use olmv1::{
 };
 use olmv1_api::v1::UpgradeConstraintPolicy;
 
-use crate::support::shared_catalogs_root;
+use crate::support::{Snapshots, shared_catalogs_root};
 
 const CATALOGS: [&str; 3] = [
     "community-operators-v4.16",
@@ -85,33 +85,24 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
 
 #[test]
 fn versions_and_upgrades_of_every_real_package_match_the_snapshots() {
+    check_every_catalog(Snapshots::Compare);
+}
+
+/// Rewrites the snapshot files. Run only by `hack/update-snapshots.sh`.
+#[test]
+#[ignore = "writes test/snapshots/cli; run by hack/update-snapshots.sh"]
+fn write_snapshots() {
+    check_every_catalog(Snapshots::Write);
+}
+
+fn check_every_catalog(snapshots: Snapshots) {
     let mut total = 0;
     let mut failures = Vec::new();
     for catalog in CATALOGS {
         let (actual, packages) = snapshot(catalog);
         total += packages;
-        let path = snapshot_path(catalog);
-        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (create it with hack/update-cli-snapshots.sh)",
-                path.display()
-            )
-        });
-        if expected != actual {
-            let first = expected
-                .lines()
-                .zip(actual.lines())
-                .enumerate()
-                .find(|(_, (a, b))| a != b)
-                .map(|(i, (a, b))| format!("line {}:\n  snapshot: {a}\n  actual:   {b}", i + 1))
-                .unwrap_or_else(|| "one is a prefix of the other".into());
-            failures.push(format!(
-                "{catalog}: differs from {} ({} vs {} lines), first difference at {first}\n\
-                 (if the change is intended: hack/update-cli-snapshots.sh, then review the diff)",
-                path.display(),
-                expected.lines().count(),
-                actual.lines().count()
-            ));
+        if let Err(e) = snapshots.check(&snapshot_path(catalog), &actual) {
+            failures.push(format!("{catalog}: {e}"));
         }
     }
     assert!(
@@ -119,15 +110,4 @@ fn versions_and_upgrades_of_every_real_package_match_the_snapshots() {
         "only {total} packages across the catalogs (expected at least {MIN_PACKAGES})"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// Rewrites the snapshot files. Run only by `hack/update-cli-snapshots.sh`.
-#[test]
-#[ignore = "writes test/snapshots/cli; run by hack/update-cli-snapshots.sh"]
-fn write_snapshots() {
-    for catalog in CATALOGS {
-        let (text, packages) = snapshot(catalog);
-        assert!(packages > 0, "{catalog}: no packages");
-        std::fs::write(snapshot_path(catalog), text).expect("snapshot written");
-    }
 }

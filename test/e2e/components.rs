@@ -285,6 +285,17 @@ pub fn restart_controller() {
     ));
 }
 
+/// Whether the shared controller process is still the one started (it has not crashed or exited).
+pub fn controller_running() -> bool {
+    let components = COMPONENTS.get().expect("components are running");
+    components
+        .controller
+        .lock()
+        .unwrap()
+        .as_mut()
+        .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+}
+
 /// Shared components stopped, for a test that runs its own replicas or needs one absent; they
 /// start again when this is dropped.
 pub struct SharedComponentsStopped {

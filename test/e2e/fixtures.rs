@@ -27,6 +27,9 @@ pub struct Bundle {
     pub with_config_map: bool,
     /// `olm.maxOpenShiftVersion`, as a raw JSON value.
     pub max_openshift_version: Option<Value>,
+    /// A hostile image: this manifest (a file name under `manifests/`) is replaced, in a second
+    /// layer, by a symbolic link to this target.
+    pub linked_manifest: Option<(String, PathBuf)>,
 }
 
 impl Bundle {
@@ -40,6 +43,7 @@ impl Bundle {
             crd: CrdShape::Base,
             with_config_map: true,
             max_openshift_version: None,
+            linked_manifest: None,
         }
     }
 
@@ -65,6 +69,12 @@ impl Bundle {
 
     pub fn max_openshift_version(mut self, value: Value) -> Self {
         self.max_openshift_version = Some(value);
+        self
+    }
+
+    /// Makes the image hostile: `manifests/<manifest>` becomes a link to `target` (on the host).
+    pub fn manifest_linked_to(mut self, manifest: &str, target: &Path) -> Self {
+        self.linked_manifest = Some((manifest.into(), target.into()));
         self
     }
 }
@@ -335,16 +345,51 @@ pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> S
     let dir = tempfile::tempdir().unwrap();
     write_bundle(dir.path(), package, bundle);
     let reference = format!("{registry}/e2e/{package}-bundle:v{}", bundle.version);
-    push(
-        dir.path(),
-        &reference,
-        "/",
-        &[(
-            "operators.operatorframework.io.bundle.mediatype.v1",
-            "registry+v1",
-        )],
+    let labels = [(
+        "operators.operatorframework.io.bundle.mediatype.v1",
+        "registry+v1",
+    )];
+    match &bundle.linked_manifest {
+        None => push(dir.path(), &reference, "/", &labels).await,
+        Some((manifest, target)) => push_with_link(dir.path(), &reference, manifest, target, &labels).await,
+    }
+}
+
+/// Pushes the bundle directory as a first layer and, as a second, `manifests/<manifest>` made a
+/// symbolic link to `target`: what an attacker's image looks like.
+async fn push_with_link(
+    dir: &Path,
+    reference: &str,
+    manifest: &str,
+    target: &Path,
+    labels: &[(&str, &str)],
+) -> String {
+    let mut files = tar::Builder::new(Vec::new());
+    for top in ["manifests", "metadata"] {
+        files.append_dir_all(top, dir.join(top)).unwrap();
+    }
+    let mut link = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Symlink);
+    header.set_size(0);
+    header.set_mode(0o777);
+    link.append_link(&mut header, format!("manifests/{manifest}"), target)
+        .unwrap();
+    let options = PushOptions {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    olmv1::image::push_layers(
+        reference,
+        vec![files.into_inner().unwrap(), link.into_inner().unwrap()],
+        &options,
     )
     .await
+    .unwrap_or_else(|e| panic!("cannot push {reference}: {e}"))
+    .digest_ref
 }
 
 pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {

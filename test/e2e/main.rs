@@ -12,6 +12,7 @@ mod fixtures;
 mod failures;
 mod gating;
 mod ha;
+mod hostile;
 mod install;
 mod lifecycle;
 mod openshift;

@@ -2,7 +2,11 @@
 //! CRD upgrade safety, deprecation.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use olmv1_api::v1::conditions::LABEL_OWNER_NAME;
 use serde_json::json;
 
 use crate::{
@@ -133,6 +137,46 @@ async fn an_upgrade_that_drops_an_object_prunes_it() {
         config_maps.get_opt(&settings).await.unwrap().is_none(),
         "the dropped ConfigMap is pruned"
     );
+}
+
+#[tokio::test]
+async fn pruning_leaves_a_dropped_object_whose_owner_labels_now_name_another_extension() {
+    let s = Scenario::new("prunerelabel", |p| {
+        only(p, vec![Bundle::new("1.0.0")], &["1.0.0"])
+    })
+    .await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+    let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
+    let settings = format!("{}-settings", s.package);
+
+    // Someone hands the ConfigMap to another extension; then 1.1.0 drops it from the bundle.
+    let other_owner = format!("{}-other", s.extension);
+    let relabel = json!({"metadata": {"labels": {LABEL_OWNER_NAME: other_owner}}});
+    config_maps
+        .patch(&settings, &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
+    let next = only(
+        &s.package,
+        vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", &s.package)
+                .without_config_map(),
+        ],
+        &["1.0.0", "1.1.0"],
+    );
+    s.republish("v2", &next).await;
+    // Pruning runs before the status says 1.1.0 is installed.
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    let kept = config_maps
+        .get_opt(&settings)
+        .await
+        .unwrap()
+        .expect("the relabelled ConfigMap is not pruned: it is no longer this extension's");
+    assert_eq!(kept.metadata.labels.unwrap()[LABEL_OWNER_NAME], other_owner);
+    assert_eq!(kept.data.unwrap()["version"], "1.0.0");
 }
 
 #[tokio::test]

@@ -164,6 +164,27 @@ fn errors_are_one_line_with_exit_status_1() {
         );
         assert!(!stderr.contains("error parsing image reference"), "{stderr}");
     }
+
+    // --max-file-bytes bounds every file read from the bundle (its CSV is 3,635 bytes).
+    let dir = fixture_dir("webhook-operator");
+    let dir = dir.to_str().unwrap();
+    let over = olmv1_render(&["--bundle", dir, "-n", "x", "--max-file-bytes", "1000"]);
+    assert_eq!(over.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&over.stderr),
+        format!(
+            "olmv1 render: bundle {dir:?}: \"manifests/webhook-operator.clusterserviceversion.yaml\" in the \
+             bundle is over the limit of 1000 bytes per file\n"
+        )
+    );
+    stdout(&olmv1_render(&[
+        "--bundle",
+        dir,
+        "-n",
+        "x",
+        "--max-file-bytes",
+        "4000",
+    ]));
 }
 
 #[tokio::test]

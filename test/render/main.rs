@@ -11,3 +11,11 @@ mod generators;
 mod properties;
 mod real_data;
 mod webhook_providers;
+
+/// Rewrites `test/snapshots/render/`. Run only by `hack/update-snapshots.sh`.
+#[test]
+#[ignore = "writes test/snapshots/render; run by hack/update-snapshots.sh"]
+fn write_snapshots() {
+    real_data::render_every_real_bundle(support::Snapshots::Write);
+    webhook_providers::render_webhook_bundles_with_both_providers(support::Snapshots::Write);
+}

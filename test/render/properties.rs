@@ -66,8 +66,10 @@ fn rendering_is_byte_for_byte_deterministic() {
 
 #[test]
 fn yaml_output_reads_back_as_the_same_objects() {
+    let mut read_back = 0;
     for bundle in sample_real_bundles().iter().step_by(3) {
         for objects in render_both_ways(bundle) {
+            read_back += 1;
             let text = format_objects(&objects, OutputFormat::Yaml).expect("formats");
             let parsed: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML output parses");
             assert_eq!(parsed.len(), objects.len(), "{}", bundle.name());
@@ -82,6 +84,7 @@ fn yaml_output_reads_back_as_the_same_objects() {
             }
         }
     }
+    assert!(read_back >= 20, "too few renderings read back: {read_back}");
 }
 
 /// Kubernetes' rule for the name of `kind`, for objects the renderer names.
@@ -127,8 +130,10 @@ fn check_rendered_names(objects: &[Value], context: &str) {
 
 #[test]
 fn real_bundles_get_names_within_kubernetes_limits() {
+    let mut checked = 0;
     for bundle in sample_real_bundles() {
         for objects in render_both_ways(bundle) {
+            checked += 1;
             // Only the names the renderer makes; bundled manifests keep the author's names.
             let generated: Vec<Value> = objects
                 .into_iter()
@@ -148,6 +153,7 @@ fn real_bundles_get_names_within_kubernetes_limits() {
             check_rendered_names(&generated, bundle.name());
         }
     }
+    assert!(checked >= 60, "too few renderings checked: {checked}");
 }
 
 /// A random DNS-1123 subdomain of about `len` characters: labels of 1..=20 characters.

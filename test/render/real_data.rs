@@ -21,7 +21,10 @@ use olmv1::bundle::render::{render, render_for_watch_namespace};
 use olmv1::cmd::render::{OutputFormat, format_objects};
 use serde_json::Value;
 
-use crate::{common::str_at, support::CatalogBundle};
+use crate::{
+    common::str_at,
+    support::{CatalogBundle, Snapshots},
+};
 
 /// Install namespace used for every real bundle.
 pub const INSTALL_NS: &str = "operators";
@@ -198,6 +201,11 @@ fn snapshot_path(id: &str) -> PathBuf {
 
 #[test]
 fn real_catalog_bundles_render_or_are_refused_as_upstream() {
+    render_every_real_bundle(Snapshots::Compare);
+}
+
+/// Renders every real bundle; the snapshot bundles' renderings are compared (or written).
+pub fn render_every_real_bundle(snapshots: Snapshots) {
     let started = std::time::Instant::now();
     let bundles = real_bundles();
     let mut tally = Tally {
@@ -224,7 +232,7 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
         if let Some(objects) = &all_ns {
             tally.all_namespaces_rendered += 1;
             if snapshot {
-                check_snapshot(&id, objects);
+                check_snapshot(snapshots, &id, objects);
                 snapshots_seen.push(id.clone());
             }
         }
@@ -248,7 +256,7 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
             if let Some(objects) = record(&mut tally, &id, "OwnNamespace", own) {
                 tally.own_namespace_rendered += 1;
                 if snapshot {
-                    check_snapshot(&format!("{id}.own-namespace"), &objects);
+                    check_snapshot(snapshots, &format!("{id}.own-namespace"), &objects);
                     snapshots_seen.push(id.clone());
                 }
             }
@@ -287,19 +295,10 @@ fn real_catalog_bundles_render_or_are_refused_as_upstream() {
 /// SingleNamespace attempted (neither All nor Own supported), rendered for SingleNamespace).
 const EXPECTED_COUNTS: (usize, usize, usize, usize, usize, usize) = (600, 458, 319, 319, 0, 0);
 
-pub fn check_snapshot(name: &str, objects: &[Value]) {
+/// Compares (or writes) the YAML of `objects` with `test/snapshots/render/<name>.yaml`.
+pub fn check_snapshot(snapshots: Snapshots, name: &str, objects: &[Value]) {
     let text = format_objects(objects, OutputFormat::Yaml).expect("formats");
-    let path = snapshot_path(name);
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir snapshots");
-        std::fs::write(&path, &text).expect("write snapshot");
-        return;
+    if let Err(e) = snapshots.check(&snapshot_path(name), &text) {
+        panic!("rendering of {name}: {e}");
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("snapshot {path:?} unreadable ({e}); run with UPDATE_SNAPSHOTS=1 to create it and review it")
-    });
-    assert!(
-        expected == text,
-        "rendering of {name} differs from {path:?}; review, then UPDATE_SNAPSHOTS=1"
-    );
 }

@@ -14,6 +14,7 @@ use olmv1::bundle::render::{WebhookProvider, render_with_provider};
 use serde_json::{Value, json};
 
 use crate::real_data::{INSTALL_NS, check_snapshot, real_bundles};
+use crate::support::Snapshots;
 
 /// Bundles with webhooks that render for AllNamespaces, and how many of them convert CRDs (pinned:
 /// the catalogs are fixed data).
@@ -50,6 +51,11 @@ fn without_annotations(object: &Value) -> Value {
 
 #[test]
 fn service_ca_renders_upstreams_annotations_and_no_cert_manager_objects_on_every_webhook_bundle() {
+    render_webhook_bundles_with_both_providers(Snapshots::Compare);
+}
+
+/// Renders every real webhook bundle with both providers; the pinned one is compared (or written).
+pub fn render_webhook_bundles_with_both_providers(snapshots: Snapshots) {
     let mut webhook_bundles = 0;
     let mut conversion_bundles = 0;
     let mut pinned = false;
@@ -191,7 +197,7 @@ fn service_ca_renders_upstreams_annotations_and_no_cert_manager_objects_on_every
             conversion_bundles += 1;
         }
         if id == "certified-operators-v4.16/hulft.v10.3.0" {
-            check_snapshot(&format!("{id}.openshift-service-ca"), &service_ca);
+            check_snapshot(snapshots, &format!("{id}.openshift-service-ca"), &service_ca);
             pinned = true;
         }
     }

@@ -784,6 +784,53 @@ pub fn shared_catalogs_root() -> PathBuf {
     root
 }
 
+/// What a test does with its snapshot files. Tests compare; only the ignored `write_snapshots`
+/// test of each binary writes, run by the explicit command `hack/update-snapshots.sh`, so no
+/// environment setting can turn a comparing test into one that rewrites its expectations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snapshots {
+    /// Compare with the committed file; a missing or different file is an error.
+    Compare,
+    /// Write the file (hack/update-snapshots.sh only).
+    Write,
+}
+
+impl Snapshots {
+    /// Compares `actual` with the file at `path`, or writes it; the error names the file and
+    /// the first differing line.
+    pub fn check(self, path: &Path, actual: &str) -> Result<(), String> {
+        if self == Snapshots::Write {
+            std::fs::create_dir_all(path.parent().expect("a snapshot file has a directory"))
+                .and_then(|()| std::fs::write(path, actual))
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            return Ok(());
+        }
+        let expected = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "{}: {e} (create it with hack/update-snapshots.sh, then review it)",
+                path.display()
+            )
+        })?;
+        if expected == actual {
+            return Ok(());
+        }
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .map(|(i, (a, b))| format!("line {}:\n  snapshot: {a}\n  actual:   {b}", i + 1))
+            .unwrap_or_else(|| "the end (one is a prefix of the other)".into());
+        Err(format!(
+            "{} differs ({} vs {} lines), first difference at {first}\n\
+             (if the change is intended: hack/update-snapshots.sh, then review the diff)",
+            path.display(),
+            expected.lines().count(),
+            actual.lines().count()
+        ))
+    }
+}
+
 /// A bundle of a real catalog that carries its manifests in `olm.bundle.object` properties.
 pub struct CatalogBundle {
     /// Catalog folder name, e.g. `community-operators-v4.16`.
@@ -872,11 +919,22 @@ pub fn read_v4_16_bundles() -> Vec<CatalogBundle> {
         .collect();
     catalogs.sort();
     assert!(!catalogs.is_empty(), "no *-v4.16 catalogs under {root:?}");
-    catalogs
+    let bundles: Vec<CatalogBundle> = catalogs
         .iter()
         .flat_map(|dir| read_catalog_bundles(dir, &dir.file_name().unwrap().to_string_lossy()))
-        .collect()
+        .collect();
+    // The two catalogs hold 600; far fewer means they were not all read, and every test looping
+    // over them would pass on too little.
+    assert!(
+        bundles.len() >= MIN_V4_16_BUNDLES,
+        "only {} bundles with manifests under {root:?} (expected at least {MIN_V4_16_BUNDLES})",
+        bundles.len()
+    );
+    bundles
 }
+
+/// The fewest `olm.bundle.object` bundles the `*-v4.16` shared catalogs may yield.
+pub const MIN_V4_16_BUNDLES: usize = 550;
 
 /// Requests the API server dispatched for service accounts (flow schema `service-accounts`): the
 /// control plane's own components act with certificates, so these are the products'.

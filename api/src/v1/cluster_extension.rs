@@ -245,6 +245,6 @@ pub struct BundleMetadata {
     /// release of the bundle, when the catalog gives one explicitly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 20))]
-    #[x_kube(validation = Rule::new(BUNDLE_RELEASE_RULE).message("release must be a valid release: dot-separated identifiers of alphanumerics and hyphens, numeric identifiers without leading zeros"))]
+    #[x_kube(validation = Rule::new(BUNDLE_RELEASE_RULE).message("release must be empty or consist of dot-separated identifiers (numeric without leading zeros, or alphanumeric)"))]
     pub release: Option<String>,
 }

@@ -1,4 +1,5 @@
-//! `olm.operatorframework.io/v1`.
+//! Owns the `olm.operatorframework.io/v1` types: ClusterExtension, ClusterCatalog, conditions.
+//! May import kube (derive only), k8s-openapi, serde, schemars; never the olmv1 crate (no I/O).
 
 mod cluster_catalog;
 mod cluster_extension;

@@ -263,14 +263,15 @@ async fn install_target(
             source,
         }
     })?;
-    let bundle = RegistryV1Bundle::from_dir(&pulled.dir).map_err(|source| {
-        let (bundle, version) = bundle_err(target);
-        StepError::Load {
-            bundle,
-            version,
-            source,
-        }
-    })?;
+    let bundle =
+        RegistryV1Bundle::from_dir_within(&pulled.dir, ctx.pull.limits.max_file_bytes).map_err(|source| {
+            let (bundle, version) = bundle_err(target);
+            StepError::Load {
+                bundle,
+                version,
+                source,
+            }
+        })?;
     let config = ext
         .spec
         .config
