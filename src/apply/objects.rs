@@ -9,7 +9,7 @@ use kube::{
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
     discovery::{self, Scope},
 };
-use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
+use olmv1_api::v1::conditions::{ConditionStatus, LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 use serde_json::Value;
 
 use super::{ApplyError, revision::ObjectRef};
@@ -327,7 +327,7 @@ fn is_established(
         .unwrap_or_default();
     conditions
         .iter()
-        .any(|c| c.type_ == "Established" && c.status == "True")
+        .any(|c| c.type_ == "Established" && c.status == ConditionStatus::True.as_str())
 }
 
 /// True when `object` carries the owner labels of ClusterExtension `owner`.
@@ -464,7 +464,7 @@ fn deployment_rollout(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Op
         .as_deref()
         .unwrap_or_default()
         .iter()
-        .any(|c| c.type_ == "Available" && c.status == "True");
+        .any(|c| c.type_ == "Available" && c.status == ConditionStatus::True.as_str());
     if !available {
         return Some("not Available yet".into());
     }
@@ -492,7 +492,7 @@ mod tests {
                 updated_replicas: Some(updated),
                 conditions: Some(vec![DeploymentCondition {
                     type_: "Available".into(),
-                    status: if available { "True" } else { "False" }.into(),
+                    status: ConditionStatus::from_bool(available).as_str().into(),
                     ..Default::default()
                 }]),
                 ..Default::default()

@@ -48,8 +48,10 @@ use crate::{
 /// The field manager of the controller's status writes.
 const STATUS_FIELD_MANAGER: &str = "olmv1-status";
 /// How often an installed extension is looked at again with nothing changed: the fallback that
-/// repairs drift on kinds the controller does not watch.
-const RESYNC: Duration = Duration::from_secs(300);
+/// repairs drift on kinds the controller does not watch. Each one re-applies in full, so its cost
+/// scales with the extensions installed: every 5 minutes, 1,000 idle extensions kept a core 3 %
+/// busy (hack/bench-scale.sh, docs/benchmarks.md); every 30 minutes, a sixth of that.
+const RESYNC: Duration = Duration::from_secs(1800);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
 
