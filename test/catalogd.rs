@@ -1028,14 +1028,16 @@ async fn damaged_stored_content_is_never_served_and_is_stored_again() {
     let at = bytes.windows(10).position(|w| w == b"fixture-op").unwrap();
     bytes[at + 9] = b'q';
     std::fs::write(&jsonl, &bytes).unwrap();
-    let response = http().get(&all).send().await.unwrap();
-    let status = response.status().as_u16();
-    match response.bytes().await {
-        Ok(body) => assert!(
-            status != 200 || body.to_vec() != bytes,
-            "the damaged catalog.jsonl was served whole"
-        ),
-        Err(e) => assert_eq!(status, 200, "a cut-short body: {e}"),
+    // The response fails before or after its headers (the body is one chunk here): either way
+    // the damaged bytes never arrive as a complete 200 response.
+    if let Ok(response) = http().get(&all).send().await {
+        let status = response.status().as_u16();
+        if let Ok(body) = response.bytes().await {
+            assert!(
+                status != 200 || body.to_vec() != bytes,
+                "the damaged catalog.jsonl was served whole"
+            );
+        }
     }
     wait_served(
         &catalogd,
