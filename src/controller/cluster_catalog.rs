@@ -4,24 +4,22 @@
 //! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
-use crate::controller::{
-    metrics::ReconcileMetrics,
-    status::{ConditionStatus, set_condition},
-};
+use crate::controller::{metrics::ReconcileMetrics, status::set_condition};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
-    FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED, REASON_RETRYING,
-    REASON_SUCCEEDED, REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE, TYPE_PROGRESSING, TYPE_SERVING,
+    ConditionStatus, FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED,
+    REASON_RETRYING, REASON_SUCCEEDED, REASON_UNAVAILABLE, REASON_USER_SPECIFIED_UNAVAILABLE,
+    TYPE_PROGRESSING, TYPE_SERVING,
 };
 use olmv1_api::v1::{
     AvailabilityMode, CatalogSourceType, ClusterCatalog, ClusterCatalogStatus, ClusterCatalogUrls,
@@ -220,6 +218,7 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
             REASON_SUCCEEDED,
             MESSAGE_UNAVAILABLE_MODE,
             Some(generation),
+            Timestamp::now(),
         );
         set_condition(
             &mut status.conditions,
@@ -228,6 +227,7 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
             REASON_USER_SPECIFIED_UNAVAILABLE,
             MESSAGE_UNAVAILABLE_MODE,
             Some(generation),
+            Timestamp::now(),
         );
         write_status(&api, &name, &old_status, &status).await?;
         if has_finalizer {
@@ -445,6 +445,7 @@ fn set_serving(status: &mut ClusterCatalogStatus, state: &StoredState, base_url:
         REASON_AVAILABLE,
         MESSAGE_SERVING,
         Some(state.observed_generation),
+        Timestamp::now(),
     );
 }
 
@@ -459,6 +460,7 @@ fn set_not_serving(status: &mut ClusterCatalogStatus, generation: i64) {
         REASON_UNAVAILABLE,
         "",
         Some(generation),
+        Timestamp::now(),
     );
 }
 
@@ -471,6 +473,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_SUCCEEDED,
             MESSAGE_SUCCEEDED,
             Some(generation),
+            Timestamp::now(),
         ),
         Some(e) if e.is_terminal() => set_condition(
             &mut status.conditions,
@@ -479,6 +482,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_BLOCKED,
             &e.to_string(),
             Some(generation),
+            Timestamp::now(),
         ),
         Some(e) => set_condition(
             &mut status.conditions,
@@ -487,6 +491,7 @@ fn set_progressing(status: &mut ClusterCatalogStatus, generation: i64, error: Op
             REASON_RETRYING,
             &e.to_string(),
             Some(generation),
+            Timestamp::now(),
         ),
     }
 }

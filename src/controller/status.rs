@@ -5,7 +5,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
     jiff::Timestamp,
 };
-use olmv1_api::v1::conditions::{MAX_CONDITION_MESSAGE_LEN, TRUNCATED_MESSAGE_SUFFIX};
+use olmv1_api::v1::conditions::{ConditionStatus, MAX_CONDITION_MESSAGE_LEN, TRUNCATED_MESSAGE_SUFFIX};
 
 /// Cuts a message to the API's limit, on a character boundary, marking the cut.
 pub fn truncate_message(message: &str) -> String {
@@ -19,7 +19,7 @@ pub fn truncate_message(message: &str) -> String {
     format!("{}{TRUNCATED_MESSAGE_SUFFIX}", &message[..end])
 }
 
-/// Sets a condition in place. An existing condition with the same status keeps its
+/// Sets a condition in place at `now`. An existing condition with the same status keeps its
 /// lastTransitionTime, so that writing the same status again changes nothing.
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
@@ -28,13 +28,14 @@ pub fn set_condition(
     reason: &str,
     message: &str,
     observed_generation: Option<i64>,
+    now: Timestamp,
 ) {
     let status = status.as_str().to_string();
     let message = truncate_message(message);
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(existing) => {
             if existing.status != status {
-                existing.last_transition_time = Time(Timestamp::now());
+                existing.last_transition_time = Time(now);
                 existing.status = status;
             }
             existing.reason = reason.to_string();
@@ -47,32 +48,8 @@ pub fn set_condition(
             reason: reason.to_string(),
             message,
             observed_generation,
-            last_transition_time: Time(Timestamp::now()),
+            last_transition_time: Time(now),
         }),
-    }
-}
-
-/// The value of a condition's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConditionStatus {
-    True,
-    False,
-    Unknown,
-}
-
-impl ConditionStatus {
-    /// As the API spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::True => "True",
-            Self::False => "False",
-            Self::Unknown => "Unknown",
-        }
-    }
-
-    /// From a boolean.
-    pub fn from_bool(value: bool) -> Self {
-        if value { Self::True } else { Self::False }
     }
 }
 
@@ -99,29 +76,46 @@ mod tests {
     }
 
     #[test]
-    fn an_unchanged_status_keeps_its_transition_time() {
+    fn the_transition_time_moves_only_when_the_status_changes() {
+        let (t1, t2, t3) = (
+            Timestamp::from_second(1).unwrap(),
+            Timestamp::from_second(2).unwrap(),
+            Timestamp::from_second(3).unwrap(),
+        );
         let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            "Installed",
-            ConditionStatus::False,
-            "Failed",
-            "a",
-            Some(1),
+        let mut set = |status, reason, message: &str, generation, now| {
+            set_condition(
+                &mut conditions,
+                "Installed",
+                status,
+                reason,
+                message,
+                Some(generation),
+                now,
+            );
+            conditions.clone()
+        };
+        assert_eq!(
+            set(ConditionStatus::False, "Failed", "a", 1, t1)[0].last_transition_time,
+            Time(t1)
         );
-        let first = conditions[0].last_transition_time.clone();
-        set_condition(
-            &mut conditions,
-            "Installed",
-            ConditionStatus::False,
-            "Failed",
-            "b",
-            Some(2),
+        let same = set(ConditionStatus::False, "Absent", "b", 2, t2);
+        assert_eq!(
+            same[0].last_transition_time,
+            Time(t1),
+            "same status, new reason and message"
         );
-        assert_eq!(conditions[0].last_transition_time, first);
-        assert_eq!(conditions[0].message, "b");
-        assert_eq!(conditions[0].observed_generation, Some(2));
-        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            (
+                same[0].reason.as_str(),
+                same[0].message.as_str(),
+                same[0].observed_generation
+            ),
+            ("Absent", "b", Some(2))
+        );
+        let changed = set(ConditionStatus::True, "Succeeded", "c", 2, t3);
+        assert_eq!(changed[0].last_transition_time, Time(t3));
+        assert_eq!(changed.len(), 1);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! `ChannelDeprecated`, `BundleDeprecated`), computed as upstream's `SetDeprecationStatus` does.
 
 use olmv1_api::v1::conditions::{
-    REASON_ABSENT, REASON_DEPRECATED, REASON_DEPRECATION_STATUS_UNKNOWN, REASON_NOT_DEPRECATED,
-    TYPE_BUNDLE_DEPRECATED, TYPE_CHANNEL_DEPRECATED, TYPE_DEPRECATED, TYPE_PACKAGE_DEPRECATED,
+    ConditionStatus, REASON_ABSENT, REASON_DEPRECATED, REASON_DEPRECATION_STATUS_UNKNOWN,
+    REASON_NOT_DEPRECATED, TYPE_BUNDLE_DEPRECATED, TYPE_CHANNEL_DEPRECATED, TYPE_DEPRECATED,
+    TYPE_PACKAGE_DEPRECATED,
 };
 
 use crate::catalog::{Deprecation, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
@@ -13,8 +14,8 @@ use crate::catalog::{Deprecation, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE}
 pub struct ConditionData {
     /// Condition type, e.g. `PackageDeprecated`.
     pub type_: &'static str,
-    /// `"True"`, `"False"` or `"Unknown"`.
-    pub status: &'static str,
+    /// True (deprecated), False (not) or Unknown (no catalog data, or no bundle installed).
+    pub status: ConditionStatus,
     /// Condition reason.
     pub reason: &'static str,
     /// Condition message.
@@ -26,7 +27,7 @@ const NO_BUNDLE_MESSAGE: &str = "no bundle installed yet";
 
 fn condition(
     type_: &'static str,
-    status: &'static str,
+    status: ConditionStatus,
     reason: &'static str,
     message: &str,
 ) -> ConditionData {
@@ -49,79 +50,80 @@ pub fn deprecation_conditions(
     channels: &[String],
     installed_bundle: Option<&str>,
 ) -> [ConditionData; 4] {
-    let absent = condition(
+    if !has_catalog_data {
+        return unknown_conditions(installed_bundle);
+    }
+    let [package, channel, bundle] = messages_by_level(deprecation, channels, installed_bundle);
+    let level = |t, messages: &[&str], not: &str| {
+        if messages.is_empty() {
+            condition(t, ConditionStatus::False, REASON_NOT_DEPRECATED, not)
+        } else {
+            condition(t, ConditionStatus::True, REASON_DEPRECATED, &messages.join("\n"))
+        }
+    };
+    let bundle_condition = match installed_bundle {
+        Some(_) => level(TYPE_BUNDLE_DEPRECATED, &bundle, "bundle not deprecated"),
+        None => absent_bundle(),
+    };
+    let all: Vec<&str> = [package.as_slice(), &channel, &bundle].concat();
+    [
+        level(TYPE_DEPRECATED, &all, "not deprecated"),
+        level(TYPE_PACKAGE_DEPRECATED, &package, "package not deprecated"),
+        level(TYPE_CHANNEL_DEPRECATED, &channel, "channel not deprecated"),
+        bundle_condition,
+    ]
+}
+
+/// The messages that count at each level: package, channel, bundle. Upstream counts messages,
+/// not entries: an entry with an empty message deprecates nothing.
+fn messages_by_level<'a>(
+    deprecation: Option<&'a Deprecation>,
+    channels: &[String],
+    installed_bundle: Option<&str>,
+) -> [Vec<&'a str>; 3] {
+    let mut levels = [Vec::new(), Vec::new(), Vec::new()];
+    let entries = deprecation.map(|d| d.entries.as_slice()).unwrap_or_default();
+    for e in entries.iter().filter(|e| !e.message.is_empty()) {
+        let name = e.reference.name.as_str();
+        let level = match e.reference.schema.as_str() {
+            SCHEMA_PACKAGE => 0,
+            SCHEMA_CHANNEL if channels.is_empty() || channels.iter().any(|c| c == name) => 1,
+            SCHEMA_BUNDLE if installed_bundle == Some(name) => 2,
+            _ => continue,
+        };
+        levels[level].push(e.message.as_str());
+    }
+    levels
+}
+
+/// Without catalog data everything is Unknown (BundleDeprecated Absent when nothing is installed).
+fn unknown_conditions(installed_bundle: Option<&str>) -> [ConditionData; 4] {
+    let unknown = |t| {
+        condition(
+            t,
+            ConditionStatus::Unknown,
+            REASON_DEPRECATION_STATUS_UNKNOWN,
+            UNKNOWN_MESSAGE,
+        )
+    };
+    [
+        unknown(TYPE_DEPRECATED),
+        unknown(TYPE_PACKAGE_DEPRECATED),
+        unknown(TYPE_CHANNEL_DEPRECATED),
+        match installed_bundle {
+            Some(_) => unknown(TYPE_BUNDLE_DEPRECATED),
+            None => absent_bundle(),
+        },
+    ]
+}
+
+fn absent_bundle() -> ConditionData {
+    condition(
         TYPE_BUNDLE_DEPRECATED,
-        "Unknown",
+        ConditionStatus::Unknown,
         REASON_ABSENT,
         NO_BUNDLE_MESSAGE,
-    );
-    if !has_catalog_data {
-        let unknown = |t| condition(t, "Unknown", REASON_DEPRECATION_STATUS_UNKNOWN, UNKNOWN_MESSAGE);
-        let bundle = if installed_bundle.is_some() {
-            unknown(TYPE_BUNDLE_DEPRECATED)
-        } else {
-            absent
-        };
-        return [
-            unknown(TYPE_DEPRECATED),
-            unknown(TYPE_PACKAGE_DEPRECATED),
-            unknown(TYPE_CHANNEL_DEPRECATED),
-            bundle,
-        ];
-    }
-    let entries = deprecation.map(|d| d.entries.as_slice()).unwrap_or_default();
-    let (mut package, mut channel, mut bundle) =
-        ((false, Vec::new()), (false, Vec::new()), (false, Vec::new()));
-    for e in entries {
-        let (hit, slot) = match e.reference.schema.as_str() {
-            SCHEMA_PACKAGE => (true, &mut package),
-            SCHEMA_CHANNEL => (
-                channels.is_empty() || channels.contains(&e.reference.name),
-                &mut channel,
-            ),
-            SCHEMA_BUNDLE => (installed_bundle == Some(e.reference.name.as_str()), &mut bundle),
-            _ => (false, &mut package),
-        };
-        if hit {
-            slot.0 = true;
-            if !e.message.is_empty() {
-                slot.1.push(e.message.as_str());
-            }
-        }
-    }
-    let one = |t, (deprecated, messages): &(bool, Vec<&str>), not: &str| {
-        if *deprecated {
-            condition(t, "True", REASON_DEPRECATED, &messages.join("\n"))
-        } else {
-            condition(t, "False", REASON_NOT_DEPRECATED, not)
-        }
-    };
-    let package_c = one(TYPE_PACKAGE_DEPRECATED, &package, "package not deprecated");
-    let channel_c = one(TYPE_CHANNEL_DEPRECATED, &channel, "channel not deprecated");
-    let bundle_c = if installed_bundle.is_some() {
-        one(TYPE_BUNDLE_DEPRECATED, &bundle, "bundle not deprecated")
-    } else {
-        absent
-    };
-    let any = package.0 || channel.0 || (installed_bundle.is_some() && bundle.0);
-    let all_messages: Vec<&str> = package
-        .1
-        .iter()
-        .chain(&channel.1)
-        .chain(&bundle.1)
-        .copied()
-        .collect();
-    let rollup = if any {
-        condition(
-            TYPE_DEPRECATED,
-            "True",
-            REASON_DEPRECATED,
-            &all_messages.join("\n"),
-        )
-    } else {
-        condition(TYPE_DEPRECATED, "False", REASON_NOT_DEPRECATED, "not deprecated")
-    };
-    [rollup, package_c, channel_c, bundle_c]
+    )
 }
 
 #[cfg(test)]
@@ -142,7 +144,7 @@ mod tests {
     #[test]
     fn unknown_without_catalog_data() {
         let c = deprecation_conditions(None, false, &[], None);
-        assert_eq!(c[0].status, "Unknown");
+        assert_eq!(c[0].status, ConditionStatus::Unknown);
         assert_eq!(c[0].message, UNKNOWN_MESSAGE);
         assert_eq!(
             (c[3].reason, c[3].message.as_str()),
@@ -166,7 +168,11 @@ mod tests {
         let c = deprecation_conditions(Some(&dep), true, &["beta".to_string()], Some("p.v2"));
         assert_eq!(
             (c[1].status, c[2].status, c[3].status),
-            ("True", "False", "False")
+            (
+                ConditionStatus::True,
+                ConditionStatus::False,
+                ConditionStatus::False
+            )
         );
         assert_eq!(c[2].message, "channel not deprecated");
         assert_eq!(c[0].message, "package p is deprecated");
@@ -176,7 +182,53 @@ mod tests {
             "package p is deprecated\nalpha is deprecated\np.v1 is deprecated"
         );
         let c = deprecation_conditions(None, true, &[], None);
-        assert_eq!((c[0].status, c[0].message.as_str()), ("False", "not deprecated"));
+        assert_eq!(
+            (c[0].status, c[0].message.as_str()),
+            (ConditionStatus::False, "not deprecated")
+        );
         assert_eq!(c[3].reason, REASON_ABSENT);
+    }
+
+    #[test]
+    fn an_entry_with_an_empty_message_deprecates_nothing() {
+        let dep = Deprecation {
+            schema: "olm.deprecations".into(),
+            package: "p".into(),
+            entries: vec![
+                entry("olm.package", "", ""),
+                entry("olm.channel", "stable", ""),
+                entry("olm.bundle", "p.v1", ""),
+            ],
+        };
+        let c = deprecation_conditions(Some(&dep), true, &[], Some("p.v1"));
+        for (condition, not) in c.iter().zip([
+            "not deprecated",
+            "package not deprecated",
+            "channel not deprecated",
+            "bundle not deprecated",
+        ]) {
+            assert_eq!(
+                (condition.status, condition.reason, condition.message.as_str()),
+                (ConditionStatus::False, REASON_NOT_DEPRECATED, not),
+                "{}",
+                condition.type_
+            );
+        }
+        // One non-empty message among empty ones: only its level and the roll-up are True.
+        let mut dep = dep;
+        dep.entries
+            .push(entry("olm.channel", "stable", "stable is deprecated"));
+        let c = deprecation_conditions(Some(&dep), true, &[], Some("p.v1"));
+        let statuses = c.iter().map(|c| c.status).collect::<Vec<_>>();
+        assert_eq!(
+            statuses,
+            [
+                ConditionStatus::True,
+                ConditionStatus::False,
+                ConditionStatus::True,
+                ConditionStatus::False
+            ]
+        );
+        assert_eq!(c[0].message, "stable is deprecated");
     }
 }

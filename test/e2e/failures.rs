@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Secret},
+    core::v1::ConfigMap,
     rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
 };
 use kube::{
@@ -21,12 +21,7 @@ use crate::{
 };
 
 async fn record_catalog(s: &Scenario) -> String {
-    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
-        .get(&format!("{}-revision", s.extension))
-        .await
-        .unwrap();
-    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
-    data["catalog"].as_str().unwrap().to_string()
+    s.record().await["catalog"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -325,10 +320,5 @@ async fn the_installed_extension_is_kept_while_catalogd_is_down() {
 }
 
 async fn record_version(s: &Scenario) -> String {
-    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
-        .get(&format!("{}-revision", s.extension))
-        .await
-        .unwrap();
-    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
-    data["bundleVersion"].as_str().unwrap().to_string()
+    s.record().await["bundleVersion"].as_str().unwrap().to_string()
 }

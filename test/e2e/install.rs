@@ -1,6 +1,6 @@
 //! First installs: latest in a channel, an exact version, a range.
 
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use serde_json::json;
 
@@ -104,11 +104,7 @@ async fn installs_the_latest_bundle_of_a_channel_with_upstream_status() {
     );
 
     // The revision record knows what is installed, for restarts, upgrades and gating.
-    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
-        .get(&format!("{}-revision", s.extension))
-        .await
-        .unwrap();
-    let data: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    let data = s.record().await;
     assert_eq!(data["bundleName"], fixtures::bundle_name(&s.package, "1.1.0"));
     assert_eq!(data["catalog"], s.catalog);
     assert!(

@@ -271,11 +271,7 @@ async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 
     // The record names the new revision and exactly the objects that carry the owner label.
-    let record = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE)
-        .get(&format!("{}-revision", s.extension))
-        .await
-        .unwrap();
-    let record: serde_json::Value = serde_json::from_slice(&record.data.unwrap()["revision.json"].0).unwrap();
+    let record = s.record().await;
     assert_eq!(record["bundleVersion"], "1.1.0");
     assert_eq!(record["revision"], 2, "one upgrade, one new revision");
     let mut recorded: Vec<(String, String)> = record["objects"]

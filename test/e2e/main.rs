@@ -142,6 +142,18 @@ impl Scenario {
             .unwrap()
     }
 
+    /// The extension's revision record (`revision.json` of its Secret).
+    pub async fn record(&self) -> serde_json::Value {
+        let secret = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            self.client.clone(),
+            components::SYSTEM_NAMESPACE,
+        )
+        .get(&format!("{}-revision", self.extension))
+        .await
+        .unwrap();
+        serde_json::from_slice(&secret.data.unwrap()["revision.json"].0).unwrap()
+    }
+
     /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.
     pub async fn apply_extension(&self, catalog_fields: serde_json::Value) {
         let body = components::extension(&self.extension, &self.namespace, &self.package, catalog_fields);

@@ -1,10 +1,13 @@
 //! Upgrades: along catalog edges, forced with SelfCertified, rollbacks, channel changes, pruning,
 //! CRD upgrade safety, deprecation.
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::{
+    admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
+    core::v1::ConfigMap,
+};
 use kube::{
     Api,
-    api::{Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use olmv1_api::v1::conditions::LABEL_OWNER_NAME;
 use serde_json::json;
@@ -12,7 +15,7 @@ use serde_json::json;
 use crate::{
     Scenario, components,
     fixtures::{self, Bundle, Channel, CrdShape, Deprecated, Package},
-    two_versions,
+    support, two_versions,
 };
 
 fn only(package: &str, bundles: Vec<Bundle>, channel: &[&str]) -> Package {
@@ -137,6 +140,117 @@ async fn an_upgrade_that_drops_an_object_prunes_it() {
         config_maps.get_opt(&settings).await.unwrap().is_none(),
         "the dropped ConfigMap is pruned"
     );
+}
+
+/// An admission policy that refuses to delete one ConfigMap, as the API server enforces it.
+fn refuse_deleting(
+    policy: &str,
+    config_map: &str,
+) -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+    let policy_object = serde_json::from_value(json!({
+        "metadata": {"name": policy},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["DELETE"], "resources": ["configmaps"],
+            }]},
+            "validations": [{
+                "expression": format!("oldObject.metadata.name != '{config_map}'"),
+                "message": format!("{config_map} is kept by policy {policy}"),
+            }],
+        },
+    }))
+    .unwrap();
+    let binding = serde_json::from_value(json!({
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
+    }))
+    .unwrap();
+    (policy_object, binding)
+}
+
+#[tokio::test]
+async fn a_failed_prune_keeps_the_object_recorded_until_it_is_pruned() {
+    let s = Scenario::new("pruneguard", |p| only(p, vec![Bundle::new("1.0.0")], &["1.0.0"])).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+    let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
+    let settings = format!("{}-settings", s.package);
+    let recorded = |record: &serde_json::Value| {
+        record["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "ConfigMap" && o["name"] == settings.as_str())
+    };
+    assert!(recorded(&s.record().await), "1.0.0 records its ConfigMap");
+
+    // The API server refuses to delete the ConfigMap (a dry run shows the policy in force).
+    let policy_name = format!("{}-keep-settings", s.package);
+    let (policy, binding) = refuse_deleting(&policy_name, &settings);
+    let policies = Api::<ValidatingAdmissionPolicy>::all(s.client.clone());
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(s.client.clone());
+    policies.create(&PostParams::default(), &policy).await.unwrap();
+    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    support::wait_for(
+        "the policy to refuse deleting the ConfigMap",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match config_maps.delete(&settings, &dry_run).await {
+                Err(refused) => Ok(refused),
+                Ok(_) => Err("a dry-run delete is still allowed"),
+            }
+        },
+    )
+    .await;
+
+    // The upgrade drops the ConfigMap: applied and recorded, but its prune fails.
+    let next = only(
+        &s.package,
+        vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", &s.package)
+                .without_config_map(),
+        ],
+        &["1.0.0", "1.1.0"],
+    );
+    s.republish("v2", &next).await;
+    let refused = format!("kept by policy {policy_name}");
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &refused).await;
+    assert_eq!(
+        ext.status.unwrap().install.unwrap().bundle.version,
+        "1.0.0",
+        "until the upgrade completes, 1.0.0 stays installed"
+    );
+    let record = s.record().await;
+    assert_eq!(
+        record["bundleVersion"], "1.1.0",
+        "the applied revision is recorded"
+    );
+    assert!(
+        recorded(&record),
+        "the ConfigMap still to prune stays in the record"
+    );
+    assert!(config_maps.get_opt(&settings).await.unwrap().is_some());
+
+    // Once deleting is allowed again, the retry prunes it and the record drops it.
+    bindings
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    assert!(config_maps.get_opt(&settings).await.unwrap().is_none(), "pruned");
+    assert!(!recorded(&s.record().await), "no longer recorded");
 }
 
 #[tokio::test]

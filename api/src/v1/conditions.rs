@@ -77,3 +77,36 @@ pub const LABEL_OWNER_KIND: &str = "olm.operatorframework.io/owner-kind";
 pub const LABEL_OWNER_NAME: &str = "olm.operatorframework.io/owner-name";
 /// Label catalogd puts on every ClusterCatalog: its own name (for selectors).
 pub const LABEL_CATALOG_NAME: &str = "olm.operatorframework.io/metadata.name";
+
+/// The value of a condition's `status`, as `metav1.ConditionStatus` spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`: the controller cannot tell.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// As the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+
+    /// `True` or `False`.
+    pub fn from_bool(value: bool) -> Self {
+        if value { Self::True } else { Self::False }
+    }
+}
+
+impl std::fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -8,82 +8,95 @@ use olmv1_api::v1::conditions::{REASON_BLOCKED, REASON_RETRYING};
 use crate::{
     apply::{ApplyError, identity::IdentityError, preflight::PreflightError, revision::RecordError},
     bundle::{registry_v1::LoadError, render::RenderError},
+    catalog::cache::CatalogCacheError,
     image::ImageError,
+    resolve::ResolveError,
 };
 
 /// A step of the pipeline failed; the reconcile reports it in status.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
-    /// The revision record could not be read or written.
+    /// The revision record could not be read.
     #[error(transparent)]
     ReadInstalled(RecordError),
+    /// The ClusterCatalogs could not be listed.
+    #[error("error listing catalogs: {0}")]
+    ListCatalogs(#[source] kube::Error),
+    /// A selected catalog's content could not be read: upstream stops the whole resolution.
+    #[error("error walking catalogs: error getting package {package:?} from catalog {catalog:?}: {source}")]
+    ReadCatalog {
+        package: String,
+        catalog: String,
+        #[source]
+        source: Box<CatalogCacheError>,
+    },
     /// No bundle could be resolved, with upstream's message.
-    #[error("{message}")]
-    Resolve { message: String, terminal: bool },
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
     /// The service account cannot be used.
     #[error(transparent)]
     Identity(#[from] IdentityError),
+    /// A step on the resolved bundle failed, with upstream's prefix naming the bundle.
+    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
+    Bundle {
+        bundle: String,
+        version: String,
+        #[source]
+        source: Box<BundleError>,
+    },
+    /// The revision record could not be written.
+    #[error(transparent)]
+    WriteRecord(RecordError),
+}
+
+/// What went wrong with the resolved bundle, by step.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
     /// The bundle image could not be pulled or unpacked.
-    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
-    Pull {
-        bundle: String,
-        version: String,
-        #[source]
-        source: ImageError,
-    },
+    #[error(transparent)]
+    Pull(#[from] ImageError),
     /// The bundle is not a loadable registry+v1 bundle.
-    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
-    Load {
-        bundle: String,
-        version: String,
-        #[source]
-        source: LoadError,
-    },
+    #[error(transparent)]
+    Load(#[from] LoadError),
     /// The bundle cannot be rendered (unsupported, invalid, or a bad configuration).
-    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
-    Render {
-        bundle: String,
-        version: String,
-        #[source]
-        source: RenderError,
-    },
+    #[error(transparent)]
+    Render(#[from] RenderError),
     /// A preflight refused the apply; nothing was applied.
-    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
-    Preflight {
-        bundle: String,
-        version: String,
-        #[source]
-        source: PreflightError,
-    },
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     /// Applying, pruning or checking objects failed.
-    #[error("error for resolved bundle {bundle:?} with version {version:?}: {source}")]
-    Apply {
-        bundle: String,
-        version: String,
-        #[source]
-        source: ApplyError,
-    },
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+impl BundleError {
+    fn is_terminal(&self) -> bool {
+        match self {
+            Self::Pull(e) => e.is_terminal(),
+            Self::Load(e) => e.is_terminal(),
+            Self::Render(e) => e.is_terminal(),
+            Self::Preflight(e) => e.is_terminal(),
+            Self::Apply(e) => e.is_terminal(),
+        }
+    }
 }
 
 impl StepError {
     /// Whether only a change by the admin (or a catalog) can fix it.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Self::ReadInstalled(_) => false,
-            Self::Resolve { terminal, .. } => *terminal,
+            Self::ReadInstalled(_) | Self::WriteRecord(_) => false,
+            Self::ListCatalogs(_) | Self::ReadCatalog { .. } => false,
+            Self::Resolve(e) => e.is_terminal(),
             Self::Identity(e) => e.is_terminal(),
-            Self::Pull { source, .. } => source.is_terminal(),
-            Self::Load { source, .. } => source.is_terminal(),
-            Self::Render { source, .. } => source.is_terminal(),
-            Self::Preflight { source, .. } => source.is_terminal(),
-            Self::Apply { source, .. } => source.is_terminal(),
+            Self::Bundle { source, .. } => source.is_terminal(),
         }
     }
 
     /// The Progressing reason: upstream's `Retrying`, `Blocked`, or the error's own.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Render { source, .. } => source.reason(),
+            Self::Bundle { source, .. } if let BundleError::Render(e) = source.as_ref() => e.reason(),
             _ if self.is_terminal() => REASON_BLOCKED,
             _ => REASON_RETRYING,
         }
@@ -93,12 +106,15 @@ impl StepError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::ReadInstalled(_) => "ReadInstalledFailed",
-            Self::Resolve { .. } => "ResolutionFailed",
+            Self::WriteRecord(_) => "WriteRecordFailed",
+            Self::ListCatalogs(_) | Self::ReadCatalog { .. } | Self::Resolve(_) => "ResolutionFailed",
             Self::Identity(_) => "ServiceAccountUnavailable",
-            Self::Pull { .. } => "PullFailed",
-            Self::Load { .. } | Self::Render { .. } => "InvalidBundle",
-            Self::Preflight { .. } => "PreflightFailed",
-            Self::Apply { .. } => "ApplyFailed",
+            Self::Bundle { source, .. } => match source.as_ref() {
+                BundleError::Pull(_) => "PullFailed",
+                BundleError::Load(_) | BundleError::Render(_) => "InvalidBundle",
+                BundleError::Preflight(_) => "PreflightFailed",
+                BundleError::Apply(_) => "ApplyFailed",
+            },
         }
     }
 
@@ -106,7 +122,10 @@ impl StepError {
     pub fn retry_after(&self) -> Duration {
         match self {
             // Waiting for the admin to create or grant the account: no need to hammer.
-            Self::Identity(_) | Self::Preflight { .. } => Duration::from_secs(15),
+            Self::Identity(_) => Duration::from_secs(15),
+            Self::Bundle { source, .. } if matches!(source.as_ref(), BundleError::Preflight(_)) => {
+                Duration::from_secs(15)
+            }
             _ => Duration::from_secs(10),
         }
     }

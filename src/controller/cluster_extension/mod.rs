@@ -6,6 +6,7 @@
 //! this module wires them to kube-runtime and writes status once per reconcile.
 
 mod error;
+mod fallback;
 mod status;
 mod steps;
 
@@ -220,7 +221,7 @@ fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) ->
 async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
     let name = ext.name_any();
     let outcome = steps::run_pipeline(ext, ctx).await;
-    let new_status = status::compute(ext, &outcome);
+    let new_status = status::compute(ext, &outcome, k8s_openapi::jiff::Timestamp::now());
     let changed = ext.status.as_ref() != Some(&new_status);
     if changed {
         write_status(ctx, &name, &new_status).await?;
@@ -338,7 +339,7 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         ctx.revisions
             .delete(&name)
             .await
-            .map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
+            .map_err(|e| Error::Step(Box::new(StepError::WriteRecord(e))))?;
         let event = Event {
             type_: EventType::Normal,
             reason: "Uninstalled".into(),

@@ -1,24 +1,31 @@
-//! The reconcile pipeline, one function per step. Steps only read and apply; status is computed
-//! from the [`Outcome`] afterwards and written once.
+//! The reconcile pipeline: one function per step, each over the one [`ReconcileState`], in the
+//! order docs/controller.md lists them. Steps only read and apply; status is computed from the
+//! [`Outcome`] afterwards and written once.
 
-use kube::{Api, ResourceExt, api::ListParams};
+use std::collections::BTreeMap;
+
+use kube::{Api, Client, ResourceExt, api::ListParams};
 use olmv1_api::v1::{
     AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
     conditions::LABEL_CATALOG_NAME,
 };
 use serde_json::Value;
 
-use super::{Context, StepError};
+use super::{
+    Context, StepError,
+    error::BundleError,
+    fallback::{self, AfterResolutionFailure, MatchingCatalogs},
+};
 use crate::{
     apply::{
         objects::{self, Owner},
         preflight::{self, AccessPolicy, ServiceAccountRef},
-        revision::InstalledRevision,
+        revision::{InstalledRevision, ObjectRef},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
-    catalog::BundleProperty,
-    image::cache::pull_to_dir,
-    resolve::{self, ConditionData},
+    catalog::{BundleProperty, Deprecation},
+    image::cache::{PulledImage, pull_to_dir},
+    resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
 
 /// How far a successful reconcile got.
@@ -33,7 +40,7 @@ pub enum Progress {
 /// What a reconcile found and did; status is computed from it.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The installed revision after this reconcile (the new one when an apply succeeded).
+    /// The installed revision after this reconcile (the new one once its record is written).
     pub record: Option<InstalledRevision>,
     /// The four deprecation conditions.
     pub deprecation: [ConditionData; 4],
@@ -46,6 +53,29 @@ impl Outcome {
     pub fn installed_bundle(&self) -> Option<&InstalledRevision> {
         self.record.as_ref()
     }
+}
+
+/// Runs every step and says how far it got.
+pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
+    let mut state = ReconcileState {
+        ext,
+        ctx,
+        installed: None,
+        deprecation: None,
+    };
+    let result = state.run().await;
+    state.outcome(result)
+}
+
+/// One reconcile: the extension, what every reconcile shares, and what the steps found.
+struct ReconcileState<'a> {
+    ext: &'a ClusterExtension,
+    ctx: &'a Context,
+    /// The installed revision: read first, replaced by the new record once it is written.
+    installed: Option<InstalledRevision>,
+    /// The package's deprecations once the catalogs were consulted (`Some(None)`: it has none);
+    /// `None` when they were not (no catalog data).
+    deprecation: Option<Option<Deprecation>>,
 }
 
 /// The bundle a reconcile installs: resolved from catalogs, or the installed one kept when no
@@ -61,332 +91,443 @@ struct Target {
     properties: Vec<BundleProperty>,
 }
 
-/// Runs every step and says how far it got.
-pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
-    let name = ext.name_any();
-    let channels = ext
-        .spec
-        .source
-        .catalog
-        .as_ref()
-        .map(|c| c.channels.clone())
-        .unwrap_or_default();
-
-    // Step: read the installed revision.
-    let installed = match ctx.revisions.load(&name).await {
-        Ok(record) => record,
-        Err(e) => {
-            return Outcome {
-                record: None,
-                deprecation: resolve::deprecation_conditions(None, false, &channels, None),
-                result: Err(StepError::ReadInstalled(e)),
-            };
+impl Target {
+    fn resolved(resolution: &resolve::Resolution, package: &str) -> Self {
+        Self {
+            bundle_name: resolution.bundle.name.clone(),
+            version: resolution.bundle.status_version.clone(),
+            image: resolution.bundle.image.clone(),
+            catalog: Some(resolution.catalog.clone()),
+            package: package.to_string(),
+            properties: resolution
+                .bundle
+                .properties
+                .iter()
+                .cloned()
+                .map(BundleProperty::from)
+                .collect(),
         }
-    };
+    }
 
-    // Step: resolve.
-    let resolved = resolve_bundle(ext, ctx, installed.as_ref()).await;
-    let (target, deprecation) = match resolved {
-        Ok(found) => found,
-        Err(error) => {
-            let installed_name = installed.as_ref().map(|r| r.bundle_name.as_str());
-            return Outcome {
-                deprecation: resolve::deprecation_conditions(None, false, &channels, installed_name),
-                record: installed,
-                result: Err(error),
-            };
+    fn installed(record: &InstalledRevision) -> Self {
+        Self {
+            bundle_name: record.bundle_name.clone(),
+            version: record.bundle_version.clone(),
+            image: record.image.clone(),
+            catalog: record.catalog.clone(),
+            package: record.package.clone(),
+            properties: record.properties.clone(),
         }
-    };
+    }
 
-    // Steps: unpack, preflights, apply, wait for readiness.
-    let result = install_target(ext, ctx, &target, installed.as_ref()).await;
-    let record = match &result {
-        Ok((record, _)) => Some(record.clone()),
-        Err(_) => installed,
-    };
-    let installed_name = record.as_ref().map(|r| r.bundle_name.as_str());
-    let deprecation = match &deprecation {
-        Some(d) => resolve::deprecation_conditions(d.as_ref(), true, &channels, installed_name),
-        None => resolve::deprecation_conditions(None, false, &channels, installed_name),
-    };
-    Outcome {
-        record,
-        deprecation,
-        result: result.map(|(_, progress)| progress),
+    /// An error of a step on this bundle, with upstream's prefix naming it.
+    fn error(&self, source: impl Into<BundleError>) -> StepError {
+        StepError::Bundle {
+            bundle: self.bundle_name.clone(),
+            version: self.version.clone(),
+            source: Box::new(source.into()),
+        }
     }
 }
 
-/// The deprecation data of the resolved package: `None` when the catalogs were not consulted
-/// (the installed bundle was kept), `Some(None)` when the package has no deprecations.
-type ResolvedDeprecation = Option<Option<crate::catalog::Deprecation>>;
+/// The bundle image, pulled and loaded.
+struct Unpacked {
+    image: PulledImage,
+    bundle: RegistryV1Bundle,
+}
 
-/// Step: resolve the bundle to install, with upstream's fallback rules when resolution fails.
-async fn resolve_bundle(
-    ext: &ClusterExtension,
-    ctx: &Context,
-    installed: Option<&InstalledRevision>,
-) -> Result<(Target, ResolvedDeprecation), StepError> {
-    let Some(filter) = ext.spec.source.catalog.as_ref() else {
-        return Err(StepError::Resolve {
-            message: "catalog is required when sourceType is Catalog, and forbidden otherwise".into(),
-            terminal: true,
-        });
-    };
-    let selector =
-        resolve::CatalogSelector::new(filter.selector.as_ref()).map_err(|e| StepError::Resolve {
-            message: format!("desired catalog selector is invalid: {e}"),
-            terminal: true,
-        })?;
+impl ReconcileState<'_> {
+    /// The steps, in order.
+    async fn run(&mut self) -> Result<Progress, StepError> {
+        self.read_installed().await?;
+        let catalogs = self.list_catalogs().await;
+        let target = self.resolve(catalogs).await?;
+        let unpacked = self.unpack(&target).await?;
+        let rendered = self.render(&target, &unpacked)?;
+        let fingerprint = apply_fingerprint(self.ext, &unpacked.image.digest_ref, &rendered);
+        if self.applied_recently(&unpacked, fingerprint) {
+            return Ok(Progress::Done);
+        }
+        let sa_client = self.service_account_client().await?;
+        self.preflights(&target, &unpacked, &sa_client, &rendered).await?;
+        let applied = self.apply(&target, &sa_client, &rendered).await?;
+        self.record_and_prune(&target, &unpacked, &sa_client, applied)
+            .await?;
+        self.wait_for_readiness(&target, &sa_client, fingerprint).await
+    }
 
-    let catalogs = Api::<ClusterCatalog>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| StepError::Resolve {
-            message: format!("error listing catalogs: {e}"),
-            terminal: false,
-        })?;
-    let mut inputs = Vec::with_capacity(catalogs.items.len());
-    let mut any_selected = false;
-    let mut walk_error = None;
-    for catalog in &catalogs.items {
-        // catalogd's webhook labels every catalog with its own name; selectors rely on it.
-        let mut labels = catalog.labels().clone();
-        labels.insert(LABEL_CATALOG_NAME.into(), catalog.name_any());
-        // Only selected, available catalogs are read: the others cannot contribute.
-        if !selector.matches(&labels) {
-            continue;
+    /// What the steps found, with the deprecation conditions of the bundle installed after them.
+    fn outcome(self, result: Result<Progress, StepError>) -> Outcome {
+        let channels = self
+            .ext
+            .spec
+            .source
+            .catalog
+            .as_ref()
+            .map(|c| c.channels.clone())
+            .unwrap_or_default();
+        let installed_name = self.installed.as_ref().map(|r| r.bundle_name.as_str());
+        let deprecation = match &self.deprecation {
+            Some(d) => resolve::deprecation_conditions(d.as_ref(), true, &channels, installed_name),
+            None => resolve::deprecation_conditions(None, false, &channels, installed_name),
+        };
+        Outcome {
+            record: self.installed,
+            deprecation,
+            result,
         }
-        any_selected = true;
-        if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
-            continue;
+    }
+
+    /// Step: read the installed revision from its record.
+    async fn read_installed(&mut self) -> Result<(), StepError> {
+        let name = self.ext.name_any();
+        self.installed = self
+            .ctx
+            .revisions
+            .load(&name)
+            .await
+            .map_err(StepError::ReadInstalled)?;
+        Ok(())
+    }
+
+    /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
+    /// decide what it means once resolution has failed.
+    async fn list_catalogs(&self) -> Result<Vec<ClusterCatalog>, kube::Error> {
+        let list = Api::<ClusterCatalog>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await?;
+        Ok(list.items)
+    }
+
+    /// Step: resolve the bundle to install from the selected catalogs; when that fails, keep the
+    /// installed bundle if upstream's fallback rules say so.
+    async fn resolve(
+        &mut self,
+        listed: Result<Vec<ClusterCatalog>, kube::Error>,
+    ) -> Result<Target, StepError> {
+        let filter = self
+            .ext
+            .spec
+            .source
+            .catalog
+            .as_ref()
+            .ok_or(ResolveError::NoCatalogSource)?;
+        let selector =
+            CatalogSelector::new(filter.selector.as_ref()).map_err(ResolveError::InvalidSelector)?;
+        let matching = MatchingCatalogs::of_list(&listed, |c| selector.matches(&catalog_labels(c)));
+        let resolved = match listed {
+            Ok(catalogs) => {
+                self.resolve_from(&selector, &filter.package_name, &catalogs)
+                    .await
+            }
+            Err(e) => Err(StepError::ListCatalogs(e)),
+        };
+        let error = match resolved {
+            Ok(target) => return Ok(target),
+            Err(error) => error,
+        };
+        let installed = self.installed.as_ref();
+        let decision = fallback::after_resolution_failure(
+            installed.map(|r| r.bundle_version.as_str()),
+            filter.version.as_deref(),
+            matching,
+        );
+        match (decision, installed) {
+            (AfterResolutionFailure::KeepInstalled, Some(record)) => Ok(Target::installed(record)),
+            _ => Err(error),
         }
-        match ctx.catalogs.index(catalog).await {
-            Ok(index) => inputs.push(resolve::CatalogInput {
+    }
+
+    /// Reads every selected, available catalog (any that cannot be read stops resolution, as
+    /// upstream) and resolves the bundle from them.
+    async fn resolve_from(
+        &mut self,
+        selector: &CatalogSelector,
+        package: &str,
+        catalogs: &[ClusterCatalog],
+    ) -> Result<Target, StepError> {
+        let mut inputs = Vec::with_capacity(catalogs.len());
+        for catalog in catalogs {
+            let labels = catalog_labels(catalog);
+            // Only selected, available catalogs are read: the others cannot contribute.
+            if !selector.matches(&labels) || catalog.spec.availability_mode == AvailabilityMode::Unavailable {
+                continue;
+            }
+            let index = self
+                .ctx
+                .catalogs
+                .index(catalog)
+                .await
+                .map_err(|source| StepError::ReadCatalog {
+                    package: package.to_string(),
+                    catalog: catalog.name_any(),
+                    source: Box::new(source),
+                })?;
+            inputs.push(resolve::CatalogInput {
                 name: catalog.name_any(),
                 priority: catalog.spec.priority,
                 labels,
                 available: true,
                 index,
-            }),
-            Err(e) => {
-                // Upstream: any catalog that cannot be read aborts the whole resolution.
-                walk_error = Some(format!(
-                    "error walking catalogs: error getting package {:?} from catalog {:?}: {e}",
-                    filter.package_name,
-                    catalog.name_any()
-                ));
-                break;
-            }
+            });
         }
+        let installed = self.installed.as_ref().map(|r| resolve::InstalledBundle {
+            name: r.bundle_name.clone(),
+            version: r.bundle_version.clone(),
+            release: None,
+        });
+        let request = resolve::ResolveRequest::from_cluster_extension(self.ext, installed)?;
+        let resolution = resolve::resolve(&request, &inputs)?;
+        self.deprecation = Some(resolution.deprecation.clone());
+        Ok(Target::resolved(&resolution, package))
     }
 
-    let installed_bundle = installed.map(|r| resolve::InstalledBundle {
-        name: r.bundle_name.clone(),
-        version: r.bundle_version.clone(),
-        release: None,
-    });
-    let result = match walk_error {
-        Some(message) => Err(StepError::Resolve {
-            message,
-            terminal: false,
-        }),
-        None => resolve::ResolveRequest::from_cluster_extension(ext, installed_bundle)
-            .and_then(|request| resolve::resolve(&request, &inputs))
-            .map_err(|e| StepError::Resolve {
-                terminal: e.is_terminal(),
-                message: e.to_string(),
-            }),
-    };
+    /// Step: pull the bundle image into the digest-keyed cache and load it as registry+v1.
+    async fn unpack(&self, target: &Target) -> Result<Unpacked, StepError> {
+        let image = pull_to_dir(&target.image, &self.ctx.pull)
+            .await
+            .map_err(|e| target.error(e))?;
+        let bundle = RegistryV1Bundle::from_dir_within(&image.dir, self.ctx.pull.limits.max_file_bytes)
+            .map_err(|e| target.error(e))?;
+        Ok(Unpacked { image, bundle })
+    }
 
-    match result {
-        Ok(resolution) => Ok((
-            Target {
-                bundle_name: resolution.bundle.name.clone(),
-                version: resolution.bundle.status_version.clone(),
-                image: resolution.bundle.image.clone(),
-                catalog: Some(resolution.catalog.clone()),
-                package: filter.package_name.clone(),
-                properties: resolution
-                    .bundle
-                    .properties
-                    .iter()
-                    .cloned()
-                    .map(BundleProperty::from)
-                    .collect(),
-            },
-            Some(resolution.deprecation.clone()),
-        )),
-        Err(error) => {
-            // Upstream's handleResolutionError: keep the installed bundle only when nothing else
-            // is asked for and no catalog matches the selector (catalogs removed).
-            let Some(installed) = installed else {
-                return Err(error);
-            };
-            let pinned_elsewhere = filter
-                .version
-                .as_deref()
-                .is_some_and(|v| !v.is_empty() && v != installed.bundle_version);
-            if pinned_elsewhere || any_selected {
-                return Err(error);
+    /// Step: render with `spec.namespace` and `spec.config.inline`.
+    fn render(&self, target: &Target, unpacked: &Unpacked) -> Result<Vec<Value>, StepError> {
+        let ext = self.ext;
+        let config = ext
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.inline.clone())
+            .map(Value::Object);
+        render::render_with_provider(
+            &unpacked.bundle,
+            &ext.spec.namespace,
+            config.as_ref(),
+            self.ctx.webhook_provider,
+        )
+        .map_err(|e| target.error(e))
+    }
+
+    /// Whether this image was applied for this generation and the same full apply ended ready
+    /// recently, with no owned object changed since: then nothing needs a request.
+    fn applied_recently(&self, unpacked: &Unpacked, fingerprint: u64) -> bool {
+        self.already_applied(unpacked) && self.ctx.last_apply.is_fresh(&self.ext.name_any(), fingerprint)
+    }
+
+    /// Whether the installed revision is this image applied for this generation.
+    fn already_applied(&self, unpacked: &Unpacked) -> bool {
+        self.installed.as_ref().is_some_and(|r| {
+            r.image == unpacked.image.digest_ref && r.generation == self.ext.metadata.generation
+        })
+    }
+
+    /// Step: a client acting as the extension's service account.
+    async fn service_account_client(&self) -> Result<Client, StepError> {
+        let spec = &self.ext.spec;
+        Ok(self
+            .ctx
+            .identities
+            .client_for(&spec.namespace, &spec.service_account.name)
+            .await?)
+    }
+
+    /// Step: the permission preflight, then CRD upgrade safety unless the extension turns it
+    /// off. A revision already applied for this image and this generation passed them then;
+    /// re-applying it (drift repair, resync) does not ask again.
+    async fn preflights(
+        &self,
+        target: &Target,
+        unpacked: &Unpacked,
+        sa_client: &Client,
+        rendered: &[Value],
+    ) -> Result<(), StepError> {
+        if self.already_applied(unpacked) {
+            return Ok(());
+        }
+        let ext = self.ext;
+        let account = ServiceAccountRef::new(
+            ext.spec.namespace.as_str(),
+            ext.spec.service_account.name.as_str(),
+        );
+        preflight::check_permissions(
+            &self.ctx.client,
+            &account,
+            rendered,
+            self.previous_objects(),
+            &AccessPolicy::default(),
+            &[preflight::owner_finalizers_access(&ext.name_any())],
+        )
+        .await
+        .map_err(|e| target.error(e))?;
+        let crd_safety = ext
+            .spec
+            .install
+            .as_ref()
+            .and_then(|i| i.preflight.as_ref())
+            .map(|p| p.crd_upgrade_safety.enforcement)
+            .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
+        if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
+            preflight::check_crd_upgrades(sa_client, rendered)
+                .await
+                .map_err(|e| target.error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Step: apply as the service account (CRDs first, objects owned by others refused).
+    async fn apply(
+        &self,
+        target: &Target,
+        sa_client: &Client,
+        rendered: &[Value],
+    ) -> Result<Vec<ObjectRef>, StepError> {
+        objects::apply(sa_client, &self.owner(), rendered)
+            .await
+            .map_err(|e| target.error(e))
+    }
+
+    /// Step: write the revision record, prune what the previous revision had and this one lacks,
+    /// then write the record again without them. Until the prune succeeds the objects it deletes
+    /// stay in the record, so a failed prune (or a crash) never loses track of them.
+    async fn record_and_prune(
+        &mut self,
+        target: &Target,
+        unpacked: &Unpacked,
+        sa_client: &Client,
+        applied: Vec<ObjectRef>,
+    ) -> Result<(), StepError> {
+        let previous = self.previous_objects().to_vec();
+        let record = new_record(
+            self.installed.as_ref(),
+            target,
+            unpacked,
+            self.ext.metadata.generation,
+            applied,
+        );
+        let tracked = InstalledRevision {
+            objects: tracked_until_pruned(&record.objects, &previous),
+            ..record.clone()
+        };
+        self.store(tracked).await?;
+        let owner = self.ext.name_any();
+        objects::prune(sa_client, &owner, &previous, &record.objects)
+            .await
+            .map_err(|e| target.error(e))?;
+        self.store(record).await
+    }
+
+    /// Writes `record` unless it is what is recorded already; it is then the installed revision.
+    async fn store(&mut self, record: InstalledRevision) -> Result<(), StepError> {
+        if self.installed.as_ref() != Some(&record) {
+            let owner = self.owner();
+            self.ctx
+                .revisions
+                .store(&owner.name, &owner.uid, &record)
+                .await
+                .map_err(StepError::WriteRecord)?;
+        }
+        self.installed = Some(record);
+        Ok(())
+    }
+
+    /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
+    /// ends ready is remembered, so that the next reconcile with nothing new makes no request.
+    async fn wait_for_readiness(
+        &self,
+        target: &Target,
+        sa_client: &Client,
+        fingerprint: u64,
+    ) -> Result<Progress, StepError> {
+        let recorded = self
+            .installed
+            .as_ref()
+            .map(|r| r.objects.as_slice())
+            .unwrap_or_default();
+        let waiting = objects::rollout_status(sa_client, recorded)
+            .await
+            .map_err(|e| target.error(e))?;
+        Ok(match waiting {
+            Some(waiting) => Progress::RollingOut(waiting),
+            None => {
+                self.ctx.last_apply.remember(&self.ext.name_any(), fingerprint);
+                Progress::Done
             }
-            Ok((
-                Target {
-                    bundle_name: installed.bundle_name.clone(),
-                    version: installed.bundle_version.clone(),
-                    image: installed.image.clone(),
-                    catalog: installed.catalog.clone(),
-                    package: installed.package.clone(),
-                    properties: installed.properties.clone(),
-                },
-                None,
-            ))
+        })
+    }
+
+    /// The objects the installed revision recorded.
+    fn previous_objects(&self) -> &[ObjectRef] {
+        self.installed
+            .as_ref()
+            .map(|r| r.objects.as_slice())
+            .unwrap_or_default()
+    }
+
+    fn owner(&self) -> Owner {
+        Owner {
+            name: self.ext.name_any(),
+            uid: self.ext.uid().unwrap_or_default(),
+            install_namespace: self.ext.spec.namespace.clone(),
         }
     }
 }
 
-/// Steps: unpack the bundle, render it, run the preflights, apply as the service account,
-/// record the revision, prune, and check readiness.
-async fn install_target(
-    ext: &ClusterExtension,
-    ctx: &Context,
-    target: &Target,
+/// A catalog's labels, with the name label catalogd's webhook puts on every catalog (selectors
+/// rely on it).
+fn catalog_labels(catalog: &ClusterCatalog) -> BTreeMap<String, String> {
+    let mut labels = catalog.labels().clone();
+    labels.insert(LABEL_CATALOG_NAME.into(), catalog.name_any());
+    labels
+}
+
+/// The record of `target` applied as `applied`: the same revision number when the same bundle
+/// and image are re-applied, the next one otherwise.
+fn new_record(
     installed: Option<&InstalledRevision>,
-) -> Result<(InstalledRevision, Progress), StepError> {
-    let bundle_err = |bundle: &Target| (bundle.bundle_name.clone(), bundle.version.clone());
-
-    // Step: unpack.
-    let pulled = pull_to_dir(&target.image, &ctx.pull).await.map_err(|source| {
-        let (bundle, version) = bundle_err(target);
-        StepError::Pull {
-            bundle,
-            version,
-            source,
-        }
-    })?;
-    let bundle =
-        RegistryV1Bundle::from_dir_within(&pulled.dir, ctx.pull.limits.max_file_bytes).map_err(|source| {
-            let (bundle, version) = bundle_err(target);
-            StepError::Load {
-                bundle,
-                version,
-                source,
-            }
-        })?;
-    let config = ext
-        .spec
-        .config
-        .as_ref()
-        .and_then(|c| c.inline.clone())
-        .map(Value::Object);
-    let rendered = render::render_with_provider(
-        &bundle,
-        &ext.spec.namespace,
-        config.as_ref(),
-        ctx.webhook_provider,
-    )
-    .map_err(|source| {
-        let (bundle, version) = bundle_err(target);
-        StepError::Render {
-            bundle,
-            version,
-            source,
-        }
-    })?;
-
-    // Step: preflights, as the service account's permissions and the cluster's CRDs say. A
-    // revision already applied for this image and this generation passed them then; re-applying
-    // it (drift repair, resync) does not ask again.
-    let namespace = &ext.spec.namespace;
-    let account = &ext.spec.service_account.name;
-    let already_applied =
-        installed.is_some_and(|r| r.image == pulled.digest_ref && r.generation == ext.metadata.generation);
-    // Nothing new since the last full apply, and no owned object changed since: no request.
-    let fingerprint = apply_fingerprint(ext, &pulled.digest_ref, &rendered);
-    if let Some(record) = installed
-        && already_applied
-        && ctx.last_apply.is_fresh(&ext.name_any(), fingerprint)
-    {
-        return Ok((record.clone(), Progress::Done));
-    }
-    let sa_client = ctx.identities.client_for(namespace, account).await?;
-    let previous = installed.map(|r| r.objects.as_slice()).unwrap_or_default();
-    if !already_applied {
-        run_preflights(ext, ctx, &sa_client, &rendered, previous)
-            .await
-            .map_err(|source| {
-                let (bundle, version) = bundle_err(target);
-                StepError::Preflight {
-                    bundle,
-                    version,
-                    source,
-                }
-            })?;
-    }
-
-    // Step: apply, record, prune.
-    let apply_err = |source| {
-        let (bundle, version) = bundle_err(target);
-        StepError::Apply {
-            bundle,
-            version,
-            source,
-        }
+    target: &Target,
+    unpacked: &Unpacked,
+    generation: Option<i64>,
+    applied: Vec<ObjectRef>,
+) -> InstalledRevision {
+    let image = &unpacked.image.digest_ref;
+    let revision = match installed {
+        Some(r) if r.bundle_name == target.bundle_name && &r.image == image => r.revision,
+        Some(r) => r.revision + 1,
+        None => 1,
     };
-    let owner = Owner {
-        name: ext.name_any(),
-        uid: ext.uid().unwrap_or_default(),
-        install_namespace: namespace.clone(),
-    };
-    let applied = objects::apply(&sa_client, &owner, &rendered)
-        .await
-        .map_err(apply_err)?;
-    let same_bundle =
-        installed.is_some_and(|r| r.bundle_name == target.bundle_name && r.image == pulled.digest_ref);
-    // The bundle's own properties (CSV `olm.properties` + `metadata/properties.yaml`, their JSON
-    // text intact) come first; the catalog entry adds only the kinds the bundle does not declare.
-    let mut properties = bundle.properties.clone();
-    for property in &target.properties {
+    InstalledRevision {
+        revision,
+        package: target.package.clone(),
+        bundle_name: target.bundle_name.clone(),
+        bundle_version: target.version.clone(),
+        image: image.clone(),
+        catalog: target.catalog.clone(),
+        properties: merged_properties(&unpacked.bundle.properties, &target.properties),
+        objects: applied,
+        generation,
+    }
+}
+
+/// The bundle's own properties (CSV `olm.properties` + `metadata/properties.yaml`, their JSON
+/// text intact) first; the catalog entry adds only the kinds the bundle does not declare.
+fn merged_properties(bundle: &[BundleProperty], catalog: &[BundleProperty]) -> Vec<BundleProperty> {
+    let mut properties = bundle.to_vec();
+    for property in catalog {
         if !properties.iter().any(|p| p.type_ == property.type_) {
             properties.push(property.clone());
         }
     }
-    let record = InstalledRevision {
-        revision: match installed {
-            Some(r) if same_bundle => r.revision,
-            Some(r) => r.revision + 1,
-            None => 1,
-        },
-        package: target.package.clone(),
-        bundle_name: target.bundle_name.clone(),
-        bundle_version: target.version.clone(),
-        image: pulled.digest_ref.clone(),
-        catalog: target.catalog.clone(),
-        properties,
-        objects: applied,
-        generation: ext.metadata.generation,
-    };
-    if installed != Some(&record) {
-        ctx.revisions
-            .store(&owner.name, &owner.uid, &record)
-            .await
-            .map_err(StepError::ReadInstalled)?;
-    }
-    objects::prune(&sa_client, &owner.name, previous, &record.objects)
-        .await
-        .map_err(apply_err)?;
+    properties
+}
 
-    // Step: wait for readiness.
-    let progress = match objects::rollout_status(&sa_client, &record.objects)
-        .await
-        .map_err(apply_err)?
-    {
-        None => Progress::Done,
-        Some(waiting) => Progress::RollingOut(waiting),
-    };
-    if matches!(progress, Progress::Done) {
-        ctx.last_apply.remember(&owner.name, fingerprint);
-    }
-    Ok((record, progress))
+/// What a record lists while a prune is pending: everything applied, then what the previous
+/// revision had and this one lacks (still to be deleted).
+fn tracked_until_pruned(applied: &[ObjectRef], previous: &[ObjectRef]) -> Vec<ObjectRef> {
+    let mut tracked = applied.to_vec();
+    tracked.extend(previous.iter().filter(|o| !applied.contains(o)).cloned());
+    tracked
 }
 
 /// What a full apply depends on: the extension (its uid, generation and service account), the
@@ -405,36 +546,50 @@ fn apply_fingerprint(ext: &ClusterExtension, digest_ref: &str, rendered: &[Value
     hasher.finish()
 }
 
-/// The permission preflight, then CRD upgrade safety unless the extension turns it off.
-async fn run_preflights(
-    ext: &ClusterExtension,
-    ctx: &Context,
-    sa_client: &kube::Client,
-    rendered: &[Value],
-    previous: &[crate::apply::revision::ObjectRef],
-) -> Result<(), preflight::PreflightError> {
-    let account = ServiceAccountRef::new(
-        ext.spec.namespace.as_str(),
-        ext.spec.service_account.name.as_str(),
-    );
-    preflight::check_permissions(
-        &ctx.client,
-        &account,
-        rendered,
-        previous,
-        &AccessPolicy::default(),
-        &[preflight::owner_finalizers_access(&ext.name_any())],
-    )
-    .await?;
-    let crd_safety = ext
-        .spec
-        .install
-        .as_ref()
-        .and_then(|i| i.preflight.as_ref())
-        .map(|p| p.crd_upgrade_safety.enforcement)
-        .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
-    if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
-        preflight::check_crd_upgrades(sa_client, rendered).await?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(kind: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
     }
-    Ok(())
+
+    #[test]
+    fn objects_still_to_prune_stay_tracked_after_those_applied() {
+        let (kept, dropped, added) = (
+            object("Service", "s"),
+            object("ConfigMap", "c"),
+            object("Secret", "x"),
+        );
+        let tracked = tracked_until_pruned(&[kept.clone(), added.clone()], &[kept.clone(), dropped.clone()]);
+        assert_eq!(tracked, [kept.clone(), added.clone(), dropped]);
+        // Nothing to prune: the record lists exactly what was applied.
+        assert_eq!(
+            tracked_until_pruned(&[kept.clone(), added.clone()], std::slice::from_ref(&kept)),
+            [kept, added]
+        );
+    }
+
+    #[test]
+    fn catalog_properties_only_add_kinds_the_bundle_lacks() {
+        let property = |text: &str| serde_json::from_str::<BundleProperty>(text).expect("a property");
+        let merged = merged_properties(
+            &[property(
+                r#"{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}}"#,
+            )],
+            &[
+                property(r#"{"type":"olm.package","value":{"packageName":"p","version":"9.9.9"}}"#),
+                property(r#"{"type":"olm.maxOpenShiftVersion","value":4.20}"#),
+            ],
+        );
+        assert_eq!(
+            serde_json::to_string(&merged).expect("serializable"),
+            r#"[{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}},{"type":"olm.maxOpenShiftVersion","value":4.20}]"#
+        );
+    }
 }

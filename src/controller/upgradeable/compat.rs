@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use olmv1_api::v1::conditions::ConditionStatus;
+
 use crate::go_format::go_quote;
 
 /// The bundle property that declares the newest OpenShift minor version a bundle supports.
@@ -321,25 +323,6 @@ pub fn assess(current: MajorMinor, installed: &[InstalledExtension]) -> Assessme
     }
 }
 
-/// Status of a condition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConditionStatus {
-    /// `True`.
-    True,
-    /// `False`.
-    False,
-}
-
-impl ConditionStatus {
-    /// The status as written in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::True => "True",
-            Self::False => "False",
-        }
-    }
-}
-
 /// A condition to write: the verdict, or one of an owned ClusterOperator's other conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpgradeableCondition {
@@ -408,7 +391,7 @@ impl Assessment {
                 reason: "",
                 message: String::new(),
             },
-            ConditionStatus::False => condition,
+            ConditionStatus::False | ConditionStatus::Unknown => condition,
         }
     }
 }

@@ -6,7 +6,9 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use super::compat::{Assessment, ConditionStatus};
+use olmv1_api::v1::conditions::ConditionStatus;
+
+use super::compat::Assessment;
 
 /// Labels of one blocking extension.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

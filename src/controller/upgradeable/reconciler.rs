@@ -20,7 +20,7 @@ use kube::{
 };
 use olmv1_api::v1::{
     ClusterExtension,
-    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+    conditions::{ConditionStatus, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -31,7 +31,7 @@ use super::{
     UpgradeableConfig, UpgradeableMode,
     compat::{
         self, Assessment, CONDITION_INSTALLED_OLM_OPERATORS_UPGRADEABLE, CONDITION_UPGRADEABLE,
-        ConditionStatus, InstalledExtension, MajorMinor, REASON_AS_EXPECTED, UpgradeableCondition,
+        InstalledExtension, MajorMinor, REASON_AS_EXPECTED, UpgradeableCondition,
     },
     metrics::UpgradeableMetrics,
 };
