@@ -20,8 +20,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-log() { echo "bench-vs-upstream: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+# shellcheck source=hack/bench-lib.sh
+source "$here/bench-lib.sh"
+log() { bench_log "$@"; }
+die() { bench_die "$@"; }
 
 src=${1:-${OLMV1_UPSTREAM_SRC:-}}
 box=${2:-${OLMV1_BOXCUTTER_SRC:-}}
@@ -32,51 +34,20 @@ src=$(cd "$src" && pwd)
 idle=${OLMV1_BENCH_IDLE_SECONDS:-600}
 
 "$here/install-deps.sh"
-profile=${OLMV1_BENCH_PROFILE:-release} # `debug` measures the debug build (an upper bound)
-log "building olmv1 ($profile) and the driver"
-if [[ $profile == release ]]; then
-  (cd "$repo" && cargo build -q --release --bin olmv1)
-fi
-(cd "$repo" && cargo build -q --bin olmv1 --example interop)
-olmv1="$repo/target/$profile/olmv1"
-driver="$repo/target/debug/examples/interop"
+bench_build
 
 env_file=$(OLMV1_SKIP_CRDS=1 "$here/local-up.sh")
 trap '"$here/local-down.sh" "$env_file" >&2 || true' EXIT
 # shellcheck disable=SC1090
 source "$env_file"
+# The driver's harness (test/support) uses this control plane rather than starting its own.
+export OLMV1_TEST_ENV=$env_file
 work="$OLMV1_ENV_DIR/bench"
 mkdir -p "$work"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # upstream-up.sh installs the CRDs, the system namespace and the PKI; catalogd is started later.
 "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src"
-# olmv1 controller's identity: a ServiceAccount bound to cluster-admin, like upstream's.
-kubectl -n olmv1-system create serviceaccount olmv1-controller >/dev/null
-kubectl create clusterrolebinding olmv1-bench-controller --clusterrole=cluster-admin \
-  --serviceaccount=olmv1-system:olmv1-controller >/dev/null
-cat >"$work/controller.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: local, cluster: {server: "$OLMV1_API_SERVER", certificate-authority: "$OLMV1_CA_CERT"}}]
-users: [{name: controller, user: {token: "$(kubectl -n olmv1-system create token olmv1-controller --duration=24h)"}}]
-contexts: [{name: local, context: {cluster: local, user: controller}}]
-current-context: local
-EOF
-
-start_olmv1() { # ROLE ARGS...
-  local role=$1
-  shift
-  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
-  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
-}
-stop_olmv1() {
-  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
-  kill "$(cat "$pid_file")" 2>/dev/null || true
-  wait "$(cat "$pid_file")" 2>/dev/null || true
-  rm -f "$pid_file"
-}
-pid_of() { cat "$OLMV1_ENV_DIR/pids/$1.pid"; }
+controller_identity "$work/controller.kubeconfig"
 
 log "publishing the load catalog and the shared catalogs"
 "$driver" bench-publish "$work/plan.json"
@@ -85,9 +56,7 @@ load_catalog=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["
 
 # Catalogd, each in turn (nothing else of OLM runs meanwhile).
 log "catalogd: olmv1"
-port=$(free_port)
-start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
-  --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
+start_catalogd "$work/olmv1-catalogd-cache"
 sleep 2
 "$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of olmv1@catalogd)" "$work/olmv1-catalogd.json"
 stop_olmv1 catalogd
@@ -100,9 +69,7 @@ UPSTREAM_CATALOGD_ARGS=--feature-gates=APIV1MetasHandler=true \
 kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
 
 # The controllers, each in turn, with olmv1 catalogd serving the load catalog.
-port=$(free_port)
-start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
-  --cache-dir "$work/olmv1-catalogd-cache-2" --metrics-addr "127.0.0.1:$(free_port)"
+start_catalogd "$work/olmv1-catalogd-cache-2"
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: olm.operatorframework.io/v1
 kind: ClusterCatalog

@@ -12,6 +12,7 @@
 #   OLMV1_ENV_DIR       where certificates, data, logs and pid files go (default: mktemp -d)
 #   OLMV1_SKIP_CRDS=1   do not install the project's CRDs
 #   OLMV1_START_TIMEOUT seconds to wait for each part to become ready (default 90)
+#   OLMV1_NODE_PODS     how many pods the fake Node takes (default 250)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -335,6 +336,7 @@ log "controller-manager, scheduler and kwok healthy ($((SECONDS - started))s)"
 
 # One fake Node that kwok keeps Ready, so Deployments get Pods that become Ready.
 node=kwok-node-0
+node_pods=${OLMV1_NODE_PODS:-250}
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Node
@@ -354,11 +356,11 @@ status:
   allocatable:
     cpu: "32"
     memory: 256Gi
-    pods: "250"
+    pods: "$node_pods"
   capacity:
     cpu: "32"
     memory: 256Gi
-    pods: "250"
+    pods: "$node_pods"
   nodeInfo:
     architecture: amd64
     kubeletVersion: fake

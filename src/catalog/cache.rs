@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use olmv1_api::v1::ClusterCatalog;
-use olmv1_api::v1::conditions::TYPE_SERVING;
+use olmv1_api::v1::conditions::{ConditionStatus, TYPE_SERVING};
 
 use super::client::CatalogClient;
 use super::{CatalogError, CatalogIndex};
@@ -129,7 +129,7 @@ pub fn served_source(catalog: &ClusterCatalog, name: &str) -> Result<(String, St
         .map(|s| {
             s.conditions
                 .iter()
-                .any(|c| c.type_ == TYPE_SERVING && c.status == "True")
+                .any(|c| c.type_ == TYPE_SERVING && c.status == ConditionStatus::True.as_str())
         })
         .unwrap_or(false);
     if !serving {

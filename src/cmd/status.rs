@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use kube::ResourceExt;
-use olmv1_api::v1::ClusterExtension;
+use olmv1_api::v1::{ClusterExtension, conditions::ConditionStatus};
 use serde::Serialize;
 
 use super::sources::{Output, SourceArgs, colour, fail, kube_client, print_json};
@@ -184,8 +184,14 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> String {
                 (Some(v), _) => (v.clone(), Tone::Plain),
                 (None, _) => ("none".into(), Tone::Bad),
             },
-            (cell(installed_cond), tone(installed_cond, "True")),
-            (cell(progressing), tone(progressing, "True")),
+            (
+                cell(installed_cond),
+                tone(installed_cond, ConditionStatus::True.as_str()),
+            ),
+            (
+                cell(progressing),
+                tone(progressing, ConditionStatus::True.as_str()),
+            ),
             (
                 if r.upgrades.is_empty() {
                     "-".into()
@@ -200,9 +206,9 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> String {
             ),
         ]);
         for c in &r.conditions {
-            let bad = (c.type_ == "Installed" && c.status != "True")
+            let bad = (c.type_ == "Installed" && c.status != ConditionStatus::True.as_str())
                 || (c.type_ == "Progressing" && c.reason != "Succeeded")
-                || (c.type_.ends_with("Deprecated") && c.status == "True");
+                || (c.type_.ends_with("Deprecated") && c.status == ConditionStatus::True.as_str());
             if bad && !c.message.is_empty() {
                 notes.push_str(&format!("{} {}: {}\n", r.name, c.type_, c.message));
             }

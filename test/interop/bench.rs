@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration, time::Instant};
 
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
     api::{DeleteParams, ListParams},
 };
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
@@ -29,39 +29,7 @@ pub struct BenchPlan {
 pub async fn publish(registry: &str, shared_root: &Path) -> BenchPlan {
     let mut lines = Vec::new();
     for i in 0..=LOAD {
-        let package = format!("bench-{i:03}");
-        let bundle = fixtures::Bundle::new("1.0.0").without_config_map();
-        let dir = tempfile::tempdir().unwrap();
-        fixtures::write_bundle(dir.path(), &package, &bundle);
-        // One Deployment, its ServiceAccount and permissions: no CRD.
-        std::fs::remove_file(dir.path().join("manifests/widgets.crd.yaml")).unwrap();
-        let csv_path = dir
-            .path()
-            .join(format!("manifests/{package}.clusterserviceversion.yaml"));
-        let mut csv: Value = serde_json::from_slice(&std::fs::read(&csv_path).unwrap()).unwrap();
-        csv["spec"]["customresourcedefinitions"] = json!({});
-        std::fs::write(&csv_path, serde_json::to_vec(&csv).unwrap()).unwrap();
-        let image = fixtures::push(
-            dir.path(),
-            &format!("{registry}/bench/{package}-bundle:v1.0.0"),
-            "/",
-            &[(
-                "operators.operatorframework.io.bundle.mediatype.v1",
-                "registry+v1",
-            )],
-        )
-        .await;
-        let name = fixtures::bundle_name(&package, "1.0.0");
-        lines.push(json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}).to_string());
-        lines.push(
-            json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]})
-                .to_string(),
-        );
-        lines.push(
-            json!({"schema": "olm.bundle", "name": name, "package": package, "image": image,
-            "properties": [{"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}}]})
-            .to_string(),
-        );
+        lines.extend(publish_load_package(registry, "bench", &format!("bench-{i:03}")).await);
     }
     let load_catalog = fixtures::push_catalog(&format!("{registry}/bench/load:v1"), "bench", &lines).await;
     let mut shared = Vec::new();
@@ -70,16 +38,56 @@ pub async fn publish(registry: &str, shared_root: &Path) -> BenchPlan {
         "community-operators-v4.16",
         "certified-operators-v4.20",
     ] {
-        let reference = fixtures::push(
-            &shared_root.join(name),
-            &format!("{registry}/bench/{name}:v1"),
-            "/configs",
-            &[("operators.operatorframework.io.index.configs.v1", "/configs")],
-        )
-        .await;
+        let reference = push_catalog_dir(registry, &shared_root.join(name), name).await;
         shared.push((name.to_string(), reference));
     }
     BenchPlan { load_catalog, shared }
+}
+
+/// Pushes a file-based catalog directory as the catalog image `registry/bench/NAME:v1`.
+pub async fn push_catalog_dir(registry: &str, dir: &Path, name: &str) -> String {
+    fixtures::push(
+        dir,
+        &format!("{registry}/bench/{name}:v1"),
+        "/configs",
+        &[("operators.operatorframework.io.index.configs.v1", "/configs")],
+    )
+    .await
+}
+
+/// Pushes the bundle image of a one-Deployment package (no CRD) under `registry/repository/`;
+/// returns the package's catalog objects (JSON lines).
+pub async fn publish_load_package(registry: &str, repository: &str, package: &str) -> Vec<String> {
+    let bundle = fixtures::Bundle::new("1.0.0").without_config_map();
+    let dir = tempfile::tempdir().unwrap();
+    fixtures::write_bundle(dir.path(), package, &bundle);
+    // One Deployment, its ServiceAccount and permissions: no CRD.
+    std::fs::remove_file(dir.path().join("manifests/widgets.crd.yaml")).unwrap();
+    let csv_path = dir
+        .path()
+        .join(format!("manifests/{package}.clusterserviceversion.yaml"));
+    let mut csv: Value = serde_json::from_slice(&std::fs::read(&csv_path).unwrap()).unwrap();
+    csv["spec"]["customresourcedefinitions"] = json!({});
+    std::fs::write(&csv_path, serde_json::to_vec(&csv).unwrap()).unwrap();
+    let image = fixtures::push(
+        dir.path(),
+        &format!("{registry}/{repository}/{package}-bundle:v1.0.0"),
+        "/",
+        &[(
+            "operators.operatorframework.io.bundle.mediatype.v1",
+            "registry+v1",
+        )],
+    )
+    .await;
+    let name = fixtures::bundle_name(package, "1.0.0");
+    vec![
+        json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}).to_string(),
+        json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]})
+            .to_string(),
+        json!({"schema": "olm.bundle", "name": name, "package": package, "image": image,
+        "properties": [{"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}}]})
+        .to_string(),
+    ]
 }
 
 /// CPU seconds and memory of a process, from /proc.
@@ -111,7 +119,7 @@ pub fn proc_stat(pid: u32) -> ProcStat {
 }
 
 /// Resets the process's peak RSS (VmHWM) to its current RSS.
-fn reset_peak(pid: u32) {
+pub fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("clear_refs (needs root)");
 }
 
@@ -131,7 +139,11 @@ pub struct ControllerFigures {
 }
 
 fn body(i: usize) -> Value {
-    let name = format!("bench-{i:03}");
+    extension_body(&format!("bench-{i:03}"))
+}
+
+/// A ClusterExtension `name` of package `name` into namespace `name`, as its `installer`.
+pub fn extension_body(name: &str) -> Value {
     json!({
         "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
         "metadata": {"name": name},
@@ -150,28 +162,42 @@ async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
         .is_some_and(|ext| components::condition(&ext, "Installed").is_some_and(|c| c.status == "True"))
 }
 
-async fn time_to_installed(client: &Client, names: &[usize]) -> f64 {
+/// Applies the ClusterExtensions and waits until all are `Installed=True` (listing them every
+/// `poll`, up to `timeout`): seconds from the first apply.
+pub async fn time_to_installed(
+    client: &Client,
+    extensions: &[Value],
+    poll: Duration,
+    timeout: Duration,
+) -> f64 {
     let api = Api::<ClusterExtension>::all(client.clone());
     let start = Instant::now();
-    for &i in names {
-        components::apply_extension(client, body(i)).await;
+    for extension in extensions {
+        components::apply_extension(client, extension.clone()).await;
     }
-    let mut pending: Vec<String> = names.iter().map(|i| format!("bench-{i:03}")).collect();
-    let deadline = start + Duration::from_secs(900);
+    let mut pending: std::collections::HashSet<String> = extensions
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let deadline = start + timeout;
     while !pending.is_empty() {
         assert!(
             Instant::now() < deadline,
-            "not Installed after 15 minutes: {pending:?}"
+            "{} not Installed after {timeout:?}: {:?}",
+            pending.len(),
+            pending.iter().take(10).collect::<Vec<_>>()
         );
         let list = api.list(&ListParams::default()).await.unwrap();
-        let done: Vec<String> = list
+        for done in list
             .items
             .iter()
             .filter(|e| components::condition(e, "Installed").is_some_and(|c| c.status == "True"))
-            .filter_map(|e| e.metadata.name.clone())
-            .collect();
-        pending.retain(|n| !done.contains(n));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        {
+            pending.remove(&done.name_any());
+        }
+        if !pending.is_empty() {
+            tokio::time::sleep(poll).await;
+        }
     }
     start.elapsed().as_secs_f64()
 }
@@ -180,8 +206,10 @@ async fn time_to_installed(client: &Client, names: &[usize]) -> f64 {
 pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
     let client = Client::try_default().await.unwrap();
     let api = Api::<ClusterExtension>::all(client.clone());
+    let one = [body(0)];
+    let (poll, timeout) = (Duration::from_millis(100), Duration::from_secs(900));
     let mut figures = ControllerFigures {
-        cold_s: time_to_installed(&client, &[0]).await,
+        cold_s: time_to_installed(&client, &one, poll, timeout).await,
         ..Default::default()
     };
     api.delete("bench-000", &DeleteParams::default()).await.unwrap();
@@ -207,7 +235,7 @@ pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
         },
     )
     .await;
-    figures.warm_s = time_to_installed(&client, &[0]).await;
+    figures.warm_s = time_to_installed(&client, &one, poll, timeout).await;
     eprintln!(
         "bench: one extension cold {:.2} s, warm {:.2} s",
         figures.cold_s, figures.warm_s
@@ -215,8 +243,8 @@ pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
 
     reset_peak(pid);
     let before = proc_stat(pid);
-    let load: Vec<usize> = (1..=LOAD).collect();
-    figures.load_s = time_to_installed(&client, &load).await;
+    let load: Vec<Value> = (1..=LOAD).map(body).collect();
+    figures.load_s = time_to_installed(&client, &load, poll, timeout).await;
     let after = proc_stat(pid);
     figures.load_cpu_s = after.cpu_s - before.cpu_s;
     figures.load_peak_mib = after.peak_mib;
@@ -270,9 +298,13 @@ pub async fn clean_controller_load() {
 
 /// Namespaces and installers for the load (created once, for both controllers).
 pub async fn prepare_namespaces() {
+    prepare_namespaces_named((0..=LOAD).map(|i| format!("bench-{i:03}"))).await;
+}
+
+/// A namespace per name, each with its installer.
+pub async fn prepare_namespaces_named(names: impl Iterator<Item = String>) {
     let client = Client::try_default().await.unwrap();
-    for i in 0..=LOAD {
-        let name = format!("bench-{i:03}");
+    for name in names {
         crate::namespace_with_installer(&client, &name).await;
     }
 }
@@ -290,7 +322,7 @@ pub struct CatalogdFigures {
     pub three_serving_rss_mib: f64,
 }
 
-async fn serve_catalogs(client: &Client, catalogs: &[(String, String)]) -> f64 {
+pub async fn serve_catalogs(client: &Client, catalogs: &[(String, String)]) -> f64 {
     let start = Instant::now();
     for (name, image) in catalogs {
         components::apply_catalog(client, &format!("bench-{name}"), image, 0, "bench").await;

@@ -17,6 +17,7 @@ mod fixtures;
 
 mod bench;
 mod compare;
+mod scale;
 mod scenarios;
 
 use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
@@ -93,6 +94,76 @@ enum Command {
     },
     /// Prints the Markdown table of a results file ({"olmv1": {...}, "upstream": {...}}).
     BenchTable { results: PathBuf },
+    /// hack/bench-scale.sh: pushes N one-Deployment packages into C catalogs; writes the plan.
+    ScalePublish {
+        #[arg(long, default_value_t = 1000)]
+        extensions: usize,
+        #[arg(long, default_value_t = 5)]
+        catalogs: usize,
+        out: PathBuf,
+    },
+    /// Creates a namespace and installer per extension of the plan.
+    ScaleNamespaces { plan: PathBuf },
+    /// Serves the plan's catalogs, applies every extension at once, waits for all Installed.
+    ScaleInstall {
+        plan: PathBuf,
+        #[arg(long)]
+        pid: u32,
+        /// The controller's metrics URL (`http://HOST:PORT/metrics`).
+        #[arg(long)]
+        metrics: String,
+        out: PathBuf,
+    },
+    /// The idle window: CPU, RSS every `--every` seconds, requests.
+    ScaleIdle {
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        metrics: String,
+        #[arg(long, default_value_t = 1800)]
+        seconds: u64,
+        #[arg(long, default_value_t = 60)]
+        settle: u64,
+        #[arg(long, default_value_t = 30)]
+        every: u64,
+        out: PathBuf,
+    },
+    /// Writes the resourceVersion of every extension and every object applied for one.
+    ScaleSnapshot { out: PathBuf },
+    /// After a restart: time until every extension is re-verified, and what was written.
+    ScaleRestart {
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        metrics: String,
+        /// When the new process started (Unix seconds).
+        #[arg(long)]
+        started: f64,
+        #[arg(long)]
+        audit_log: PathBuf,
+        /// The audit log's size before the restart (bytes).
+        #[arg(long)]
+        audit_from: u64,
+        /// `scale-snapshot`'s file from before the restart.
+        #[arg(long)]
+        before: PathBuf,
+        #[arg(long)]
+        expected: usize,
+        #[arg(long, default_value_t = 60)]
+        settle: u64,
+        out: PathBuf,
+    },
+    /// Pushes catalog directories as catalog images; writes [(name, reference)].
+    ScalePublishCatalogs { out: PathBuf, dirs: Vec<PathBuf> },
+    /// Applies the catalogs at once to the running catalogd (pid): Serving, peak and serving RSS.
+    ScaleCatalogd {
+        catalogs: PathBuf,
+        #[arg(long)]
+        pid: u32,
+        out: PathBuf,
+    },
+    /// Prints the Markdown table of the result files in a directory.
+    ScaleReport { dir: PathBuf },
     Compare {
         olmv1: PathBuf,
         upstream: PathBuf,
@@ -166,6 +237,77 @@ async fn main() -> ExitCode {
             let results = serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
             print!("{}", bench::table(&results));
         }
+        Command::ScalePublish {
+            extensions,
+            catalogs,
+            out,
+        } => {
+            let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");
+            let figures = scale::publish(&registry, extensions, catalogs).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleNamespaces { plan } => {
+            let plan: scale::ScalePlan = read_json(&plan);
+            bench::prepare_namespaces_named(plan.extensions.into_iter()).await;
+        }
+        Command::ScaleInstall {
+            plan,
+            pid,
+            metrics,
+            out,
+        } => {
+            let figures = scale::install(pid, &metrics, &read_json(&plan)).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleIdle {
+            pid,
+            metrics,
+            seconds,
+            settle,
+            every,
+            out,
+        } => {
+            let secs = Duration::from_secs;
+            let figures = scale::idle(pid, &metrics, secs(settle), secs(seconds), secs(every)).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleSnapshot { out } => {
+            let figures = scale::snapshot().await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleRestart {
+            pid,
+            metrics,
+            started,
+            audit_log,
+            audit_from,
+            before,
+            expected,
+            settle,
+            out,
+        } => {
+            let run = scale::Restarted {
+                pid,
+                metrics: &metrics,
+                started,
+                audit_log: &audit_log,
+                audit_from,
+            };
+            let figures =
+                scale::restart(run, &read_json(&before), expected, Duration::from_secs(settle)).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScalePublishCatalogs { out, dirs } => {
+            let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");
+            let figures = scale::publish_catalogs(&registry, &dirs).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleCatalogd { catalogs, pid, out } => {
+            let catalogs: Vec<(String, String)> = read_json(&catalogs);
+            let figures = scale::catalogd(pid, &catalogs).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
+        }
+        Command::ScaleReport { dir } => print!("{}", scale::report(&dir)),
         Command::Compare {
             olmv1,
             upstream,
@@ -188,6 +330,13 @@ async fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &PathBuf) -> T {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn read_plan(path: &PathBuf) -> Plan {
@@ -478,12 +627,35 @@ fn snapshot(ext: &DynamicObject) -> Outcome {
 /// bookkeeping, not bundle content, and are left out.
 /// Fails while discovery does (a CRD being deleted can make a group 404 for a moment).
 async fn applied_objects(client: &Client) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let mut by_owner: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, meta) in labelled_objects(client).await? {
+        if meta.namespace.as_deref() == Some(components::SYSTEM_NAMESPACE) {
+            continue;
+        }
+        let owner = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OWNER_NAME))
+            .cloned()
+            .unwrap_or_default();
+        by_owner.entry(owner).or_default().push(id);
+    }
+    for ids in by_owner.values_mut() {
+        ids.sort();
+        ids.dedup();
+    }
+    Ok(by_owner)
+}
+
+/// Every object, of any listable kind but events, labelled as applied for a ClusterExtension:
+/// `Kind namespace/name` (cluster-scoped: `Kind name`) and its metadata.
+async fn labelled_objects(client: &Client) -> Result<Vec<(String, kube::api::ObjectMeta)>, String> {
     let discovery = Discovery::new(client.clone())
         .run()
         .await
         .map_err(|e| format!("API discovery: {e}"))?;
     let params = ListParams::default().labels(&format!("{OWNER_KIND}=ClusterExtension"));
-    let mut by_owner: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut objects = Vec::new();
     for group in discovery.groups() {
         for (resource, caps) in group.recommended_resources() {
             if !caps.supports_operation(verbs::LIST) || resource.kind == "Event" {
@@ -495,27 +667,14 @@ async fn applied_objects(client: &Client) -> Result<BTreeMap<String, Vec<String>
             };
             for object in list.items {
                 let meta = object.metadata;
-                let owner = meta
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(OWNER_NAME))
-                    .cloned()
-                    .unwrap_or_default();
-                let name = meta.name.unwrap_or_default();
-                if meta.namespace.as_deref() == Some(components::SYSTEM_NAMESPACE) {
-                    continue;
-                }
-                let id = match meta.namespace {
+                let name = meta.name.clone().unwrap_or_default();
+                let id = match &meta.namespace {
                     Some(ns) => format!("{} {ns}/{name}", resource.kind),
                     None => format!("{} {name}", resource.kind),
                 };
-                by_owner.entry(owner).or_default().push(id);
+                objects.push((id, meta));
             }
         }
     }
-    for ids in by_owner.values_mut() {
-        ids.sort();
-        ids.dedup();
-    }
-    Ok(by_owner)
+    Ok(objects)
 }

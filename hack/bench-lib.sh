@@ -1,0 +1,64 @@
+# Shell shared by the benchmark scripts (hack/bench-vs-upstream.sh, hack/bench-scale.sh); source
+# it after setting `here` (this directory) and `repo`. Not a script of its own.
+# shellcheck shell=bash disable=SC2034,SC2154 # variables set for and by the sourcing script
+
+bench_log() { echo "$(basename "$0" .sh): $*" >&2; }
+bench_die() { bench_log "error: $*"; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Builds olmv1 ($OLMV1_BENCH_PROFILE: release, or `debug` for an upper bound) and the benchmark
+# driver (the `interop` example, debug); sets `profile`, `olmv1` and `driver`.
+bench_build() {
+  profile=${OLMV1_BENCH_PROFILE:-release}
+  bench_log "building olmv1 ($profile) and the driver"
+  if [[ $profile == release ]]; then
+    (cd "$repo" && cargo build -q --release --bin olmv1)
+  fi
+  (cd "$repo" && cargo build -q --bin olmv1 --example interop)
+  olmv1="$repo/target/$profile/olmv1"
+  driver="$repo/target/debug/examples/interop"
+}
+
+# The controller's identity: ServiceAccount olmv1-system/olmv1-controller bound to cluster-admin,
+# so that the API server counts its requests under flow schema `service-accounts` (apart from the
+# control plane's own) and its audit entries carry its name. Writes the kubeconfig to $1.
+controller_identity() {
+  kubectl get namespace olmv1-system >/dev/null 2>&1 || kubectl create namespace olmv1-system >/dev/null
+  kubectl -n olmv1-system create serviceaccount olmv1-controller >/dev/null
+  kubectl create clusterrolebinding olmv1-bench-controller --clusterrole=cluster-admin \
+    --serviceaccount=olmv1-system:olmv1-controller >/dev/null
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: "$OLMV1_API_SERVER", certificate-authority: "$OLMV1_CA_CERT"}}]
+users: [{name: controller, user: {token: "$(kubectl -n olmv1-system create token olmv1-controller --duration=24h)"}}]
+contexts: [{name: local, context: {cluster: local, user: controller}}]
+current-context: local
+EOF
+}
+
+# `olmv1 ROLE ARGS...` in the background, its log and pid file in the environment's directory.
+start_olmv1() {
+  local role=$1
+  shift
+  "$olmv1" "$role" "$@" >>"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
+  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
+}
+stop_olmv1() {
+  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
+  kill "$(cat "$pid_file")" 2>/dev/null || true
+  wait "$(cat "$pid_file")" 2>/dev/null || true
+  rm -f "$pid_file"
+}
+pid_of() { cat "$OLMV1_ENV_DIR/pids/$1.pid"; }
+
+# olmv1 catalogd as the cluster admin, on free ports, caching in $1.
+start_catalogd() {
+  local port
+  port=$(free_port)
+  start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
+    --cache-dir "$1" --metrics-addr "127.0.0.1:$(free_port)"
+}
+
+# The load average and the time, for the figures' captions.
+load_note() { echo "$(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
