@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod apply;
+pub mod backoff;
 pub mod bundle;
 pub mod catalog;
 pub mod cmd;
@@ -21,7 +22,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" => 0,
+            "go_format" | "backoff" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

@@ -16,8 +16,11 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use olmv1::{
-    apply::revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
-    catalog::BundleProperty,
+    apply::{
+        objects::owner_labels,
+        revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
+    },
+    catalog::Property,
     controller::upgradeable::{
         self, MajorMinor, UpgradeableConfig, UpgradeableMetrics, UpgradeableMode,
         reconciler::{
@@ -28,7 +31,6 @@ use olmv1::{
 };
 use olmv1_api::v1::{
     CatalogFilter, ClusterExtension, ClusterExtensionSpec, ServiceAccountReference, SourceConfig, SourceType,
-    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
 };
 use prometheus_client::registry::Registry;
 use serde_json::json;
@@ -145,10 +147,7 @@ async fn write_record(
         image: "registry.example/bundle@sha256:0000".to_owned(),
         properties: max
             .into_iter()
-            .map(|value| BundleProperty {
-                type_: "olm.maxOpenShiftVersion".to_owned(),
-                value: value.into(),
-            })
+            .map(|value| Property::new("olm.maxOpenShiftVersion", value.into()))
             .collect(),
         ..InstalledRevision::default()
     };
@@ -156,10 +155,7 @@ async fn write_record(
     let name = format!("{extension}-revision");
     secret.metadata.name = Some(name.clone());
     secret.metadata.namespace = Some(namespace.to_owned());
-    secret.metadata.labels = Some(BTreeMap::from([
-        (LABEL_OWNER_KIND.to_owned(), "ClusterExtension".to_owned()),
-        (LABEL_OWNER_NAME.to_owned(), extension.to_owned()),
-    ]));
+    secret.metadata.labels = Some(owner_labels(extension));
     secret.type_ = Some(RECORD_SECRET_TYPE.to_owned());
     let json = serde_json::to_vec(&record).expect("record serializes");
     secret.data = Some(BTreeMap::from([(RECORD_KEY.to_owned(), ByteString(json))]));
@@ -424,7 +420,8 @@ async fn upgradeable_follows_installed_bundles_and_the_cluster_version() {
     // A record that is not JSON: also a metadata failure for that extension.
     write_broken_record(&client, &system_namespace, &extension).await;
     wait_upgradeable(&client, &co, "a broken record reported", |u| {
-        u.reason == "FailureGettingExtensionMetadata" && u.message.contains("could not read revision record")
+        u.reason == "FailureGettingExtensionMetadata"
+            && u.message.contains("the revision record of ClusterExtension")
     })
     .await;
 

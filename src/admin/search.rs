@@ -10,8 +10,8 @@ use serde::Serialize;
 use crate::{
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
-        Bundle, BundleProperty, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION,
-        PackageIndex, SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
+        Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
+        SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
     resolve::{CatalogInput, ResolveRequest, resolve, unsupported_dependency},
 };
@@ -167,9 +167,11 @@ fn summary_without_manifests(
             b.properties
                 .iter()
                 .find(|p| &*p.type_ == PROPERTY_MAX_OPENSHIFT_VERSION)
-                .map(|p| match p.value() {
-                    serde_json::Value::String(s) => s,
-                    other => other.to_string(),
+                // A string shows unquoted; any other value as written (4.10 stays 4.10).
+                .map(|p| {
+                    p.value
+                        .parse::<String>()
+                        .unwrap_or_else(|_| p.value.raw().to_owned())
                 })
         }),
         deprecated: deprecation.and_then(|d| {
@@ -197,17 +199,11 @@ fn describe_catalog_bundle(row: &mut PackageSummary, bundle: &Bundle) {
     if !bundle
         .properties
         .iter()
-        .any(|p| p.type_ == PROPERTY_BUNDLE_OBJECT)
+        .any(|p| &*p.type_ == PROPERTY_BUNDLE_OBJECT)
     {
         return;
     }
-    let properties: Vec<BundleProperty> = bundle
-        .properties
-        .iter()
-        .cloned()
-        .map(BundleProperty::from)
-        .collect();
-    match RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties) {
+    match RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &bundle.properties) {
         Ok(loaded) => describe_bundle(row, &loaded, ManifestSource::Catalog),
         Err(e) => {
             row.manifests_from = ManifestSource::Catalog;

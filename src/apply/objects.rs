@@ -1,7 +1,7 @@
 //! Server-side apply of a revision's objects as the service account, pruning, readiness and
 //! uninstall.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -135,13 +135,35 @@ fn is_crd(object: &Value) -> bool {
     object["kind"] == "CustomResourceDefinition" && object["apiVersion"] == "apiextensions.k8s.io/v1"
 }
 
+/// The label selector of everything the controller labels as a ClusterExtension's.
+pub fn owner_kind_selector() -> String {
+    format!("{LABEL_OWNER_KIND}=ClusterExtension")
+}
+
+/// The owner labels of ClusterExtension `extension`: on every object applied for it and on its
+/// revision record.
+pub fn owner_labels(extension: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
+        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
+    ])
+}
+
+/// Whether `labels` are the owner labels of ClusterExtension `extension`.
+pub fn is_owned_by(labels: Option<&BTreeMap<String, String>>, extension: &str) -> bool {
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(extension)
+}
+
 /// Labels an object as the owner's and points its ownerReferences at the ClusterExtension, so
 /// that the garbage collector removes it with the ClusterExtension even when the service
 /// account is gone.
 fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
-    let labels = object.metadata.labels.get_or_insert_with(Default::default);
-    labels.insert(LABEL_OWNER_KIND.into(), "ClusterExtension".into());
-    labels.insert(LABEL_OWNER_NAME.into(), owner.name.clone());
+    object
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .extend(owner_labels(&owner.name));
     let mut references = object.metadata.owner_references.take().unwrap_or_default();
     references.retain(|r| r.controller != Some(true));
     references.push(owner.owner_reference());
@@ -310,9 +332,7 @@ fn is_established(
 
 /// True when `object` carries the owner labels of ClusterExtension `owner`.
 fn owned_by(owner: &str, object: &DynamicObject) -> bool {
-    let labels = object.metadata.labels.as_ref();
-    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(owner)
+    is_owned_by(object.metadata.labels.as_ref(), owner)
 }
 
 /// Deletes, as the service account, the objects of `previous` that `current` no longer has.

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::BundleProperty;
+use crate::catalog::Property;
 
 /// The Secret type of revision records.
 pub const RECORD_SECRET_TYPE: &str = "olm.operatorframework.io/revision";
@@ -34,7 +34,7 @@ pub struct InstalledRevision {
     /// The bundle's properties: the CSV's `olm.properties` annotation merged with
     /// `metadata/properties.yaml` and the catalog entry's properties (e.g. `olm.maxOpenShiftVersion`).
     #[serde(default)]
-    pub properties: Vec<BundleProperty>,
+    pub properties: Vec<Property>,
     /// Every object applied for this revision.
     #[serde(default)]
     pub objects: Vec<ObjectRef>,
@@ -60,16 +60,18 @@ pub struct ObjectRef {
 }
 
 mod store {
-    use std::collections::BTreeMap;
+    use std::{collections::BTreeMap, sync::Arc};
 
+    use futures::Stream;
     use k8s_openapi::{ByteString, api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::OwnerReference};
     use kube::{
         Api, Client,
         api::{DeleteParams, ObjectMeta, Patch, PatchParams},
+        runtime::watcher,
     };
-    use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 
     use super::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE};
+    use crate::apply::objects::{is_owned_by, owner_kind_selector, owner_labels};
 
     /// Errors reading or writing revision records.
     #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,22 @@ mod store {
         // Secret names allow 253 characters; ClusterExtension names too, so trim the stem.
         let stem: String = extension.chars().take(253 - "-revision".len()).collect();
         format!("{stem}-revision")
+    }
+
+    /// The record a Secret holds: the one place that decodes record Secrets.
+    fn decode(extension: &str, secret: &Secret) -> Result<InstalledRevision, RecordError> {
+        let raw = secret
+            .data
+            .as_ref()
+            .and_then(|data| data.get(RECORD_KEY))
+            .ok_or_else(|| RecordError::Corrupt {
+                extension: extension.into(),
+                reason: format!("key {RECORD_KEY:?} is missing"),
+            })?;
+        serde_json::from_slice(&raw.0).map_err(|e| RecordError::Corrupt {
+            extension: extension.into(),
+            reason: e.to_string(),
+        })
     }
 
     /// Reads revision records from the controller's system namespace, with the controller's
@@ -120,18 +138,37 @@ mod store {
                     extension: extension.into(),
                     source,
                 })?;
-            let Some(secret) = secret else { return Ok(None) };
-            let data = secret.data.unwrap_or_default();
-            let raw = data.get(RECORD_KEY).ok_or_else(|| RecordError::Corrupt {
-                extension: extension.into(),
-                reason: format!("key {RECORD_KEY:?} is missing"),
-            })?;
-            serde_json::from_slice(&raw.0)
-                .map(Some)
-                .map_err(|e| RecordError::Corrupt {
-                    extension: extension.into(),
-                    reason: e.to_string(),
+            secret.map(|secret| decode(extension, &secret)).transpose()
+        }
+
+        /// Every record Secret of the namespace, as a watch (for a reflector whose cached
+        /// Secrets [`RevisionStore::find`] reads).
+        pub fn watch(
+            &self,
+        ) -> impl Stream<Item = Result<watcher::Event<Secret>, watcher::Error>> + Send + 'static {
+            watcher(
+                self.secrets.clone(),
+                watcher::Config::default().labels(&owner_kind_selector()),
+            )
+        }
+
+        /// The installed revision of a ClusterExtension among cached record Secrets (from
+        /// [`RevisionStore::watch`]): `None` when none is its record (by name, type and owner).
+        pub fn find(
+            extension: &str,
+            secrets: &[Arc<Secret>],
+        ) -> Result<Option<InstalledRevision>, RecordError> {
+            let name = record_name(extension);
+            secrets
+                .iter()
+                .find(|s| {
+                    s.metadata.name.as_deref() == Some(name.as_str())
+                        && s.type_.as_deref() == Some(RECORD_SECRET_TYPE)
+                        // Not the record of another extension whose name was cut to the same stem.
+                        && is_owned_by(s.metadata.labels.as_ref(), extension)
                 })
+                .map(|secret| decode(extension, secret))
+                .transpose()
         }
 
         /// Writes the record, owned by the ClusterExtension (so it goes with it).
@@ -145,10 +182,7 @@ mod store {
             let secret = Secret {
                 metadata: ObjectMeta {
                     name: Some(record_name(extension)),
-                    labels: Some(BTreeMap::from([
-                        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
-                        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
-                    ])),
+                    labels: Some(owner_labels(extension)),
                     owner_references: Some(vec![OwnerReference {
                         api_version: "olm.operatorframework.io/v1".into(),
                         kind: "ClusterExtension".into(),
@@ -203,7 +237,7 @@ mod tests {
     #[test]
     fn property_values_keep_their_json_text() {
         // Upstream reads the raw bytes: 4.20 is minor 20, not 4.2.
-        let properties: Vec<BundleProperty> = serde_json::from_str(
+        let properties: Vec<Property> = serde_json::from_str(
             r#"[{"type":"olm.maxOpenShiftVersion","value":4.20},{"type":"x","value":{"a":1}}]"#,
         )
         .unwrap();

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::bundle::csv::ClusterServiceVersion;
-use crate::catalog::BundleProperty;
+use crate::catalog::Property;
 use crate::confined::{ConfinedDir, ConfinedError, Kind};
 use crate::image::UnpackLimits;
 
@@ -81,7 +81,7 @@ pub struct RegistryV1Bundle {
     pub others: Vec<Value>,
     /// The bundle properties: the CSV's `olm.properties` annotation merged with
     /// `metadata/properties.yaml` (or the catalog entry's own properties).
-    pub properties: Vec<BundleProperty>,
+    pub properties: Vec<Property>,
 }
 
 impl RegistryV1Bundle {
@@ -162,12 +162,12 @@ impl RegistryV1Bundle {
     pub fn from_catalog_bundle(
         package: &str,
         bundle_name: &str,
-        properties: &[BundleProperty],
+        properties: &[Property],
     ) -> Result<Self, LoadError> {
         let mut objects = Vec::new();
         for (i, property) in properties
             .iter()
-            .filter(|p| p.type_ == BUNDLE_OBJECT_PROPERTY)
+            .filter(|p| &*p.type_ == BUNDLE_OBJECT_PROPERTY)
             .enumerate()
         {
             let place = format!("bundle {bundle_name:?} olm.bundle.object #{i}");
@@ -196,13 +196,13 @@ impl RegistryV1Bundle {
                 "bundle {bundle_name:?} has no {BUNDLE_OBJECT_PROPERTY} properties to render from"
             )));
         }
-        let extra: Vec<BundleProperty> = properties
+        let extra: Vec<Property> = properties
             .iter()
-            .filter(|p| !DERIVED_CATALOG_PROPERTIES.contains(&p.type_.as_str()))
+            .filter(|p| !DERIVED_CATALOG_PROPERTIES.contains(&&*p.type_))
             .cloned()
             .collect();
         let mut bundle = assemble(package.to_string(), objects, Vec::new())?;
-        let missing: Vec<BundleProperty> = extra
+        let missing: Vec<Property> = extra
             .into_iter()
             .filter(|p| !bundle.properties.contains(p))
             .collect();
@@ -223,7 +223,7 @@ impl RegistryV1Bundle {
 fn assemble(
     package_name: String,
     objects: Vec<(String, Value)>,
-    extra_properties: Vec<BundleProperty>,
+    extra_properties: Vec<Property>,
 ) -> Result<RegistryV1Bundle, LoadError> {
     let mut csv = None;
     let mut crds = Vec::new();
@@ -264,7 +264,7 @@ fn assemble(
 }
 
 /// The properties in the CSV's `olm.properties` annotation.
-fn csv_properties(csv: &ClusterServiceVersion) -> Result<Vec<BundleProperty>, LoadError> {
+fn csv_properties(csv: &ClusterServiceVersion) -> Result<Vec<Property>, LoadError> {
     match csv
         .metadata
         .annotations
@@ -283,7 +283,7 @@ fn csv_properties(csv: &ClusterServiceVersion) -> Result<Vec<BundleProperty>, Lo
 /// Writes `properties` as the CSV's `olm.properties` annotation (compact JSON, as Go marshals).
 fn set_properties_annotation(
     csv: &mut ClusterServiceVersion,
-    properties: &[BundleProperty],
+    properties: &[Property],
 ) -> Result<(), LoadError> {
     let json = serde_json::to_string(properties)
         .map_err(|e| LoadError::Invalid(format!("failed to marshal registry+v1 properties to json: {e}")))?;
@@ -410,7 +410,7 @@ fn package_from_annotations(text: &str) -> Result<String, String> {
 }
 
 /// Reads `properties: [{type, value}]` from `metadata/properties.yaml`.
-fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
+fn properties_from_yaml(text: &str) -> Result<Vec<Property>, String> {
     #[derive(Deserialize, Default)]
     struct PropertiesFile {
         #[serde(default, deserialize_with = "crate::bundle::csv::null_as_default")]
@@ -430,8 +430,8 @@ fn properties_from_yaml(text: &str) -> Result<Vec<BundleProperty>, String> {
     Ok(file
         .properties
         .into_iter()
-        .map(|p| BundleProperty {
-            type_: p.type_,
+        .map(|p| Property {
+            type_: p.type_.into(),
             value: p.value.into(),
         })
         .collect())
@@ -505,7 +505,7 @@ mod tests {
         let max: Vec<&str> = bundle
             .properties
             .iter()
-            .filter(|p| p.type_ == "olm.maxOpenShiftVersion")
+            .filter(|p| &*p.type_ == "olm.maxOpenShiftVersion")
             .map(|p| p.value.raw())
             .collect();
         assert_eq!(
@@ -559,7 +559,7 @@ mod tests {
         assert_eq!(json_depth(&deep), 100);
         let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": deep});
         let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
-        let props = [BundleProperty {
+        let props = [Property {
             type_: BUNDLE_OBJECT_PROPERTY.into(),
             value: serde_json::json!({"data": data}).into(),
         }];

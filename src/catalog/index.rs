@@ -21,8 +21,9 @@ use super::{
     meta::{SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE},
     model::{
         ChannelEntry as FullChannelEntry, Deprecation, PROPERTY_BUNDLE_OBJECT, PROPERTY_CSV_METADATA,
-        PROPERTY_PACKAGE, Property, parse_typed,
+        PROPERTY_PACKAGE, parse_typed,
     },
+    property::{Property, PropertyValue},
     read,
 };
 use crate::version::{SkipRange, VersionRelease};
@@ -87,33 +88,9 @@ pub struct BundleIndex {
     pub version: Result<VersionRelease, Arc<str>>,
     /// Whether the first deprecation object of the package names this bundle.
     pub deprecated: bool,
-    /// Every property except `olm.bundle.object` and `olm.csv.metadata`.
-    pub properties: Vec<IndexedProperty>,
-}
-
-/// A property as the index keeps it: the type (a shared string) and the value as compact JSON
-/// text, which costs far less memory than a parsed value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexedProperty {
-    /// The property type, e.g. `olm.gvk`.
-    pub type_: Arc<str>,
-    /// The value as compact JSON.
-    pub value_json: Box<str>,
-}
-
-impl IndexedProperty {
-    /// The value, parsed.
-    pub fn value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.value_json).unwrap_or(serde_json::Value::Null)
-    }
-
-    /// The property in the full model's form.
-    pub fn to_property(&self) -> Property {
-        Property {
-            type_: self.type_.to_string(),
-            value: self.value(),
-        }
-    }
+    /// Every property except `olm.bundle.object` and `olm.csv.metadata`, values as their JSON
+    /// text (far less memory than parsed values, and no digit lost), type names shared.
+    pub properties: Vec<Property>,
 }
 
 impl CatalogIndex {
@@ -202,7 +179,7 @@ impl CatalogIndex {
                 total += b
                     .properties
                     .iter()
-                    .map(|pr| size_of::<IndexedProperty>() + arc(&pr.type_) + pr.value_json.len())
+                    .map(|pr| size_of::<Property>() + arc(&pr.type_) + pr.value.raw().len())
                     .sum::<usize>();
             }
             total += p
@@ -361,11 +338,9 @@ impl CatalogIndexBuilder {
             .properties
             .0
             .into_iter()
-            .map(|p| IndexedProperty {
+            .map(|p| Property {
                 type_: self.intern(&p.type_),
-                value_json: serde_json::to_string(&p.value)
-                    .unwrap_or_default()
-                    .into_boxed_str(),
+                value: p.value,
             })
             .collect();
         let name = self.intern(&b.name);
@@ -427,12 +402,13 @@ impl CatalogIndexBuilder {
 /// Version and release of a bundle from its first `olm.package` property (upstream
 /// `GetVersionAndRelease`, release gate off).
 fn bundle_version(bundle: &str, properties: &[Property]) -> Result<VersionRelease, Arc<str>> {
-    let Some(p) = properties.iter().find(|p| p.type_ == PROPERTY_PACKAGE) else {
+    let Some(p) = properties.iter().find(|p| &*p.type_ == PROPERTY_PACKAGE) else {
         return Err(Arc::from(format!(
             "no package property found in bundle {bundle:?}"
         )));
     };
-    let version = p.value.get("version").and_then(|v| v.as_str()).ok_or_else(|| {
+    let value = p.value.to_value();
+    let version = value.get("version").and_then(|v| v.as_str()).ok_or_else(|| {
         Arc::from(format!(
             "error unmarshalling package property: missing version in bundle {bundle:?}"
         ))
@@ -514,7 +490,7 @@ impl<'de> Deserialize<'de> for LeanProperty {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LeanProperty, A::Error> {
                 let mut type_: Option<String> = None;
-                let mut value: Option<serde_json::Value> = None;
+                let mut value: Option<PropertyValue> = None;
                 let mut skip = false;
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     match &*key {
@@ -542,8 +518,8 @@ impl<'de> Deserialize<'de> for LeanProperty {
                     return Ok(LeanProperty(None));
                 }
                 Ok(LeanProperty(Some(Property {
-                    type_,
-                    value: value.unwrap_or(serde_json::Value::Null),
+                    type_: Arc::from(type_),
+                    value: value.unwrap_or_else(PropertyValue::null),
                 })))
             }
         }

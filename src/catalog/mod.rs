@@ -1,4 +1,4 @@
-//! Owns file-based catalogs: model, bundle properties, readers, index, HTTP client + cache, server.
+//! Owns file-based catalogs: model, the property type, readers, index, HTTP client + cache, server.
 //! May import api, version, image; never resolve, bundle, apply, controller or cmd.
 //!
 //! File-based catalogs (FBC): the model, streaming parsers, the per-package index, the HTTP
@@ -27,17 +27,16 @@ use std::{path::Path, sync::Arc};
 use crate::confined::ConfinedError;
 
 pub use index::{
-    BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, IndexedProperty,
-    PackageIndex,
+    BundleIndex, CatalogIndex, CatalogIndexBuilder, ChannelEntryIndex, ChannelIndex, PackageIndex,
 };
 pub use meta::{Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
 pub use model::{
     Bundle, Channel, ChannelEntry, DeclarativeConfig, Deprecation, DeprecationEntry, Icon,
     PROPERTY_BUNDLE_OBJECT, PROPERTY_CONSTRAINT, PROPERTY_CSV_METADATA, PROPERTY_GVK_REQUIRED,
     PROPERTY_MAX_OPENSHIFT_VERSION, PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED, Package,
-    PackageScopedReference, Property, RelatedImage,
+    PackageScopedReference, RelatedImage,
 };
-pub use property::{BundleProperty, PropertyValue};
+pub use property::{Property, PropertyValue};
 pub use read::{
     DEFAULT_MAX_FILE_BYTES, INDEX_IGNORE_FILE, JsonlReader, for_each_dir_meta, for_each_dir_meta_within,
     jsonl_metas, list_fbc_files, parse_stream, read_dir_metas, write_jsonl,

@@ -6,17 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::{
     CatalogError, Meta,
     meta::{SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE},
+    property::Property,
 };
-
-/// A property of a bundle, package or channel: a type and any JSON value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Property {
-    /// The property type, e.g. `olm.package`, `olm.gvk`, `olm.maxOpenShiftVersion`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// The property value.
-    pub value: serde_json::Value,
-}
 
 /// Property type naming a bundle's package and version (exactly one per bundle).
 pub const PROPERTY_PACKAGE: &str = "olm.package";

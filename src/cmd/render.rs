@@ -9,7 +9,6 @@ use serde_json::Value;
 use super::start::{BundleLimitArgs, RegistryOptions};
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
-use crate::catalog::BundleProperty;
 use crate::image::{PullOptions, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
@@ -153,8 +152,7 @@ fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, Str
     })
     .map_err(|e| e.to_string())?;
     let bundle = found.ok_or_else(|| format!("bundle {name:?} not found in catalog {catalog:?}"))?;
-    let properties: Vec<BundleProperty> = bundle.properties.into_iter().map(BundleProperty::from).collect();
-    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &properties)
+    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &bundle.properties)
         .map_err(|e| e.to_string())
 }
 

@@ -14,6 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
@@ -27,6 +28,7 @@ use olmv1_api::v1::{
 };
 use serde_json::json;
 
+use crate::backoff::Backoff;
 use crate::catalog::server::CatalogStore;
 use crate::image::{self, ImageError, ImageReference, RegistryClient, UnpackLimits};
 
@@ -36,7 +38,8 @@ const MESSAGE_SUCCEEDED: &str = "Successfully unpacked and stored content from r
 const MESSAGE_SERVING: &str = "Serving desired content from resolved source";
 const MESSAGE_UNAVAILABLE_MODE: &str = "Catalog availability mode is set to Unavailable";
 const POLL_JITTER_FACTOR: f64 = 0.01;
-const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
+/// Retries of a failed reconcile: 1 s, 2 s, 4 s, ... up to 5 minutes.
+const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The finalizer helper refused the object (no name, or a malformed finalizer name).
+    #[error("ClusterCatalog {name:?}: {message}")]
+    Finalizer {
+        /// The catalog.
+        name: String,
+        /// What the helper said.
+        message: String,
+    },
 }
 
 impl Error {
@@ -75,6 +86,7 @@ impl Error {
             Error::Source { .. } => "SourceFailed",
             Error::Store(_) => "StoreFailed",
             Error::Kube { .. } => "StatusWriteFailed",
+            Error::Finalizer { .. } => "FinalizerFailed",
         }
     }
 }
@@ -187,27 +199,57 @@ fn error_policy(catalog: Arc<ClusterCatalog>, error: &Error, context: Arc<Contex
     let mut failures = context.failures.lock().unwrap_or_else(|e| e.into_inner());
     let count = failures.entry(name).or_insert(0);
     *count = count.saturating_add(1);
-    Action::requeue(error_backoff(*count))
+    Action::requeue(ERROR_BACKOFF.delay(*count))
 }
 
-/// 1s, 2s, 4s, ... up to 5 minutes.
-fn error_backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(9)).min(MAX_ERROR_BACKOFF)
-}
-
-/// Reconciles one ClusterCatalog.
+/// Reconciles one ClusterCatalog: the server-cache finalizer through `kube::runtime::finalizer`
+/// (cleanup forgets the served content), except on an Unavailable catalog, which keeps none.
 pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> Result<Action, Error> {
     let _timer = context.metrics.as_deref().map(ReconcileMetrics::reconcile_timer);
     let name = catalog.name_any();
     let api: Api<ClusterCatalog> = Api::all(context.client.clone());
+    if catalog.spec.availability_mode == AvailabilityMode::Unavailable
+        && catalog.metadata.deletion_timestamp.is_none()
+    {
+        return make_unavailable(&api, &catalog, &context).await;
+    }
+    finalizer(&api, FINALIZER_DELETE_SERVER_CACHE, catalog, |event| async {
+        match event {
+            Finalizer::Apply(catalog) => serve(&api, &catalog, &context).await,
+            Finalizer::Cleanup(catalog) => {
+                context.forget(&catalog.name_any());
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+    .map_err(|error| match error {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(source) | finalizer::Error::RemoveFinalizer(source) => {
+            Error::Kube { name, source }
+        }
+        other => Error::Finalizer {
+            name,
+            message: other.to_string(),
+        },
+    })
+}
+
+/// Upstream's Unavailable mode: nothing served, conditions say so, and no finalizer is kept
+/// (there is no content to clean up).
+async fn make_unavailable(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    context: &Context,
+) -> Result<Action, Error> {
+    let name = catalog.name_any();
     let generation = catalog.metadata.generation.unwrap_or_default();
+    let old_status = catalog.status.clone().unwrap_or_default();
     let has_finalizer = catalog
         .finalizers()
         .iter()
         .any(|f| f == FINALIZER_DELETE_SERVER_CACHE);
-    let old_status = catalog.status.clone().unwrap_or_default();
-
-    if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
+    {
         context.forget(&name);
         let mut status = old_status.clone();
         set_not_serving(&mut status, generation);
@@ -229,36 +271,32 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
             Some(generation),
             Timestamp::now(),
         );
-        write_status(&api, &name, &old_status, &status).await?;
+        write_status(api, &name, &old_status, &status).await?;
         if has_finalizer {
-            remove_finalizer(&api, &catalog).await?;
+            remove_finalizer(api, catalog).await?;
         }
-        return Ok(Action::await_change());
+        Ok(Action::await_change())
     }
+}
 
-    if catalog.metadata.deletion_timestamp.is_some() {
-        if has_finalizer {
-            context.forget(&name);
-            remove_finalizer(&api, &catalog).await?;
-        }
-        return Ok(Action::await_change());
-    }
-
+/// Pulls, stores and serves the catalog's content (the finalizer is in place).
+async fn serve(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    context: &Context,
+) -> Result<Action, Error> {
+    let name = catalog.name_any();
+    let generation = catalog.metadata.generation.unwrap_or_default();
+    let old_status = catalog.status.clone().unwrap_or_default();
     // Upstream's mutating webhook labels every catalog with its own name, which
     // ClusterExtension selectors rely on; with no webhook, the reconciler does it.
     if catalog.labels().get(LABEL_CATALOG_NAME) != Some(&name) {
-        label_with_name(&api, &catalog).await?;
-        return Ok(Action::await_change());
-    }
-
-    if !has_finalizer {
-        add_finalizer(&api, &catalog).await?;
-        // The update triggers the next reconcile.
+        label_with_name(api, catalog).await?;
         return Ok(Action::await_change());
     }
 
     let now = SystemTime::now();
-    let poll_interval = poll_interval(&catalog, context.settings.poll_unit);
+    let poll_interval = poll_interval(catalog, context.settings.poll_unit);
     let stored = context
         .stored_state(&name)
         .filter(|_| context.store.get(&name).is_some());
@@ -274,7 +312,7 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
         }
     }
 
-    let outcome = unpack_and_store(&catalog, &context, stored.as_ref()).await;
+    let outcome = unpack_and_store(catalog, context, stored.as_ref()).await;
     let mut status = old_status.clone();
     status
         .conditions
@@ -294,13 +332,13 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&name);
-            write_status(&api, &name, &old_status, &status).await?;
+            write_status(api, &name, &old_status, &status).await?;
             Ok(next)
         }
         Err(error) => {
             // Serving and the resolved source stay as they are: the last good content is still served.
             set_progressing(&mut status, generation, Some(&error));
-            write_status(&api, &name, &old_status, &status).await?;
+            write_status(api, &name, &old_status, &status).await?;
             Err(error)
         }
     }
@@ -542,12 +580,8 @@ async fn label_with_name(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) ->
         .map_err(|source| Error::Kube { name, source })
 }
 
-async fn add_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
-    let mut finalizers = catalog.finalizers().to_vec();
-    finalizers.push(FINALIZER_DELETE_SERVER_CACHE.to_string());
-    patch_finalizers(api, catalog, finalizers).await
-}
-
+/// Drops the server-cache finalizer from a catalog made Unavailable (the one case
+/// `kube::runtime::finalizer` does not cover: a live object that must not keep it).
 async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
     let finalizers: Vec<String> = catalog
         .finalizers()
@@ -555,14 +589,6 @@ async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -
         .filter(|f| *f != FINALIZER_DELETE_SERVER_CACHE)
         .cloned()
         .collect();
-    patch_finalizers(api, catalog, finalizers).await
-}
-
-async fn patch_finalizers(
-    api: &Api<ClusterCatalog>,
-    catalog: &ClusterCatalog,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
     let name = catalog.name_any();
     // The resourceVersion makes this fail on a concurrent change instead of dropping a finalizer.
     let patch = json!({
@@ -584,9 +610,9 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        assert_eq!(error_backoff(1), Duration::from_secs(1));
-        assert_eq!(error_backoff(3), Duration::from_secs(4));
-        assert_eq!(error_backoff(50), MAX_ERROR_BACKOFF);
+        assert_eq!(ERROR_BACKOFF.delay(1), Duration::from_secs(1));
+        assert_eq!(ERROR_BACKOFF.delay(3), Duration::from_secs(4));
+        assert_eq!(ERROR_BACKOFF.delay(50), Duration::from_secs(300));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Owns container images: registry client, safe unpacking, digest-keyed cache, push.
-//! May import go_format only (a bottom layer), and third-party crates.
+//! May import go_format and backoff only (the bottom layer), and third-party crates.
 //!
 //! Container images: pulling from OCI registries into a digest-keyed disk cache with safe
 //! unpacking, and publishing a directory as a one-layer image.

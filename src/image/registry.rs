@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::ImageError;
 use super::reference::ImageReference;
+use crate::backoff::Backoff;
 
 /// OCI image manifest media type.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -33,6 +34,8 @@ const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.manifest.v1+json, appl
 const USER_AGENT: &str = concat!("olmv1/", env!("CARGO_PKG_VERSION"));
 const MAX_TOKEN_BODY_BYTES: usize = 1 << 20;
 const MAX_ERROR_BODY_BYTES: usize = 4096;
+/// The longest wait between two attempts of one request.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 pub use super::credentials::{Credential, Credentials};
 
@@ -562,7 +565,7 @@ impl RegistryClient {
             if let Some(value) = &cached {
                 request = request.header(reqwest::header::AUTHORIZATION, value);
             }
-            let retry_delay = self.config.initial_backoff * 2u32.saturating_pow(attempt - 1);
+            let retry_delay = Backoff::new(self.config.initial_backoff, MAX_RETRY_DELAY).delay(attempt);
             match request.send().await {
                 Err(e) => {
                     if attempt >= self.config.max_attempts {

@@ -480,7 +480,7 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
             status_version: version.status_version(),
             version,
             image: winner.bundle.image.to_string(),
-            properties: winner.bundle.properties.iter().map(|p| p.to_property()).collect(),
+            properties: winner.bundle.properties.clone(),
         },
         catalog: winner.catalog.name.clone(),
         deprecation,

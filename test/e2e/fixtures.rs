@@ -472,7 +472,7 @@ pub async fn publish_real_package(
                     catalog: String::new(),
                     package: package.to_string(),
                     name: name.clone(),
-                    properties: bundle.properties.into_iter().map(Into::into).collect(),
+                    properties: bundle.properties,
                 }
                 .write_dir(dir.path());
                 let reference = format!("{registry}/real/{name}:bundle");

@@ -8,7 +8,7 @@ use olmv1::bundle::registry_v1::{LoadError, RegistryV1Bundle};
 use olmv1::bundle::render::generators::{RenderContext, cert_names, cluster_permissions, permissions};
 use olmv1::bundle::render::names::{object_name_for_base_and_suffix, permission_object_name};
 use olmv1::bundle::render::{RenderError, render, render_for_watch_namespace};
-use olmv1::catalog::BundleProperty;
+use olmv1::catalog::Property;
 use serde_json::{Value, json};
 
 use crate::common::{all, fixture_dir, kinds_and_names, load_fixture, only, str_at};
@@ -57,11 +57,11 @@ fn loader_reads_package_csv_crds_others_and_merged_properties() {
     assert_eq!(
         bundle.properties,
         vec![
-            BundleProperty {
+            Property {
                 type_: "olm.test".into(),
                 value: json!("x").into()
             },
-            BundleProperty {
+            Property {
                 type_: "olm.maxOpenShiftVersion".into(),
                 value: json!("4.17").into()
             },
@@ -583,11 +583,11 @@ fn catalog_bundle_objects_load_like_the_image() {
     use base64::Engine as _;
     let image = load_fixture("webhook-operator");
     let mut properties = vec![
-        BundleProperty {
+        Property {
             type_: "olm.package".into(),
             value: json!({"packageName": "webhook-operator", "version": "0.0.1"}).into(),
         },
-        BundleProperty {
+        Property {
             type_: "olm.maxOpenShiftVersion".into(),
             value: json!("4.17").into(),
         },
@@ -602,7 +602,7 @@ fn catalog_bundle_objects_load_like_the_image() {
         let text = std::fs::read_to_string(&file).expect("read");
         for object in olmv1::bundle::registry_v1::parse_manifest_stream(&text).expect("parse") {
             let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
-            properties.push(BundleProperty {
+            properties.push(Property {
                 type_: "olm.bundle.object".into(),
                 value: json!({"data": data}).into(),
             });
@@ -618,7 +618,7 @@ fn catalog_bundle_objects_load_like_the_image() {
         err.to_string(),
         "bundle \"p.v1\" has no olm.bundle.object properties to render from"
     );
-    let bad = [BundleProperty {
+    let bad = [Property {
         type_: "olm.bundle.object".into(),
         value: json!({"data": "%%%"}).into(),
     }];

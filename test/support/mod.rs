@@ -840,7 +840,7 @@ pub struct CatalogBundle {
     /// The bundle's name.
     pub name: String,
     /// Its properties (manifests included).
-    pub properties: Vec<olmv1::catalog::BundleProperty>,
+    pub properties: Vec<olmv1::catalog::Property>,
 }
 
 impl CatalogBundle {
@@ -849,7 +849,7 @@ impl CatalogBundle {
         use base64::Engine as _;
         self.properties
             .iter()
-            .filter(|p| p.type_ == "olm.bundle.object")
+            .filter(|p| &*p.type_ == "olm.bundle.object")
             .map(|p| {
                 let value = p.value.to_value();
                 let data = value
@@ -891,12 +891,12 @@ pub fn read_catalog_bundles(dir: &Path, catalog: &str) -> Vec<CatalogBundle> {
             return Ok(());
         }
         let bundle: olmv1::catalog::Bundle = serde_json::from_slice(&meta.blob).expect("olm.bundle parses");
-        if bundle.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
+        if bundle.properties.iter().any(|p| &*p.type_ == "olm.bundle.object") {
             out.push(CatalogBundle {
                 catalog: catalog.to_string(),
                 package: bundle.package,
                 name: bundle.name,
-                properties: bundle.properties.into_iter().map(Into::into).collect(),
+                properties: bundle.properties,
             });
         }
         Ok(())

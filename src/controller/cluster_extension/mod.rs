@@ -10,7 +10,7 @@ mod fallback;
 mod status;
 mod steps;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use k8s_openapi::{
@@ -139,7 +139,7 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
-    let owned = watcher::Config::default().labels(&format!("{LABEL_OWNER_KIND}=ClusterExtension"));
+    let owned = watcher::Config::default().labels(&crate::apply::objects::owner_kind_selector());
     // Consistent lists (not `any_semantic`): after an API server restart, a list served from a
     // still-filling watch cache can hand out a resourceVersion the next watch rejects as too
     // old, over and over.
@@ -354,12 +354,4 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
     ctx.metrics.set_installed(&name, None);
     ctx.last_apply.forget(&name);
     Ok(Action::await_change())
-}
-
-/// Labels for listing what the controller applied for one extension.
-pub fn owner_labels(extension: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
-        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
-    ])
 }

@@ -23,7 +23,7 @@ use crate::{
         revision::{InstalledRevision, ObjectRef},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
-    catalog::{BundleProperty, Deprecation},
+    catalog::{Deprecation, Property},
     image::cache::{PulledImage, pull_to_dir},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
@@ -88,7 +88,7 @@ struct Target {
     image: String,
     catalog: Option<String>,
     package: String,
-    properties: Vec<BundleProperty>,
+    properties: Vec<Property>,
 }
 
 impl Target {
@@ -99,13 +99,7 @@ impl Target {
             image: resolution.bundle.image.clone(),
             catalog: Some(resolution.catalog.clone()),
             package: package.to_string(),
-            properties: resolution
-                .bundle
-                .properties
-                .iter()
-                .cloned()
-                .map(BundleProperty::from)
-                .collect(),
+            properties: resolution.bundle.properties.clone(),
         }
     }
 
@@ -512,7 +506,7 @@ fn new_record(
 
 /// The bundle's own properties (CSV `olm.properties` + `metadata/properties.yaml`, their JSON
 /// text intact) first; the catalog entry adds only the kinds the bundle does not declare.
-fn merged_properties(bundle: &[BundleProperty], catalog: &[BundleProperty]) -> Vec<BundleProperty> {
+fn merged_properties(bundle: &[Property], catalog: &[Property]) -> Vec<Property> {
     let mut properties = bundle.to_vec();
     for property in catalog {
         if !properties.iter().any(|p| p.type_ == property.type_) {
@@ -577,7 +571,7 @@ mod tests {
 
     #[test]
     fn catalog_properties_only_add_kinds_the_bundle_lacks() {
-        let property = |text: &str| serde_json::from_str::<BundleProperty>(text).expect("a property");
+        let property = |text: &str| serde_json::from_str::<Property>(text).expect("a property");
         let merged = merged_properties(
             &[property(
                 r#"{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}}"#,

@@ -18,12 +18,7 @@ use kube::{
         watcher,
     },
 };
-use olmv1_api::v1::{
-    ClusterExtension,
-    conditions::{ConditionStatus, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
-};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use olmv1_api::v1::{ClusterExtension, conditions::ConditionStatus};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -35,7 +30,7 @@ use super::{
     },
     metrics::UpgradeableMetrics,
 };
-use crate::apply::revision::{RECORD_KEY, RECORD_SECRET_TYPE, record_name};
+use crate::{apply::revision::RevisionStore, backoff::Backoff};
 
 /// The API group and version of ClusterOperator and ClusterVersion.
 pub const OPENSHIFT_CONFIG_API_VERSION: &str = "config.openshift.io/v1";
@@ -167,77 +162,28 @@ pub fn cluster_version_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk("ClusterVersion"), "clusterversions")
 }
 
-/// The view of a revision record this feature needs. Property values stay raw JSON text so a
-/// number written `4.10` is not read as `4.1`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RecordView {
-    bundle_name: String,
-    #[serde(default)]
-    properties: Vec<RawProperty>,
-}
-
-#[derive(Deserialize)]
-struct RawProperty {
-    #[serde(rename = "type")]
-    type_: String,
-    value: Box<RawValue>,
-}
-
-/// The bundle name and the properties recorded in a revision record Secret.
-fn decode_record(secret: &Secret) -> Result<(String, Vec<(String, String)>), String> {
-    let name = secret.metadata.name.as_deref().unwrap_or_default();
-    let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(RECORD_KEY))
-        .ok_or_else(|| format!("revision record {namespace}/{name} has no {RECORD_KEY:?} key"))?;
-    let record: RecordView = serde_json::from_slice(&bytes.0)
-        .map_err(|e| format!("could not read revision record {namespace}/{name}: {e}"))?;
-    let properties = record
-        .properties
-        .into_iter()
-        .map(|p| (p.type_, p.value.get().to_owned()))
-        .collect();
-    Ok((record.bundle_name, properties))
-}
-
-/// What each ClusterExtension has installed, from its revision record ([`record_name`]).
-/// Extensions without a record are not installed yet and are left out; records without an
-/// extension are leftovers and are ignored.
+/// What each ClusterExtension has installed, from its revision record (read through
+/// [`RevisionStore::find`], property values as their JSON text). Extensions without a record are
+/// not installed yet and are left out; records without an extension are leftovers and are ignored.
 pub fn installed_extensions(extension_names: &[String], records: &[Arc<Secret>]) -> Vec<InstalledExtension> {
-    let record_of = |extension: &str| {
-        let expected_name = record_name(extension);
-        records.iter().find(|s| {
-            let label = |key: &str| {
-                s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(key))
-                    .map(String::as_str)
-            };
-            s.metadata.name.as_deref() == Some(expected_name.as_str())
-                && s.type_.as_deref() == Some(RECORD_SECRET_TYPE)
-                && label(LABEL_OWNER_KIND) == Some("ClusterExtension")
-                // A record of another extension whose name was cut to the same Secret name.
-                && label(LABEL_OWNER_NAME).is_none_or(|owner| owner == extension)
-        })
-    };
     extension_names
         .iter()
         .filter_map(|extension| {
-            let secret = record_of(extension)?;
-            let installed = match decode_record(secret) {
-                Ok((bundle, properties)) => InstalledExtension {
+            let installed = match RevisionStore::find(extension, records) {
+                Ok(None) => return None,
+                Ok(Some(record)) => InstalledExtension {
                     extension: extension.clone(),
-                    bundle,
-                    properties: Ok(properties),
+                    bundle: record.bundle_name,
+                    properties: Ok(record
+                        .properties
+                        .into_iter()
+                        .map(|p| (p.type_.to_string(), p.value.raw().to_owned()))
+                        .collect()),
                 },
                 Err(cause) => InstalledExtension {
                     extension: extension.clone(),
                     bundle: "(unknown)".to_owned(),
-                    properties: Err(cause),
+                    properties: Err(cause.to_string()),
                 },
             };
             Some(installed)
@@ -374,7 +320,6 @@ impl Context {
 async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) {
     let (extensions, extensions_writer) = reflector::store::<PartialObjectMeta<ClusterExtension>>();
     let (records, records_writer) = reflector::store::<Secret>();
-    let owner_kind = format!("{LABEL_OWNER_KIND}=ClusterExtension");
     let mut streams: Vec<EventStream> = vec![
         watcher(
             Api::<PartialObjectMeta<ClusterExtension>>::all(client.clone()),
@@ -384,14 +329,12 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
         .reflect(extensions_writer)
         .map_ok(|_| ())
         .boxed(),
-        watcher(
-            Api::<Secret>::namespaced(client.clone(), &config.system_namespace),
-            watcher::Config::default().labels(&owner_kind),
-        )
-        .default_backoff()
-        .reflect(records_writer)
-        .map_ok(|_| ())
-        .boxed(),
+        RevisionStore::new(client.clone(), &config.system_namespace)
+            .watch()
+            .default_backoff()
+            .reflect(records_writer)
+            .map_ok(|_| ())
+            .boxed(),
         watcher(
             Api::<DynamicObject>::all_with(client.clone(), &Target::of(&config).resource),
             watcher::Config::default().fields(&format!("metadata.name={}", Target::of(&config).name)),
@@ -466,7 +409,7 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                let delay = retry_delay(failures);
+                let delay = RETRY_BACKOFF.delay(failures);
                 warn!(error = %e, retry_in = ?delay, "Upgradeable condition not updated");
                 wake_at = Instant::now() + delay;
             }
@@ -474,10 +417,8 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
     }
 }
 
-/// 1 s, 2 s, 4 s, ... capped at one minute.
-fn retry_delay(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
-}
+/// Retries of a failed pass: 1 s, 2 s, 4 s, ... capped at one minute.
+const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// One pass: read the stores, judge, publish metrics, write the condition if it changed.
 async fn reconcile_once(ctx: &Context) -> Result<(), Error> {
@@ -625,17 +566,17 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
-    use crate::apply::revision::InstalledRevision;
-    use crate::catalog::BundleProperty;
+    use crate::apply::{
+        objects::owner_labels,
+        revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
+    };
+    use crate::catalog::Property;
 
     fn record_secret(extension: &str, data: &[u8]) -> Arc<Secret> {
         let mut secret = Secret::default();
         secret.metadata.name = Some(format!("{extension}-revision"));
         secret.metadata.namespace = Some("olmv1-system".to_owned());
-        secret.metadata.labels = Some(BTreeMap::from([
-            (LABEL_OWNER_KIND.to_owned(), "ClusterExtension".to_owned()),
-            (LABEL_OWNER_NAME.to_owned(), extension.to_owned()),
-        ]));
+        secret.metadata.labels = Some(owner_labels(extension));
         secret.type_ = Some(RECORD_SECRET_TYPE.to_owned());
         secret.data = Some(BTreeMap::from([(
             RECORD_KEY.to_owned(),
@@ -653,10 +594,7 @@ mod tests {
             image: "registry/bundle@sha256:00".to_owned(),
             properties: max
                 .into_iter()
-                .map(|value| BundleProperty {
-                    type_: "olm.maxOpenShiftVersion".to_owned(),
-                    value: value.into(),
-                })
+                .map(|value| Property::new("olm.maxOpenShiftVersion", value.into()))
                 .collect(),
             ..InstalledRevision::default()
         };
@@ -694,7 +632,7 @@ mod tests {
 
     #[test]
     fn keeps_the_raw_text_of_a_number() {
-        let json = br#"{"revision":1,"bundleName":"x.v1","properties":[{"type":"olm.maxOpenShiftVersion","value":4.10}]}"#;
+        let json = br#"{"revision":1,"package":"x","bundleName":"x.v1","bundleVersion":"1.0.0","image":"i","properties":[{"type":"olm.maxOpenShiftVersion","value":4.10}]}"#;
         let installed = installed_extensions(&["x".to_owned()], &[record_secret("x", json)]);
         assert_eq!(
             installed[0].properties,
@@ -702,12 +640,68 @@ mod tests {
         );
     }
 
+    /// `olm.maxOpenShiftVersion: 4.10` (a JSON number) keeps its digits from the catalog through
+    /// the index, the resolver and the revision record to the verdict: on 4.9, 4.10 allows the
+    /// next minor; read as `4.1` it would block.
+    #[test]
+    fn a_max_version_of_4_10_survives_catalog_index_record_and_verdict() {
+        use crate::catalog::CatalogIndex;
+        use crate::resolve::{CatalogInput, ResolveRequest, resolve};
+
+        let jsonl = concat!(
+            r#"{"schema":"olm.package","name":"p","defaultChannel":"stable"}"#,
+            "\n",
+            r#"{"schema":"olm.channel","package":"p","name":"stable","entries":[{"name":"p.v1.0.0"}]}"#,
+            "\n",
+            r#"{"schema":"olm.bundle","package":"p","name":"p.v1.0.0","image":"registry/p@sha256:00","#,
+            r#""properties":[{"type":"olm.package","value":{"packageName":"p","version":"1.0.0"}},"#,
+            r#"{"type":"olm.maxOpenShiftVersion","value":4.10}]}"#,
+            "\n",
+        );
+        let index = CatalogIndex::from_jsonl(bytes::Bytes::from_static(jsonl.as_bytes()), "catalog")
+            .expect("the catalog indexes");
+        let request = ResolveRequest {
+            package: "p".to_owned(),
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: olmv1_api::v1::UpgradeConstraintPolicy::CatalogProvided,
+            installed: None,
+        };
+        let resolution =
+            resolve(&request, &[CatalogInput::new("catalog", Arc::new(index))]).expect("p resolves");
+        let record = InstalledRevision {
+            revision: 1,
+            package: "p".to_owned(),
+            bundle_name: resolution.bundle.name.clone(),
+            bundle_version: resolution.bundle.status_version.clone(),
+            image: resolution.bundle.image.clone(),
+            properties: resolution.bundle.properties.clone(),
+            ..InstalledRevision::default()
+        };
+        let json = serde_json::to_vec(&record).expect("the record serializes");
+        assert!(
+            String::from_utf8_lossy(&json).contains(r#""value":4.10}"#),
+            "the record keeps the text"
+        );
+        let installed = installed_extensions(&["x".to_owned()], &[record_secret("x", &json)]);
+        let on_4_9 = compat::assess(MajorMinor::new(4, 9), &installed);
+        assert!(
+            on_4_9.blocking.is_empty() && on_4_9.errors.is_empty(),
+            "{on_4_9:?}"
+        );
+        assert_eq!(on_4_9.condition().status, ConditionStatus::True);
+        let on_4_10 = compat::assess(MajorMinor::new(4, 10), &installed);
+        assert_eq!(on_4_10.blocking.len(), 1, "{on_4_10:?}");
+        assert_eq!(on_4_10.blocking[0].max_openshift_version, MajorMinor::new(4, 10));
+    }
+
     #[test]
     fn a_broken_record_is_an_error_for_its_extension() {
         let installed = installed_extensions(&["x".to_owned()], &[record_secret("x", b"not json")]);
         let error = installed[0].properties.as_ref().expect_err("broken");
         assert!(
-            error.starts_with("could not read revision record olmv1-system/x-revision: "),
+            error.starts_with("the revision record of ClusterExtension \"x\" is corrupt: "),
             "{error}"
         );
     }
@@ -807,8 +801,8 @@ mod tests {
 
     #[test]
     fn retries_back_off_to_a_minute() {
-        assert_eq!(retry_delay(1), Duration::from_secs(1));
-        assert_eq!(retry_delay(3), Duration::from_secs(4));
-        assert_eq!(retry_delay(40), Duration::from_secs(60));
+        assert_eq!(RETRY_BACKOFF.delay(1), Duration::from_secs(1));
+        assert_eq!(RETRY_BACKOFF.delay(3), Duration::from_secs(4));
+        assert_eq!(RETRY_BACKOFF.delay(40), Duration::from_secs(60));
     }
 }
