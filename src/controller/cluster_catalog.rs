@@ -252,34 +252,32 @@ async fn make_unavailable(
         .finalizers()
         .iter()
         .any(|f| f == FINALIZER_DELETE_SERVER_CACHE);
-    {
-        context.forget(&name);
-        let mut status = old_status.clone();
-        set_not_serving(&mut status, generation);
-        set_condition(
-            &mut status.conditions,
-            TYPE_PROGRESSING,
-            ConditionStatus::True,
-            REASON_SUCCEEDED,
-            MESSAGE_UNAVAILABLE_MODE,
-            Some(generation),
-            Timestamp::now(),
-        );
-        set_condition(
-            &mut status.conditions,
-            TYPE_SERVING,
-            ConditionStatus::False,
-            REASON_USER_SPECIFIED_UNAVAILABLE,
-            MESSAGE_UNAVAILABLE_MODE,
-            Some(generation),
-            Timestamp::now(),
-        );
-        write_status(api, &name, &old_status, &status).await?;
-        if has_finalizer {
-            remove_finalizer(api, catalog).await?;
-        }
-        Ok(Action::await_change())
+    context.forget(&name);
+    let mut status = old_status.clone();
+    set_not_serving(&mut status, generation);
+    set_condition(
+        &mut status.conditions,
+        TYPE_PROGRESSING,
+        ConditionStatus::True,
+        REASON_SUCCEEDED,
+        MESSAGE_UNAVAILABLE_MODE,
+        Some(generation),
+        Timestamp::now(),
+    );
+    set_condition(
+        &mut status.conditions,
+        TYPE_SERVING,
+        ConditionStatus::False,
+        REASON_USER_SPECIFIED_UNAVAILABLE,
+        MESSAGE_UNAVAILABLE_MODE,
+        Some(generation),
+        Timestamp::now(),
+    );
+    write_status(api, &name, &old_status, &status).await?;
+    if has_finalizer {
+        remove_finalizer(api, catalog).await?;
     }
+    Ok(Action::await_change())
 }
 
 /// Pulls, stores and serves the catalog's content (the finalizer is in place).

@@ -356,7 +356,8 @@ pub async fn publish_bundle(registry: &str, package: &str, bundle: &Bundle) -> S
 }
 
 /// Pushes the bundle directory as a first layer and, as a second, `manifests/<manifest>` made a
-/// symbolic link to `target`: what an attacker's image looks like.
+/// symbolic link to `target` through a chain of links that each stay inside the image when read
+/// alone (`b/c1 -> ..`, `b/c2 -> c1/..`, ... `b/c25` is `/`): what an attacker's image looks like.
 async fn push_with_link(
     dir: &Path,
     reference: &str,
@@ -369,12 +370,22 @@ async fn push_with_link(
         files.append_dir_all(top, dir.join(top)).unwrap();
     }
     let mut link = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_entry_type(tar::EntryType::Symlink);
-    header.set_size(0);
-    header.set_mode(0o777);
-    link.append_link(&mut header, format!("manifests/{manifest}"), target)
-        .unwrap();
+    let mut append_link = |name: String, to: String| {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        header.set_mode(0o777);
+        link.append_link(&mut header, name, to).unwrap();
+    };
+    append_link("b/c1".into(), "..".into());
+    for hop in 2..=25 {
+        append_link(format!("b/c{hop}"), format!("c{}/..", hop - 1));
+    }
+    let through_chain = format!(
+        "../b/c25/{}",
+        target.display().to_string().trim_start_matches('/')
+    );
+    append_link(format!("manifests/{manifest}"), through_chain);
     let options = PushOptions {
         labels: labels
             .iter()

@@ -1,6 +1,7 @@
 //! Hostile bundle images: a manifest that is a symbolic link out of the image (to a host file,
-//! to `/dev/zero`). The controller refuses the bundle with one sentence naming the file and why,
-//! applies nothing of it, and an installed version keeps running.
+//! to `/dev/zero`), through a chain of links each inside the image when read alone. The
+//! controller refuses the bundle with one sentence naming the file and why, applies nothing of
+//! it, and an installed version keeps running.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
