@@ -66,7 +66,7 @@ mod store {
     use k8s_openapi::{ByteString, api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::OwnerReference};
     use kube::{
         Api, Client,
-        api::{DeleteParams, ObjectMeta, Patch, PatchParams},
+        api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams},
         runtime::watcher,
     };
 
@@ -169,6 +169,36 @@ mod store {
                 })
                 .map(|secret| decode(extension, secret))
                 .transpose()
+        }
+
+        /// The bundle images of every revision record (what the bundle image cache keeps).
+        /// A record that cannot be read fails the whole answer: its image is unknown.
+        pub async fn installed_images(&self) -> Result<Vec<String>, RecordError> {
+            let params = ListParams::default().labels(&owner_kind_selector());
+            let secrets = self
+                .secrets
+                .list(&params)
+                .await
+                .map_err(|source| RecordError::Api {
+                    action: "list",
+                    extension: "*".into(),
+                    source,
+                })?;
+            secrets
+                .items
+                .iter()
+                .filter(|s| s.type_.as_deref() == Some(RECORD_SECRET_TYPE))
+                .map(|s| {
+                    let owner = s
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(olmv1_api::v1::conditions::LABEL_OWNER_NAME))
+                        .cloned()
+                        .unwrap_or_default();
+                    decode(&owner, s).map(|record| record.image)
+                })
+                .collect()
         }
 
         /// Writes the record, owned by the ClusterExtension (so it goes with it).

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use kube::{ResourceExt, runtime::watcher};
 use olmv1_api::v1::ClusterCatalog;
 use olmv1_api::v1::conditions::{ConditionStatus, TYPE_SERVING};
 
@@ -46,6 +47,8 @@ impl CatalogCacheError {
 struct CacheEntry {
     resolved_ref: String,
     content: Result<Arc<CatalogIndex>, CatalogCacheError>,
+    /// Seen in the watch's current re-list (see [`CachedCatalogClient::forget_deleted`]).
+    listed: bool,
 }
 
 /// A catalog client with a per-catalog cache; share it with an `Arc`.
@@ -96,6 +99,7 @@ impl CachedCatalogClient {
             CacheEntry {
                 resolved_ref,
                 content: content.clone(),
+                listed: true,
             },
         );
         content
@@ -111,6 +115,22 @@ impl CachedCatalogClient {
     /// Drops the cache entry of a deleted catalog.
     pub fn remove(&self, name: &str) {
         self.lock().remove(name);
+    }
+
+    /// Follows a ClusterCatalog watch: drops the entry of a deleted catalog, and after a
+    /// re-list the entries of catalogs no longer listed (deleted while the watch was down).
+    pub fn forget_deleted(&self, event: &watcher::Event<ClusterCatalog>) {
+        match event {
+            watcher::Event::Delete(catalog) => self.remove(&catalog.name_any()),
+            watcher::Event::Init => self.lock().values_mut().for_each(|e| e.listed = false),
+            watcher::Event::InitApply(catalog) => {
+                if let Some(entry) = self.lock().get_mut(&catalog.name_any()) {
+                    entry.listed = true;
+                }
+            }
+            watcher::Event::InitDone => self.lock().retain(|_, e| e.listed),
+            watcher::Event::Apply(_) => {}
+        }
     }
 
     fn cached(&self, name: &str, resolved_ref: &str) -> Option<Result<Arc<CatalogIndex>, CatalogCacheError>> {
@@ -145,4 +165,66 @@ pub fn served_source(catalog: &ClusterCatalog, name: &str) -> Result<(String, St
         .map(|u| u.base.clone())
         .ok_or_else(|| CatalogCacheError::NoUrls(name.to_string()))?;
     Ok((resolved.image.reference.clone(), base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog(name: &str) -> ClusterCatalog {
+        ClusterCatalog::new(
+            name,
+            serde_json::from_value(
+                serde_json::json!({"source": {"type": "Image", "image": {"ref": "r/c:1"}}}),
+            )
+            .unwrap(),
+        )
+    }
+
+    /// A cache holding an index for each of `names` (as a fetch would leave it).
+    fn cache_holding(names: &[&str]) -> CachedCatalogClient {
+        let cache = CachedCatalogClient::new(CatalogClient::new(&[]).unwrap());
+        for name in names {
+            let index = CatalogIndex::from_jsonl(
+                bytes::Bytes::from_static(br#"{"schema":"olm.package","name":"p"}"#),
+                name,
+                1 << 20,
+            )
+            .unwrap();
+            cache.lock().insert(
+                name.to_string(),
+                CacheEntry {
+                    resolved_ref: "r/c@sha256:00".into(),
+                    content: Ok(Arc::new(index)),
+                    listed: true,
+                },
+            );
+        }
+        cache
+    }
+
+    fn held(cache: &CachedCatalogClient) -> Vec<String> {
+        let mut names: Vec<String> = cache.lock().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_deleted_catalog_loses_its_index() {
+        let cache = cache_holding(&["a", "b"]);
+        cache.forget_deleted(&watcher::Event::Apply(catalog("a")));
+        assert_eq!(held(&cache), ["a", "b"]);
+        cache.forget_deleted(&watcher::Event::Delete(catalog("a")));
+        assert_eq!(held(&cache), ["b"]);
+        assert!(cache.cached("a", "r/c@sha256:00").is_none());
+    }
+
+    #[test]
+    fn a_relist_drops_the_catalogs_deleted_while_the_watch_was_down() {
+        let cache = cache_holding(&["a", "b", "c"]);
+        cache.forget_deleted(&watcher::Event::Init);
+        cache.forget_deleted(&watcher::Event::InitApply(catalog("b")));
+        cache.forget_deleted(&watcher::Event::InitDone);
+        assert_eq!(held(&cache), ["b"]);
+    }
 }

@@ -1,7 +1,7 @@
 //! `olmv1 controller`: runs the ClusterExtension controller and the Upgradeable reconciler, with
 //! leader election, `/healthz` `/readyz` `/metrics`, and graceful shutdown.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
@@ -40,6 +40,15 @@ pub struct ControllerArgs {
     /// Where pulled bundle images are unpacked, one directory per digest.
     #[arg(long, env = "OLMV1_CACHE_DIR", default_value = "/var/cache/olmv1")]
     pub cache_dir: PathBuf,
+    /// Seconds a cached bundle image that no revision record names is kept after it was
+    /// written, before a sweep deletes it (a reconcile may not have recorded it yet).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = "OLMV1_BUNDLE_CACHE_GRACE",
+        default_value_t = cluster_extension::BUNDLE_CACHE_GRACE.as_secs()
+    )]
+    pub bundle_cache_grace: u64,
     /// Registries reached over plain HTTP (host:port); loopback registries always may be.
     #[arg(
         long = "insecure-registry",
@@ -96,6 +105,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         leader_elect,
         concurrency,
         cache_dir,
+        bundle_cache_grace,
         insecure_registries,
         ca_files,
         auth_file,
@@ -136,6 +146,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
     let ctx = Arc::new(Context {
         webhook_provider,
+        bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
         ..Context::new(
             client.clone(),
             ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),

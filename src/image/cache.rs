@@ -6,11 +6,11 @@
 //! credential is never served to a pull made with another, or none. Entries are built in a
 //! `.tmp-*` directory and renamed into place, so a present entry is always complete.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -416,10 +416,113 @@ pub fn remove(pulled: &PulledImage) -> std::io::Result<()> {
     let Some(entry) = pulled.dir.parent() else {
         return Ok(());
     };
+    remove_entry_dir(entry)
+}
+
+fn remove_entry_dir(entry: &Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(entry) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// How old a `.tmp-*` staging directory must be before a sweep deletes it, whatever the grace:
+/// a pull still downloading writes into it, and a big bundle can take minutes on a slow link.
+pub const STAGING_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// A directory of the cache as a sweep sees it: an entry or a staging directory of one scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheDirEntry {
+    /// `<cache_dir>/<scope>/<hex digest>` or `<cache_dir>/<scope>/.tmp-*`.
+    pub path: PathBuf,
+    /// The hex digest an entry is named by; `None` for a staging directory.
+    pub hex_digest: Option<String>,
+    /// When it was last created or written (the directory's mtime).
+    pub modified: SystemTime,
+}
+
+/// The directories a sweep deletes: entries whose digest is not in `keep` (hex digests) and that
+/// were not written within `grace` of `now`, and staging directories older than
+/// [`STAGING_MAX_AGE`] (and `grace`). A time in the future counts as just written.
+pub fn unused_entries<'a>(
+    entries: &'a [CacheDirEntry],
+    keep: &BTreeSet<String>,
+    now: SystemTime,
+    grace: Duration,
+) -> Vec<&'a CacheDirEntry> {
+    let older_than = |entry: &CacheDirEntry, age: Duration| {
+        now.duration_since(entry.modified)
+            .is_ok_and(|elapsed| elapsed >= age)
+    };
+    entries
+        .iter()
+        .filter(|entry| match &entry.hex_digest {
+            Some(hex) => !keep.contains(hex) && older_than(entry, grace),
+            None => older_than(entry, grace.max(STAGING_MAX_AGE)),
+        })
+        .collect()
+}
+
+/// The hex digest of an image reference in digest form (`...@sha256:<hex>`), as entries are named.
+pub fn entry_name_of(image: &str) -> Option<String> {
+    let (_, digest) = image.rsplit_once('@')?;
+    Some(hex_part(digest)).filter(|hex| !hex.is_empty())
+}
+
+/// Deletes, in every scope of `cache_dir`, the entries no one keeps (see [`unused_entries`]);
+/// returns the directories deleted. A missing cache directory holds nothing to delete.
+pub fn remove_unused(
+    cache_dir: &Path,
+    keep: &BTreeSet<String>,
+    grace: Duration,
+) -> std::io::Result<Vec<PathBuf>> {
+    let entries = cache_dir_entries(cache_dir)?;
+    let mut removed = Vec::new();
+    for entry in unused_entries(&entries, keep, SystemTime::now(), grace) {
+        remove_entry_dir(&entry.path)?;
+        removed.push(entry.path.clone());
+    }
+    Ok(removed)
+}
+
+/// The entries and staging directories of every scope of `cache_dir`.
+fn cache_dir_entries(cache_dir: &Path) -> std::io::Result<Vec<CacheDirEntry>> {
+    let scopes = match std::fs::read_dir(cache_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        scopes => scopes?,
+    };
+    let mut entries = Vec::new();
+    for scope in scopes {
+        let scope = scope?;
+        if !scope.file_type()?.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(scope.path())? {
+            let entry = entry?;
+            let metadata = match entry.metadata() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                metadata => metadata?,
+            };
+            if !metadata.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let hex_digest = if name.starts_with(".tmp-") {
+                None
+            } else if !name.is_empty() && name.chars().all(|c| c.is_ascii_hexdigit()) {
+                Some(name)
+            } else {
+                // Not something the cache made: left alone.
+                continue;
+            };
+            entries.push(CacheDirEntry {
+                path: entry.path(),
+                hex_digest,
+                modified: metadata.modified()?,
+            });
+        }
+    }
+    Ok(entries)
 }
 
 /// The part of the cache for pulls of `image` made with the credential `credentials` holds now.
@@ -440,4 +543,79 @@ fn hex_part(digest: &str) -> String {
         .chars()
         .filter(char::is_ascii_hexdigit)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    fn entry(name: &str, hex: Option<&str>, modified: SystemTime) -> CacheDirEntry {
+        CacheDirEntry {
+            path: PathBuf::from(format!("/cache/anonymous/{name}")),
+            hex_digest: hex.map(str::to_string),
+            modified,
+        }
+    }
+
+    #[test]
+    fn only_unkept_entries_older_than_the_grace_are_unused() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let entries = [
+            entry("aa", Some("aa"), now - 20 * MINUTE),
+            entry("bb", Some("bb"), now - 20 * MINUTE),
+            entry("cc", Some("cc"), now - MINUTE),
+            entry("dd", Some("dd"), now + MINUTE),
+            entry(".tmp-ee-1", None, now - 20 * MINUTE),
+            entry(".tmp-ff-1", None, now - 2 * STAGING_MAX_AGE),
+        ];
+        let keep = BTreeSet::from(["bb".to_string()]);
+        let unused: Vec<&str> = unused_entries(&entries, &keep, now, 10 * MINUTE)
+            .iter()
+            .map(|e| e.path.file_name().unwrap().to_str().unwrap())
+            .collect();
+        // aa: old and kept by no one; bb: kept; cc: within the grace; dd: written "later";
+        // the young staging directory may belong to a pull still running.
+        assert_eq!(unused, ["aa", ".tmp-ff-1"]);
+    }
+
+    #[test]
+    fn entries_are_named_by_the_hex_of_a_digest_reference() {
+        let hex = "0123456789abcdef".repeat(4);
+        assert_eq!(
+            entry_name_of(&format!("quay.io/o/b@sha256:{hex}")),
+            Some(hex.clone())
+        );
+        assert_eq!(entry_name_of("quay.io/o/b:v1.0.0"), None);
+    }
+
+    #[test]
+    fn a_sweep_deletes_unused_entries_of_every_scope_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [
+            "anonymous/aa/rootfs",
+            "anonymous/bb/rootfs",
+            "scoped/cc/rootfs",
+            "anonymous/not-an-entry",
+        ] {
+            std::fs::create_dir_all(dir.path().join(path)).unwrap();
+        }
+        let keep = BTreeSet::from(["bb".to_string()]);
+        // Everything was just written: the grace keeps it all.
+        assert!(remove_unused(dir.path(), &keep, 10 * MINUTE).unwrap().is_empty());
+        let mut removed = remove_unused(dir.path(), &keep, Duration::ZERO).unwrap();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [dir.path().join("anonymous/aa"), dir.path().join("scoped/cc")]
+        );
+        assert!(dir.path().join("anonymous/bb/rootfs").is_dir());
+        assert!(dir.path().join("anonymous/not-an-entry").is_dir());
+        assert!(
+            remove_unused(&dir.path().join("missing"), &keep, Duration::ZERO)
+                .unwrap()
+                .is_empty()
+        );
+    }
 }

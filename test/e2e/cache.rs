@@ -85,6 +85,53 @@ async fn a_damaged_bundle_in_the_cache_is_pulled_again_and_never_applied() {
 }
 
 #[tokio::test]
+async fn bundle_images_no_extension_uses_leave_the_cache() {
+    let s = Scenario::new("cachegc", two_versions).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+    assert!(
+        cached_bundle(&s.package, "1.0.0").is_some(),
+        "the installed bundle is cached"
+    );
+
+    // Once the grace (the shared controller's `--bundle-cache-grace`) has passed, the bundle
+    // the upgrade replaced goes; the installed one stays.
+    s.apply_extension(json!({"version": "1.1.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    support::wait_for(
+        "the replaced bundle to leave the cache",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match cached_bundle(&s.package, "1.0.0") {
+                None => Ok(()),
+                Some(path) => Err(format!("{} is still cached", path.display())),
+            }
+        },
+    )
+    .await;
+    assert!(
+        cached_bundle(&s.package, "1.1.0").is_some(),
+        "the installed bundle stays cached"
+    );
+
+    Api::<ClusterExtension>::all(s.client.clone())
+        .delete(&s.extension, &Default::default())
+        .await
+        .unwrap();
+    support::wait_for(
+        "the deleted extension's bundle to leave the cache",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match cached_bundle(&s.package, "1.1.0") {
+                None => Ok(()),
+                Some(path) => Err(format!("{} is still cached", path.display())),
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_read_only_cache_directory_is_named_in_status_and_nothing_is_applied() {
     let s = Scenario::new_exclusive("rocache", two_versions).await;
     let (cache, scope) = controller_cache();

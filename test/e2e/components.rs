@@ -216,6 +216,9 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`.
+/// `--bundle-cache-grace` of the controllers the tests start.
+const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
+
 fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
@@ -228,6 +231,9 @@ fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
         cache.to_str().unwrap(),
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
+        // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
+        "--bundle-cache-grace",
+        BUNDLE_CACHE_GRACE_SECONDS,
     ];
     args.extend_from_slice(extra);
     spawn("controller", name, &args)

@@ -54,6 +54,10 @@ const STATUS_FIELD_MANAGER: &str = "olmv1-status";
 const RESYNC: Duration = Duration::from_secs(1800);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
+/// How long a bundle image cache entry no revision record names is kept after it was written:
+/// a reconcile may have pulled a digest it has not recorded yet (preflights and apply come
+/// between), and another reconcile's sweep must not delete it under it.
+pub const BUNDLE_CACHE_GRACE: Duration = Duration::from_secs(600);
 
 /// What every reconcile shares.
 pub struct Context {
@@ -68,6 +72,8 @@ pub struct Context {
     pub catalogs: Arc<CachedCatalogClient>,
     /// How bundle images are pulled and where they are cached.
     pub pull: PullOptions,
+    /// How long an unrecorded bundle image stays cached (see [`BUNDLE_CACHE_GRACE`]).
+    pub bundle_cache_grace: Duration,
     /// Kubernetes Events.
     pub recorder: Recorder,
     /// Prometheus metrics.
@@ -129,6 +135,7 @@ impl Context {
             revisions,
             catalogs,
             pull,
+            bundle_cache_grace: BUNDLE_CACHE_GRACE,
             recorder,
             metrics,
             webhook_provider: WebhookProvider::default(),
@@ -153,6 +160,17 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     tokio::spawn({
         let (lookups, client) = (ctx.lookups.clone(), client.clone());
         async move { lookups.watch(client).await }
+    });
+    tokio::spawn(forget_deleted_catalogs(client.clone(), ctx.catalogs.clone()));
+    // Entries left within the grace by the sweeps after installs and deletes go on a later one.
+    tokio::spawn({
+        let ctx = ctx.clone();
+        async move {
+            loop {
+                tokio::time::sleep(ctx.bundle_cache_grace.max(Duration::from_secs(1))).await;
+                remove_unused_bundle_images(&ctx, None).await;
+            }
+        }
     });
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
@@ -189,6 +207,52 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             }
         })
         .await;
+}
+
+/// Drops the cached index of each ClusterCatalog deleted (the reconcile watch cannot tell a
+/// deletion from a change), until the process ends.
+async fn forget_deleted_catalogs(client: Client, catalogs: Arc<CachedCatalogClient>) {
+    watcher(Api::<ClusterCatalog>::all(client), watcher::Config::default())
+        .for_each(|event| {
+            match event {
+                Ok(event) => catalogs.forget_deleted(&event),
+                Err(e) => warn!(error = %e, "ClusterCatalog watch error"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// Deletes the bundle image cache entries that no revision record names, that were not written
+/// within the grace, and that are not `just_installed` (a digest reference). Never fails a
+/// reconcile: what goes wrong is logged, and the next sweep tries again.
+async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>) {
+    let images = match ctx.revisions.installed_images().await {
+        Ok(images) => images,
+        Err(e) => {
+            warn!(error = %e, "bundle image cache not swept: the revision records cannot be read");
+            return;
+        }
+    };
+    let keep = images
+        .iter()
+        .map(String::as_str)
+        .chain(just_installed)
+        .filter_map(crate::image::cache::entry_name_of)
+        .collect();
+    let (cache_dir, grace) = (ctx.pull.cache_dir.clone(), ctx.bundle_cache_grace);
+    let swept =
+        tokio::task::spawn_blocking(move || crate::image::cache::remove_unused(&cache_dir, &keep, grace))
+            .await;
+    match swept {
+        Ok(Ok(removed)) => {
+            for path in removed {
+                info!(path = %path.display(), "removed an unused bundle image from the cache");
+            }
+        }
+        Ok(Err(e)) => warn!(error = %e, "bundle image cache sweep failed"),
+        Err(e) => warn!(error = %e, "bundle image cache sweep was interrupted"),
+    }
 }
 
 /// The ClusterExtension that owns a changed object, whose last apply is forgotten.
@@ -361,5 +425,6 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
     }
     ctx.metrics.set_installed(&name, None);
     ctx.last_apply.forget(&name);
+    remove_unused_bundle_images(ctx, None).await;
     Ok(Action::await_change())
 }

@@ -145,8 +145,13 @@ impl ReconcileState<'_> {
         let sa_client = self.service_account_client().await?;
         self.preflights(&target, &unpacked, &sa_client, &rendered).await?;
         let applied = self.apply(&target, &sa_client, &rendered).await?;
+        let previous_image = self.installed.as_ref().map(|r| r.image.clone());
         self.record_and_prune(&target, &unpacked, &sa_client, applied)
             .await?;
+        if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
+            // Installed or upgraded: the bundle image it replaced may be unused now.
+            super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
+        }
         self.wait_for_readiness(&target, &sa_client, fingerprint).await
     }
 
