@@ -215,10 +215,10 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
-/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
 /// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
 fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
