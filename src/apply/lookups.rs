@@ -17,7 +17,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Discovery, Resource};
 use serde::de::DeserializeOwned;
 
@@ -126,7 +126,7 @@ impl ClusterLookups {
             std::borrow::Cow::Owned(kind) => Box::leak(kind.into_boxed_str()),
         };
         let api = Api::<PartialObjectMeta<K>>::all(client.clone());
-        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         while let Some(event) = events.next().await {
             match event {
                 Ok(watcher::Event::InitDone) => self.update(topic, |kinds| {

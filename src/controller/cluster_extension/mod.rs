@@ -26,7 +26,7 @@ use kube::{
         events::{Event, EventType, Recorder, Reporter},
         finalizer::{Event as Finalizer, finalizer},
         reflector::ObjectRef,
-        watcher,
+        WatchStreamExt, watcher,
     },
 };
 use olmv1_api::v1::{
@@ -213,6 +213,8 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
 /// deletion from a change), until the process ends.
 async fn forget_deleted_catalogs(client: Client, catalogs: Arc<CachedCatalogClient>) {
     watcher(Api::<ClusterCatalog>::all(client), watcher::Config::default())
+        // Errors (e.g. after stepping down, when every request is refused) must not spin.
+        .default_backoff()
         .for_each(|event| {
             match event {
                 Ok(event) => catalogs.forget_deleted(&event),
