@@ -21,12 +21,12 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::Action,
         events::{Event, EventType, Recorder, Reporter},
         finalizer::{Event as Finalizer, finalizer},
         reflector::ObjectRef,
-        WatchStreamExt, watcher,
+        watcher,
     },
 };
 use olmv1_api::v1::{
