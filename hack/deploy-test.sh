@@ -101,9 +101,14 @@ kubectl apply --server-side -f "$manifest" >"$OLMV1_ENV_DIR/apply.txt" ||
   die "server-side apply refused: $(cat "$OLMV1_ENV_DIR/apply.txt")"
 kubectl apply --server-side --dry-run=server -f "$manifest" >/dev/null ||
   die "server-side dry run of the installed manifest refused"
-# The OpenShift overlay is accepted as well (its service CA annotations need no CRDs).
+# The OpenShift overlay is accepted as well (its service CA annotations need no CRDs; its Role
+# for the global pull secret lives in openshift-config, which every OpenShift cluster has), and
+# both components read that secret.
+kubectl create namespace openshift-config --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.yaml" >/dev/null ||
   die "the OpenShift install manifest is refused (server-side dry run)"
+[[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||
+  die "the OpenShift install manifest does not give both components the global pull secret"
 log "install manifest applied: $(wc -l <"$OLMV1_ENV_DIR/apply.txt") objects"
 kubectl -n "$ns" wait --for=condition=Available --timeout=120s deployment/olmv1-controller deployment/olmv1-catalogd >/dev/null ||
   die "the Deployments did not become Available"

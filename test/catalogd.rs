@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use olmv1::catalog::cache::CachedCatalogClient;
 use olmv1::catalog::client::CatalogClient;
 use olmv1::catalog::{CatalogIndex, Meta, read_dir_metas, write_jsonl};
-use olmv1::image::{PushOptions, RegistryConfig, push_dir};
+use olmv1::image::{PushOptions, PushedImage, RegistryConfig, push_dir};
 use olmv1_api::v1::ClusterCatalog;
 use support::{RegistryOptions, start_registry, wait_for};
 
@@ -515,17 +515,24 @@ async fn cluster_catalog_from_the_shared_community_catalog_is_served_and_resolve
     assert_eq!(code, 404, "catalogd log:\n{}", catalogd.log());
 }
 
-#[tokio::test]
-async fn polling_picks_up_a_new_digest_and_a_registry_outage_keeps_serving() {
-    let registry = start_registry(&RegistryOptions::default());
-    let reference = format!("{}/catalogs/fixture:latest", registry.host_port);
-    let first = push_dir(
+/// The `catalog-v1` fixture pushed to `registry` as `catalogs/fixture:TAG`: its tag reference
+/// and what was pushed.
+async fn push_fixture_catalog(registry: &support::RegistryProcess, tag: &str) -> (String, PushedImage) {
+    let reference = format!("{}/catalogs/fixture:{tag}", registry.host_port);
+    let pushed = push_dir(
         &fixture("catalog-v1"),
         &reference,
         &catalog_push_options(RegistryConfig::default()),
     )
     .await
     .unwrap();
+    (reference, pushed)
+}
+
+#[tokio::test]
+async fn polling_picks_up_a_new_digest_and_a_registry_outage_keeps_serving() {
+    let registry = start_registry(&RegistryOptions::default());
+    let (reference, first) = push_fixture_catalog(&registry, "latest").await;
 
     let selector_value = support::fresh_name("sel");
     let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
@@ -994,14 +1001,7 @@ async fn wait_served(catalogd: &Catalogd, all: &str, gzip: bool, expected: &[u8]
 #[tokio::test]
 async fn damaged_stored_content_is_never_served_and_is_stored_again() {
     let registry = start_registry(&RegistryOptions::default());
-    let reference = format!("{}/catalogs/fixture:damaged", registry.host_port);
-    let pushed = push_dir(
-        &fixture("catalog-v1"),
-        &reference,
-        &catalog_push_options(RegistryConfig::default()),
-    )
-    .await
-    .unwrap();
+    let (_, pushed) = push_fixture_catalog(&registry, "damaged").await;
     let selector_value = support::fresh_name("sel");
     let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
     let api: Api<ClusterCatalog> = Api::all(support::client().await);
@@ -1111,14 +1111,7 @@ async fn damaged_stored_content_is_never_served_and_is_stored_again() {
 #[tokio::test]
 async fn a_read_only_image_cache_is_named_in_status_and_the_catalog_is_served_once_writable() {
     let registry = start_registry(&RegistryOptions::default());
-    let reference = format!("{}/catalogs/fixture:rocache", registry.host_port);
-    let pushed = push_dir(
-        &fixture("catalog-v1"),
-        &reference,
-        &catalog_push_options(RegistryConfig::default()),
-    )
-    .await
-    .unwrap();
+    let (_, pushed) = push_fixture_catalog(&registry, "rocache").await;
     let selector_value = support::fresh_name("sel");
     let catalogd = run_cluster_catalogd(&format!("olmv1.test/catalogd={selector_value}"), &[]).await;
     // Where catalogd unpacks images (`<--cache-dir>/unpack`), made read-only before any pull.
@@ -1169,14 +1162,7 @@ async fn a_jsonl_line_over_the_limit_is_refused_by_catalogd_and_by_the_controlle
 
     // catalogd refuses to store it.
     let registry = start_registry(&RegistryOptions::default());
-    let reference = format!("{}/catalogs/fixture:longline", registry.host_port);
-    let pushed = push_dir(
-        &fixture("catalog-v1"),
-        &reference,
-        &catalog_push_options(RegistryConfig::default()),
-    )
-    .await
-    .unwrap();
+    let (_, pushed) = push_fixture_catalog(&registry, "longline").await;
     let selector_value = support::fresh_name("sel");
     let _catalogd = run_cluster_catalogd(
         &format!("olmv1.test/catalogd={selector_value}"),

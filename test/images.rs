@@ -52,9 +52,8 @@ fn files_under(root: &Path) -> Vec<String> {
     out
 }
 
-#[tokio::test]
-async fn push_then_pull_by_tag_and_by_digest_uses_the_cache() {
-    let registry = start_registry(&RegistryOptions::default());
+/// The `simple` fixture pushed as `fixtures/simple:v1`: its tag reference and what was pushed.
+async fn push_simple(registry: &support::RegistryProcess) -> (String, image::PushedImage) {
     let reference = format!("{}/fixtures/simple:v1", registry.host_port);
     let pushed = push_dir(
         &fixture("simple"),
@@ -63,6 +62,13 @@ async fn push_then_pull_by_tag_and_by_digest_uses_the_cache() {
     )
     .await
     .expect("push the fixture");
+    (reference, pushed)
+}
+
+#[tokio::test]
+async fn push_then_pull_by_tag_and_by_digest_uses_the_cache() {
+    let registry = start_registry(&RegistryOptions::default());
+    let (reference, pushed) = push_simple(&registry).await;
     assert_eq!(
         pushed.digest_ref,
         format!("{}/fixtures/simple@{}", registry.host_port, pushed.digest)
@@ -1033,14 +1039,7 @@ type Damage = (&'static str, fn(&Path));
 #[tokio::test]
 async fn a_damaged_cache_entry_is_detected_by_its_digest_and_pulled_again() {
     let registry = start_registry(&RegistryOptions::default());
-    let reference = format!("{}/fixtures/simple:v1", registry.host_port);
-    let pushed = push_dir(
-        &fixture("simple"),
-        &reference,
-        &push_options(RegistryConfig::default()),
-    )
-    .await
-    .expect("push the fixture");
+    let (_, pushed) = push_simple(&registry).await;
     let work = tempfile::tempdir().unwrap();
     let options = PullOptions::new(work.path().join("cache"));
     let first = image::pull_to_dir(&pushed.digest_ref, &options)

@@ -144,22 +144,17 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
          delete configmaps \"old\" in namespace \"{ns}\"; \
          create, get, patch apps/deployments \"op\" in namespace \"{ns}\""
     );
+    // Nothing cached between calls: the grants change as the test goes.
+    let preflight = async || {
+        let uncached = ClusterLookups::new();
+        check_permissions(&client, &uncached, &sa, &objects, &previous, &policy, &[]).await
+    };
     // RBAC reads bindings from an informer: poll until the narrow Role is in effect.
     wait_for(
         "the preflight to list exactly the missing permissions",
         DEFAULT_TIMEOUT,
         || async {
-            match check_permissions(
-                &client,
-                &ClusterLookups::new(),
-                &sa,
-                &objects,
-                &previous,
-                &policy,
-                &[],
-            )
-            .await
-            {
+            match preflight().await {
                 Err(PreflightError::MissingPermissions(m)) if m.to_string() == everything_missing => Ok(()),
                 other => Err(format!("{other:?}")),
             }
@@ -207,17 +202,7 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
         "the preflight to list only the escalation",
         DEFAULT_TIMEOUT,
         || async {
-            match check_permissions(
-                &client,
-                &ClusterLookups::new(),
-                &sa,
-                &objects,
-                &previous,
-                &policy,
-                &[],
-            )
-            .await
-            {
+            match preflight().await {
                 Err(PreflightError::MissingPermissions(m)) if m.to_string() == only_escalation => Ok(()),
                 other => Err(format!("{other:?}")),
             }
@@ -233,17 +218,7 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
     )
     .await;
     wait_for("the preflight to pass", DEFAULT_TIMEOUT, || async {
-        check_permissions(
-            &client,
-            &ClusterLookups::new(),
-            &sa,
-            &objects,
-            &previous,
-            &policy,
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())
+        preflight().await.map_err(|e| e.to_string())
     })
     .await;
     let started = std::time::Instant::now();

@@ -4,19 +4,29 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{
+    api::apps::v1::Deployment,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+};
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
     discovery::{self, Scope},
 };
 use olmv1_api::v1::conditions::{ConditionStatus, LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 use serde_json::Value;
 
-use super::{ApplyError, lookups::ClusterLookups, revision::ObjectRef};
+use super::{
+    ApplyError,
+    lookups::ClusterLookups,
+    revision::{ObjectRef, WatchedObject},
+};
 
 /// The field manager of every server-side apply olmv1 makes to bundle content.
 pub const FIELD_MANAGER: &str = "olmv1";
+const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
+const DEPLOYMENT_API_VERSION: &str = "apps/v1";
 
 /// The ClusterExtension that owns the objects of a revision.
 #[derive(Clone, Debug)]
@@ -148,7 +158,7 @@ fn gvk_of(object: &Value) -> Result<GroupVersionKind, ApplyError> {
 }
 
 fn is_crd(object: &Value) -> bool {
-    object["kind"] == "CustomResourceDefinition" && object["apiVersion"] == "apiextensions.k8s.io/v1"
+    object["kind"] == "CustomResourceDefinition" && object["apiVersion"] == CRD_API_VERSION
 }
 
 /// The label selector of everything the controller labels as a ClusterExtension's.
@@ -317,7 +327,6 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
 }
 
 async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -337,9 +346,7 @@ async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyEr
     }
 }
 
-fn is_established(
-    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-) -> bool {
+fn is_established(crd: &CustomResourceDefinition) -> bool {
     let conditions = crd
         .status
         .as_ref()
@@ -422,48 +429,131 @@ pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> 
     Ok(())
 }
 
+/// What a readiness check found: the first object still rolling out, if any, and the CRDs and
+/// Deployments it saw ready (all of them when nothing is rolling out).
+#[derive(Debug)]
+pub struct Rollout {
+    /// The first object still rolling out, and why.
+    pub waiting: Option<String>,
+    /// The watched objects checked ready, in order.
+    pub watched: Vec<WatchedObject>,
+}
+
 /// Whether the applied objects are ready: CRDs Established, Deployments Available with every
-/// replica updated. Returns the first thing still rolling out.
-pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Option<String>, ApplyError> {
-    use k8s_openapi::{
-        api::apps::v1::Deployment,
-        apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    };
+/// replica updated; stops at the first thing still rolling out.
+pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Rollout, ApplyError> {
+    let mut watched = Vec::new();
     for object in objects {
-        match (object.api_version.as_str(), object.kind.as_str()) {
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+        let read_error = |source| ApplyError::Read {
+            object: describe(object),
+            source,
+        };
+        let (meta, waiting) = match (object.api_version.as_str(), object.kind.as_str()) {
+            (CRD_API_VERSION, "CustomResourceDefinition") => {
                 let crd = Api::<CustomResourceDefinition>::all(sa_client.clone())
                     .get(&object.name)
                     .await
-                    .map_err(|source| ApplyError::Read {
-                        object: describe(object),
-                        source,
-                    })?;
-                if !is_established(&crd) {
-                    return Ok(Some(format!("{} is not Established", describe(object))));
-                }
+                    .map_err(read_error)?;
+                let waiting =
+                    (!is_established(&crd)).then(|| format!("{} is not Established", describe(object)));
+                (crd.metadata, waiting)
             }
-            ("apps/v1", "Deployment") => {
+            (DEPLOYMENT_API_VERSION, "Deployment") => {
                 let ns = object.namespace.as_deref().unwrap_or_default();
                 let deployment = Api::<Deployment>::namespaced(sa_client.clone(), ns)
                     .get(&object.name)
                     .await
-                    .map_err(|source| ApplyError::Read {
-                        object: describe(object),
-                        source,
-                    })?;
-                if let Some(waiting) = deployment_rollout(&deployment) {
-                    return Ok(Some(format!("{}: {waiting}", describe(object))));
-                }
+                    .map_err(read_error)?;
+                let waiting = deployment_rollout(&deployment).map(|w| format!("{}: {w}", describe(object)));
+                (deployment.metadata, waiting)
             }
-            _ => {}
+            _ => continue,
+        };
+        if waiting.is_some() {
+            return Ok(Rollout { waiting, watched });
+        }
+        watched.push(watched_state(object.clone(), &meta));
+    }
+    Ok(Rollout {
+        waiting: None,
+        watched,
+    })
+}
+
+/// Whether every object of `watched` is still the one a readiness check saw (same uid and
+/// generation) and still ready. Reads with `client` by listing one name (the controller may list
+/// and watch these kinds, not get them); makes no write.
+pub async fn still_ready(client: &Client, watched: &[WatchedObject]) -> Result<bool, ApplyError> {
+    for seen in watched {
+        let object = &seen.object;
+        let by_name = ListParams::default().fields(&format!("metadata.name={}", object.name));
+        let read_error = |source| ApplyError::Read {
+            object: describe(object),
+            source,
+        };
+        let now = match (object.api_version.as_str(), object.kind.as_str()) {
+            (CRD_API_VERSION, "CustomResourceDefinition") => {
+                Api::<CustomResourceDefinition>::all(client.clone())
+                    .list(&by_name)
+                    .await
+                    .map_err(read_error)?
+                    .items
+                    .first()
+                    .and_then(ready_crd)
+            }
+            (DEPLOYMENT_API_VERSION, "Deployment") => {
+                let ns = object.namespace.as_deref().unwrap_or_default();
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .list(&by_name)
+                    .await
+                    .map_err(read_error)?
+                    .items
+                    .first()
+                    .and_then(ready_deployment)
+            }
+            _ => None,
+        };
+        if now.as_ref() != Some(seen) {
+            return Ok(false);
         }
     }
-    Ok(None)
+    Ok(true)
+}
+
+/// A CRD's state when it is Established (`None` when it is not).
+pub fn ready_crd(crd: &CustomResourceDefinition) -> Option<WatchedObject> {
+    let object = ObjectRef {
+        api_version: CRD_API_VERSION.into(),
+        kind: "CustomResourceDefinition".into(),
+        namespace: None,
+        name: crd.metadata.name.clone()?,
+    };
+    is_established(crd).then(|| watched_state(object, &crd.metadata))
+}
+
+/// A Deployment's state when it is rolled out (`None` when it is not).
+pub fn ready_deployment(deployment: &Deployment) -> Option<WatchedObject> {
+    let object = ObjectRef {
+        api_version: DEPLOYMENT_API_VERSION.into(),
+        kind: "Deployment".into(),
+        namespace: deployment.metadata.namespace.clone(),
+        name: deployment.metadata.name.clone()?,
+    };
+    deployment_rollout(deployment)
+        .is_none()
+        .then(|| watched_state(object, &deployment.metadata))
+}
+
+fn watched_state(object: ObjectRef, meta: &ObjectMeta) -> WatchedObject {
+    WatchedObject {
+        object,
+        uid: meta.uid.clone().unwrap_or_default(),
+        generation: meta.generation.unwrap_or_default(),
+    }
 }
 
 /// Why a Deployment is not rolled out yet, or `None` when it is.
-fn deployment_rollout(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Option<String> {
+fn deployment_rollout(deployment: &Deployment) -> Option<String> {
     let generation = deployment.metadata.generation.unwrap_or_default();
     let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let Some(status) = deployment.status.as_ref() else {
@@ -494,7 +584,7 @@ fn deployment_rollout(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus};
+    use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentSpec, DeploymentStatus};
 
     fn deployment(replicas: i32, updated: i32, total: i32, available: bool) -> Deployment {
         Deployment {
@@ -536,6 +626,34 @@ mod tests {
             deployment_rollout(&deployment(2, 2, 2, false))
                 .unwrap()
                 .contains("Available")
+        );
+    }
+
+    #[test]
+    fn a_rolled_out_deployment_is_known_by_its_uid_and_generation() {
+        let named = |mut d: Deployment| {
+            d.metadata.name = Some("op".into());
+            d.metadata.namespace = Some("ns".into());
+            d.metadata.uid = Some("u1".into());
+            d
+        };
+        assert_eq!(
+            ready_deployment(&named(deployment(1, 1, 1, true))),
+            Some(WatchedObject {
+                object: ObjectRef {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: Some("ns".into()),
+                    name: "op".into(),
+                },
+                uid: "u1".into(),
+                generation: 2,
+            })
+        );
+        assert_eq!(
+            ready_deployment(&named(deployment(1, 1, 1, false))),
+            None,
+            "not Available"
         );
     }
 

@@ -42,6 +42,35 @@ pub struct InstalledRevision {
     /// image and generation, the preflights that passed then need not run again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// The last full apply that ended with everything ready, if it was of this revision's
+    /// content: what a restarted controller checks, with reads only, instead of applying again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<ReadyMark>,
+}
+
+/// A full apply that ended with every CRD Established and every Deployment rolled out.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadyMark {
+    /// SHA-256 (hex) of what the apply depended on: the extension's uid, generation, namespace
+    /// and service account, the image digest and the rendered manifests.
+    pub fingerprint: String,
+    /// The CRDs and Deployments as the readiness check saw them.
+    pub watched: Vec<WatchedObject>,
+}
+
+/// A CRD or Deployment as a readiness check saw it. The same uid and generation later mean the
+/// same object with its spec unchanged (status and metadata changes do not move the generation).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchedObject {
+    /// Which object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// Its `metadata.uid`.
+    pub uid: String,
+    /// Its `metadata.generation`.
+    pub generation: i64,
 }
 
 /// A reference to one applied object.

@@ -2,12 +2,9 @@
 
 use std::process::ExitCode;
 
-use super::sources::{Output, RequestArgs, SourceArgs, build_request, colour, fail, print_json};
+use super::sources::{Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
 use crate::{
-    admin::{
-        cluster::check_readable,
-        table::{Table, Tone},
-    },
+    admin::table::{Table, Tone},
     resolve::explain::{CatalogVerdict, Explanation, explain},
 };
 
@@ -28,22 +25,11 @@ pub struct ExplainArgs {
 /// Runs `olmv1 explain`. Exit status 0 when resolution succeeds, 1 when it fails (the
 /// explanation says why), 2 on bad input.
 pub async fn run(args: ExplainArgs) -> ExitCode {
-    let catalogs = match args.sources.load().await {
-        Ok(c) => c,
+    let (request, inputs) = match load_request(args.extension.as_deref(), &args.request, &args.sources).await
+    {
+        Ok(loaded) => loaded,
         Err(e) => return fail("explain", &e),
     };
-    let request = match build_request(args.extension.as_deref(), &args.request, &catalogs).await {
-        Ok(r) => r,
-        Err(e) => return fail("explain", &e),
-    };
-    let selector = match crate::resolve::CatalogSelector::new(request.selector.as_ref()) {
-        Ok(s) => s,
-        Err(e) => return fail("explain", &format!("desired catalog selector is invalid: {e}")),
-    };
-    if let Err(e) = check_readable(&catalogs, |c| selector.matches(&c.labels)) {
-        return fail("explain", &e.to_string());
-    }
-    let inputs: Vec<_> = catalogs.iter().map(|c| c.input.clone()).collect();
     let explanation = match explain(&request, &inputs) {
         Ok(e) => e,
         Err(e) => {
@@ -59,7 +45,7 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     if args.output == Output::Json {
         print_json(&explanation);
     } else {
-        print!("{}", render_text(&explanation, colour()));
+        out!("{}", render_text(&explanation, colour()));
     }
     code
 }

@@ -100,7 +100,7 @@ pub async fn run(cmd: ImageCommand) -> ExitCode {
     match cmd {
         ImageCommand::Push(args) => match push(args).await {
             Ok(digest_ref) => {
-                println!("{digest_ref}");
+                outln!("{digest_ref}");
                 ExitCode::SUCCESS
             }
             Err(message) => {

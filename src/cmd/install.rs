@@ -184,7 +184,7 @@ async fn write_or_show(
     let name = ext.metadata.name.clone().unwrap_or_default();
     if dry_run {
         match serde_saphyr::to_string(&object) {
-            Ok(yaml) => print!("{yaml}"),
+            Ok(yaml) => out!("{yaml}"),
             Err(e) => return fail(command, &e.to_string()),
         }
         let request = match ResolveRequest::from_cluster_extension(&ext, installed) {
@@ -205,14 +205,16 @@ async fn write_or_show(
         let inputs: Vec<_> = catalogs.into_iter().map(|c| c.input).collect();
         return match resolve(&request, &inputs) {
             Ok(r) => {
-                println!(
+                outln!(
                     "# dry run: would install {} {} from catalog {}",
-                    r.bundle.name, r.bundle.status_version, r.catalog
+                    r.bundle.name,
+                    r.bundle.status_version,
+                    r.catalog
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                println!("# dry run: resolution fails: {e}");
+                outln!("# dry run: resolution fails: {e}");
                 ExitCode::from(1)
             }
         };
@@ -227,7 +229,7 @@ async fn write_or_show(
         .await
     {
         Ok(_) => {
-            println!("clusterextension/{name} applied");
+            outln!("clusterextension/{name} applied");
             ExitCode::SUCCESS
         }
         Err(e) => fail(command, &format!("applying ClusterExtension {name:?}: {e}")),
@@ -248,9 +250,10 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
         .map(|b| format!("{} {}", b.name, b.version))
         .unwrap_or_else(|| "nothing installed".into());
     if args.dry_run {
-        println!(
+        outln!(
             "# dry run: would delete clusterextension/{} ({installed}) and the objects it installed in namespace {}",
-            args.extension, current.spec.namespace
+            args.extension,
+            current.spec.namespace
         );
         return ExitCode::SUCCESS;
     }
@@ -259,7 +262,7 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
         .await
     {
         Ok(_) => {
-            println!("clusterextension/{} deleted ({installed})", args.extension);
+            outln!("clusterextension/{} deleted ({installed})", args.extension);
             ExitCode::SUCCESS
         }
         Err(e) => fail(

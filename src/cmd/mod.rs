@@ -1,6 +1,16 @@
 //! Owns the command line: each command's flags and process start-up, one module per command.
 //! May import every other module; nothing imports it (it is the top layer).
 
+/// `print!` for command output: see [`write_stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cmd::write_stdout(&format!($($arg)*)) };
+}
+
+/// `println!` for command output: see [`write_stdout`].
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cmd::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
+}
+
 pub mod catalogd;
 pub mod controller;
 pub mod explain;
@@ -15,7 +25,7 @@ pub mod status;
 pub mod upgrades;
 pub mod versions;
 
-use std::process::ExitCode;
+use std::{io::Write, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 
@@ -100,9 +110,23 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Uninstall(args) => install::uninstall(args).await,
         Command::Status(args) => status::run(args).await,
         Command::Crd => {
-            print!("{}", olmv1_api::crd::crds_yaml());
+            out!("{}", olmv1_api::crd::crds_yaml());
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// Writes command output to stdout. A reader that went away (`olmv1 versions ... | head -1`)
+/// ends the command quietly with status 0, as other command-line tools do, rather than with
+/// `print!`'s panic.
+pub fn write_stdout(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("olmv1: writing the output: {e}");
+        std::process::exit(1);
     }
 }
 

@@ -71,7 +71,7 @@ pub struct RenderArgs {
 pub async fn run(args: RenderArgs) -> ExitCode {
     match render_to_string(&args).await {
         Ok(text) => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
         Err(message) => {

@@ -106,11 +106,13 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
                     "image": resolution.bundle.image,
                     "deprecated": resolution.bundle_deprecated(),
                 });
-                println!("{out}");
+                outln!("{out}");
             } else {
-                println!(
+                outln!(
                     "{} {} {}",
-                    resolution.bundle.name, resolution.bundle.status_version, resolution.catalog
+                    resolution.bundle.name,
+                    resolution.bundle.status_version,
+                    resolution.catalog
                 );
             }
             ExitCode::SUCCESS

@@ -70,7 +70,7 @@ pub async fn run(args: SearchArgs) -> ExitCode {
         eprintln!("no package matches {text:?}");
         return ExitCode::SUCCESS;
     }
-    print!("{}", table(&rows).render(colour()));
+    out!("{}", table(&rows).render(colour()));
     ExitCode::SUCCESS
 }
 

@@ -7,7 +7,7 @@ use kube::Client;
 use olmv1_api::v1::{UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME};
 
 use crate::{
-    admin::cluster::{self, SourcedCatalog},
+    admin::cluster::{self, SourcedCatalog, check_readable},
     catalog::{
         client::CatalogClient,
         source::{CatalogSpec, load_catalogs},
@@ -176,6 +176,21 @@ pub struct RequestArgs {
     pub upgrade_constraint_policy: Option<String>,
 }
 
+/// What `explain` and `upgrades` start from: the catalogs loaded and the request built, its
+/// catalog selector valid and every catalog it consults readable.
+pub async fn load_request(
+    extension: Option<&str>,
+    flags: &RequestArgs,
+    sources: &SourceArgs,
+) -> Result<(ResolveRequest, Vec<CatalogInput>), String> {
+    let catalogs = sources.load().await?;
+    let request = build_request(extension, flags, &catalogs).await?;
+    let selector = crate::resolve::CatalogSelector::new(request.selector.as_ref())
+        .map_err(|e| format!("desired catalog selector is invalid: {e}"))?;
+    check_readable(&catalogs, |c| selector.matches(&c.labels)).map_err(|e| e.to_string())?;
+    Ok((request, catalogs.into_iter().map(|c| c.input).collect()))
+}
+
 /// Builds the request: from the ClusterExtension `extension` (read from the cluster) when given,
 /// then the flags override; `--installed` is looked up in the catalogs.
 pub async fn build_request(
@@ -267,7 +282,7 @@ pub fn colour() -> bool {
 pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(text) => {
-            println!("{text}");
+            outln!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => fail("output", &e.to_string()),

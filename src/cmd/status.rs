@@ -142,7 +142,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     if args.output == Output::Json {
         return print_json(&rows);
     }
-    print!("{}", render_text(&rows, colour()));
+    out!("{}", render_text(&rows, colour()));
     ExitCode::SUCCESS
 }
 

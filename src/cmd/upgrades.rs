@@ -3,9 +3,8 @@
 
 use std::process::ExitCode;
 
-use super::sources::{RequestArgs, SourceArgs, build_request, colour, fail, print_json};
+use super::sources::{RequestArgs, SourceArgs, colour, fail, load_request, print_json};
 use crate::admin::{
-    cluster::check_readable,
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
     upgrades::{Upgrades, upgrades},
@@ -42,22 +41,11 @@ pub struct UpgradesArgs {
 
 /// Runs `olmv1 upgrades`.
 pub async fn run(args: UpgradesArgs) -> ExitCode {
-    let catalogs = match args.sources.load().await {
-        Ok(c) => c,
+    let (request, inputs) = match load_request(args.extension.as_deref(), &args.request, &args.sources).await
+    {
+        Ok(loaded) => loaded,
         Err(e) => return fail("upgrades", &e),
     };
-    let request = match build_request(args.extension.as_deref(), &args.request, &catalogs).await {
-        Ok(r) => r,
-        Err(e) => return fail("upgrades", &e),
-    };
-    let selector = match crate::resolve::CatalogSelector::new(request.selector.as_ref()) {
-        Ok(s) => s,
-        Err(e) => return fail("upgrades", &format!("desired catalog selector is invalid: {e}")),
-    };
-    if let Err(e) = check_readable(&catalogs, |c| selector.matches(&c.labels)) {
-        return fail("upgrades", &e.to_string());
-    }
-    let inputs: Vec<_> = catalogs.iter().map(|c| c.input.clone()).collect();
     let answer = match upgrades(&request, &inputs) {
         Ok(u) => u,
         Err(e) => return fail("upgrades", &e.to_string()),
@@ -65,7 +53,7 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
     match args.output {
         UpgradesOutput::Json => print_json(&answer),
         UpgradesOutput::Text => {
-            print!("{}", render_text(&answer, colour()));
+            out!("{}", render_text(&answer, colour()));
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
@@ -78,12 +66,12 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             };
             let dot = upgrade_dot(package, &request.channels, &answer);
             if args.output == UpgradesOutput::Dot {
-                print!("{dot}");
+                out!("{dot}");
                 return ExitCode::SUCCESS;
             }
             match dot_to_svg(&dot) {
                 Ok(svg) => {
-                    print!("{svg}");
+                    out!("{svg}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail("upgrades", &e),

@@ -42,7 +42,7 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
     if args.output == Output::Json {
         return print_json(&found);
     }
-    print!("{}", render_text(&found, colour()));
+    out!("{}", render_text(&found, colour()));
     ExitCode::SUCCESS
 }
 

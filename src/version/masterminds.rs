@@ -453,11 +453,10 @@ mod tests {
 /// and parsed again matches the same versions; simple generated ranges mean what they say.
 #[cfg(test)]
 mod properties {
-    use std::cmp::Ordering;
-
     use proptest::prelude::*;
 
     use super::*;
+    use crate::version::generated::{holds, operator, range_text};
 
     fn version() -> impl Strategy<Value = LooseVersion> {
         (0u64..4, 0u64..4, 0u64..4).prop_map(|(major, minor, patch)| LooseVersion {
@@ -466,18 +465,6 @@ mod properties {
             patch,
             pre: String::new(),
         })
-    }
-
-    /// `(operator text, what it says of `candidate.compare(bound)`)`.
-    fn operator() -> impl Strategy<Value = (&'static str, fn(Ordering) -> bool)> {
-        prop_oneof![
-            Just(("=", Ordering::is_eq as fn(Ordering) -> bool)),
-            Just(("!=", Ordering::is_ne as fn(Ordering) -> bool)),
-            Just((">", Ordering::is_gt as fn(Ordering) -> bool)),
-            Just(("<", Ordering::is_lt as fn(Ordering) -> bool)),
-            Just((">=", Ordering::is_ge as fn(Ordering) -> bool)),
-            Just(("<=", Ordering::is_le as fn(Ordering) -> bool)),
-        ]
     }
 
     proptest! {
@@ -517,23 +504,9 @@ mod properties {
             ),
             candidate in version(),
         ) {
-            let text = groups
-                .iter()
-                .map(|group| {
-                    group
-                        .iter()
-                        .map(|((op, _), bound)| format!("{op}{bound}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .collect::<Vec<_>>()
-                .join(" || ");
+            let text = range_text(&groups, ", ");
             let range = VersionRange::parse(&text).expect("a generated range parses");
-            let expected = groups.iter().any(|group| {
-                group
-                    .iter()
-                    .all(|((_, holds), bound)| holds(candidate.compare(bound)))
-            });
+            let expected = holds(&groups, |bound| candidate.compare(bound));
             prop_assert_eq!(range.matches_loose(&candidate), expected, "{} vs {}", text, candidate);
         }
     }

@@ -8,6 +8,8 @@
 //! - [`SkipRange`]: the `skipRange` of a channel entry, e.g. `>=4.1.0 <4.1.2`.
 //! - [`VersionRelease`]: a bundle's version plus its optional release (`1.0.0+2` = 1.0.0 release 2).
 
+#[cfg(test)]
+mod generated;
 mod masterminds;
 mod release;
 mod skip_range;

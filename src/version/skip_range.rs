@@ -277,25 +277,13 @@ mod tests {
 /// they say and print back to text that parses to the same range.
 #[cfg(test)]
 mod properties {
-    use std::cmp::Ordering;
-
     use proptest::prelude::*;
 
     use super::*;
+    use crate::version::generated::{holds, operator, range_text};
 
     fn version() -> impl Strategy<Value = semver::Version> {
         (0u64..4, 0u64..4, 0u64..4).prop_map(|(a, b, c)| semver::Version::new(a, b, c))
-    }
-
-    fn operator() -> impl Strategy<Value = (&'static str, fn(Ordering) -> bool)> {
-        prop_oneof![
-            Just(("=", Ordering::is_eq as fn(Ordering) -> bool)),
-            Just(("!=", Ordering::is_ne as fn(Ordering) -> bool)),
-            Just((">", Ordering::is_gt as fn(Ordering) -> bool)),
-            Just(("<", Ordering::is_lt as fn(Ordering) -> bool)),
-            Just((">=", Ordering::is_ge as fn(Ordering) -> bool)),
-            Just(("<=", Ordering::is_le as fn(Ordering) -> bool)),
-        ]
     }
 
     proptest! {
@@ -323,23 +311,9 @@ mod properties {
             ),
             candidate in version(),
         ) {
-            let text = groups
-                .iter()
-                .map(|group| {
-                    group
-                        .iter()
-                        .map(|((op, _), bound)| format!("{op}{bound}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .collect::<Vec<_>>()
-                .join(" || ");
+            let text = range_text(&groups, " ");
             let range = SkipRange::parse(&text).expect("a generated range parses");
-            let expected = groups.iter().any(|group| {
-                group
-                    .iter()
-                    .all(|((_, holds), bound)| holds(candidate.cmp(bound)))
-            });
+            let expected = holds(&groups, |bound| candidate.cmp(bound));
             prop_assert_eq!(range.contains(&candidate), expected, "{} vs {}", text, candidate);
         }
     }

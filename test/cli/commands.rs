@@ -69,6 +69,26 @@ fn versions_lists_channels_edges_and_deprecations() {
 }
 
 #[test]
+fn output_to_a_reader_that_went_away_ends_quietly() {
+    let stable = format!("stable={}", fixture("stable"));
+    for format in ["json", "text"] {
+        // The pipe's reader is closed before the command starts: every write fails (EPIPE),
+        // as with `olmv1 versions ... | head -0`.
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(support::olmv1_bin())
+            .args(["versions", "example", "--catalog", &stable, "-o", format])
+            .env("RUST_LOG", "off")
+            .stdout(writer)
+            .output()
+            .expect("olmv1 runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "-o {format}: {stderr}");
+        assert_eq!(stderr, "", "-o {format}: nothing on stderr, no panic");
+    }
+}
+
+#[test]
 fn upgrades_are_the_resolvers_answers_with_paths_to_later_versions() {
     let stable = format!("stable={}", fixture("stable"));
     let v = json_of(olmv1(&[

@@ -634,6 +634,14 @@ where
     }
 }
 
+/// The version `status.install` names, if any.
+pub fn installed_version(ext: &ClusterExtension) -> Option<&str> {
+    ext.status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| i.bundle.version.as_str())
+}
+
 /// Waits until the ClusterExtension has `version` installed and rolled out.
 pub async fn wait_installed(client: &Client, name: &str, version: &str) -> ClusterExtension {
     wait_installed_within(client, name, version, INSTALL_TIMEOUT).await
@@ -654,12 +662,7 @@ pub async fn wait_installed_within(
         |ext| {
             let installed = condition(ext, "Installed").is_some_and(|c| c.status == "True");
             let progressing = condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded");
-            let bundle = ext
-                .status
-                .as_ref()
-                .and_then(|s| s.install.as_ref())
-                .map(|i| i.bundle.version.as_str());
-            installed && progressing && bundle == Some(version)
+            installed && progressing && installed_version(ext) == Some(version)
         },
     )
     .await
@@ -683,6 +686,7 @@ pub struct AuditWrite {
     /// `resource` or `resource/subresource`.
     pub resource: String,
     pub namespace: Option<String>,
+    pub name: Option<String>,
     pub received: k8s_openapi::jiff::Timestamp,
 }
 
@@ -731,6 +735,7 @@ impl AuditLog {
                 verb: event["verb"].as_str().unwrap_or_default().to_string(),
                 resource,
                 namespace: object["namespace"].as_str().map(str::to_string),
+                name: object["name"].as_str().map(str::to_string),
                 received: event["requestReceivedTimestamp"]
                     .as_str()
                     .unwrap()

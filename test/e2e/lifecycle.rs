@@ -160,6 +160,89 @@ async fn a_controller_restarted_in_the_middle_of_an_install_converges() {
 }
 
 #[tokio::test]
+async fn a_restarted_controller_re_verifies_an_installed_extension_without_writing() {
+    let s = Scenario::new("reverify", two_versions).await;
+    s.apply_extension(json!({"version": "1.0.0"})).await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+    // The install ends by marking, in the revision record, what it found ready.
+    support::wait_for(
+        "the ready mark in the revision record",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let record = s.record().await;
+            let watched = record["ready"]["watched"].as_array().cloned().unwrap_or_default();
+            let deployment = fixtures::deployment_name(&s.package);
+            if watched
+                .iter()
+                .any(|w| w["kind"] == "Deployment" && w["name"] == deployment.as_str())
+            {
+                Ok(())
+            } else {
+                Err(format!("record: {record}"))
+            }
+        },
+    )
+    .await;
+    let record_before = s.record().await;
+
+    let audit = components::AuditLog::open();
+    let before = audit.end();
+    components::restart_controller();
+    // The new process has looked at the extension once its metric names the installed bundle
+    // (set after the status write, if there is one).
+    let installed = format!(
+        "olmv1_clusterextension_installed_bundle{{extension=\"{}\",bundle=\"{}\"}} 1",
+        s.extension,
+        fixtures::bundle_name(&s.package, "1.0.0")
+    );
+    support::wait_for(
+        "the restarted controller to reconcile the extension",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let url = format!("http://{}/metrics", components::operations_address("controller"));
+            let metrics = reqwest::get(&url)
+                .await
+                .map_err(|e| e.to_string())?
+                .text()
+                .await
+                .map_err(|e| e.to_string())?;
+            if metrics.contains(&installed) {
+                Ok(())
+            } else {
+                Err(format!("no {installed}"))
+            }
+        },
+    )
+    .await;
+
+    // Nothing of this extension was written: no apply, no token for its service account, no
+    // record, no status.
+    let ours: Vec<_> = audit
+        .writes_since(before)
+        .into_values()
+        .flatten()
+        .filter(|w| {
+            w.namespace.as_deref() == Some(s.namespace.as_str())
+                || w.name
+                    .as_deref()
+                    .is_some_and(|n| n.contains(&s.package) || n.contains(&s.extension))
+        })
+        .map(|w| format!("{} {} {:?}/{:?}", w.verb, w.resource, w.namespace, w.name))
+        .collect();
+    assert!(ours.is_empty(), "writes after the restart: {ours:?}");
+    assert_eq!(
+        s.record().await,
+        record_before,
+        "the revision record is unchanged"
+    );
+    let ext = Api::<ClusterExtension>::all(s.client.clone())
+        .get(&s.extension)
+        .await
+        .unwrap();
+    assert_eq!(components::installed_version(&ext), Some("1.0.0"));
+}
+
+#[tokio::test]
 async fn a_kube_apiserver_restart_is_survived() {
     let s = Scenario::new_exclusive("apirestart", two_versions).await;
     s.apply_extension(json!({"version": "1.0.0"})).await;

@@ -173,12 +173,7 @@ async fn the_global_pull_secret_is_watched_and_a_refused_pull_never_uninstalls()
     .await;
     let installed = components::condition(&ext, "Installed").expect("Installed condition");
     assert_eq!(installed.status, "True", "{installed:?}");
-    let version = ext
-        .status
-        .as_ref()
-        .and_then(|s| s.install.as_ref())
-        .map(|i| i.bundle.version.clone());
-    assert_eq!(version.as_deref(), Some("1.0.0"));
+    assert_eq!(components::installed_version(&ext), Some("1.0.0"));
     let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &namespace)
         .get_opt(&fixtures::deployment_name(&package))
         .await

@@ -28,6 +28,20 @@ fn only(package: &str, bundles: Vec<Bundle>, channel: &[&str]) -> Package {
     }
 }
 
+/// 1.0.0 and 1.1.0, which replaces it and no longer ships 1.0.0's ConfigMap.
+fn dropping_the_config_map(package: &str) -> Package {
+    only(
+        package,
+        vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", package)
+                .without_config_map(),
+        ],
+        &["1.0.0", "1.1.0"],
+    )
+}
+
 async fn manager_image(s: &Scenario) -> String {
     let deployment = s
         .operator_deployment()
@@ -124,16 +138,7 @@ async fn an_upgrade_that_drops_an_object_prunes_it() {
         "1.0.0 ships the ConfigMap"
     );
 
-    let next = only(
-        &s.package,
-        vec![
-            Bundle::new("1.0.0"),
-            Bundle::new("1.1.0")
-                .replaces("1.0.0", &s.package)
-                .without_config_map(),
-        ],
-        &["1.0.0", "1.1.0"],
-    );
+    let next = dropping_the_config_map(&s.package);
     s.republish("v2", &next).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
     assert!(
@@ -210,16 +215,7 @@ async fn a_failed_prune_keeps_the_object_recorded_until_it_is_pruned() {
     .await;
 
     // The upgrade drops the ConfigMap: applied and recorded, but its prune fails.
-    let next = only(
-        &s.package,
-        vec![
-            Bundle::new("1.0.0"),
-            Bundle::new("1.1.0")
-                .replaces("1.0.0", &s.package)
-                .without_config_map(),
-        ],
-        &["1.0.0", "1.1.0"],
-    );
+    let next = dropping_the_config_map(&s.package);
     s.republish("v2", &next).await;
     let refused = format!("kept by policy {policy_name}");
     let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &refused).await;
@@ -271,16 +267,7 @@ async fn pruning_leaves_a_dropped_object_whose_owner_labels_now_name_another_ext
         .patch(&settings, &PatchParams::default(), &Patch::Merge(&relabel))
         .await
         .unwrap();
-    let next = only(
-        &s.package,
-        vec![
-            Bundle::new("1.0.0"),
-            Bundle::new("1.1.0")
-                .replaces("1.0.0", &s.package)
-                .without_config_map(),
-        ],
-        &["1.0.0", "1.1.0"],
-    );
+    let next = dropping_the_config_map(&s.package);
     s.republish("v2", &next).await;
     // Pruning runs before the status says 1.1.0 is installed.
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
@@ -322,17 +309,7 @@ async fn an_upgrade_that_breaks_a_crd_is_refused_and_the_old_version_keeps_runni
     let progressing = components::condition(&ext, "Progressing").unwrap();
     assert!(progressing.message.contains("type"), "{}", progressing.message);
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
-    assert_eq!(
-        ext.status
-            .as_ref()
-            .unwrap()
-            .install
-            .as_ref()
-            .unwrap()
-            .bundle
-            .version,
-        "1.0.0"
-    );
+    assert_eq!(components::installed_version(&ext), Some("1.0.0"));
     assert!(
         manager_image(&s).await.ends_with(":v1.0.0"),
         "the old operator keeps running"

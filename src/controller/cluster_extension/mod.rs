@@ -38,7 +38,12 @@ use tracing::{info, warn};
 pub use error::{Error, StepError};
 
 use crate::{
-    apply::{identity::ServiceAccountClients, lookups::ClusterLookups, revision::RevisionStore},
+    apply::{
+        identity::ServiceAccountClients,
+        lookups::ClusterLookups,
+        objects::{ready_crd, ready_deployment},
+        revision::{RevisionStore, WatchedObject},
+    },
     bundle::render::WebhookProvider,
     catalog::cache::CachedCatalogClient,
     controller::metrics::{Metrics, count_api_requests},
@@ -89,28 +94,76 @@ pub struct Context {
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
 #[derive(Clone, Default)]
-pub struct LastApplies(Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, std::time::Instant)>>>);
+pub struct LastApplies(Arc<std::sync::Mutex<Applies>>);
+
+#[derive(Default)]
+struct Applies {
+    /// Per extension: the fingerprint of its last full apply that ended ready, when that was,
+    /// and its CRDs and Deployments as they were then.
+    last: std::collections::HashMap<String, (String, std::time::Instant, Vec<WatchedObject>)>,
+    /// The extensions looked at since this process started.
+    seen: std::collections::HashSet<String>,
+}
+
+/// What [`LastApplies::freshness`] says of an extension's content.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// Applied and ready within half the resync, nothing watched changed since: trust it.
+    Fresh,
+    /// Not known to be in place: apply in full.
+    Stale,
+    /// Not looked at since this process started: its revision record says what was ready.
+    FirstSinceStart,
+}
 
 impl LastApplies {
+    fn applies(&self) -> std::sync::MutexGuard<'_, Applies> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether `fingerprint` was applied to `extension` recently enough to trust that it is
     /// still in place (within half the resync, so each resync applies in full and repairs drift
     /// on the kinds not watched).
-    pub fn is_fresh(&self, extension: &str, fingerprint: u64) -> bool {
-        let applies = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        applies
+    pub fn freshness(&self, extension: &str, fingerprint: &str) -> Freshness {
+        let mut applies = self.applies();
+        if applies.seen.insert(extension.to_string()) {
+            return Freshness::FirstSinceStart;
+        }
+        match applies.last.get(extension) {
+            Some((applied, at, _)) if applied == fingerprint && at.elapsed() < RESYNC / 2 => Freshness::Fresh,
+            _ => Freshness::Stale,
+        }
+    }
+
+    /// Remembers a full apply (or a check of one) that ended with everything ready.
+    pub fn remember(&self, extension: &str, fingerprint: &str, watched: Vec<WatchedObject>) {
+        let mut applies = self.applies();
+        applies.seen.insert(extension.to_string());
+        applies.last.insert(
+            extension.to_string(),
+            (fingerprint.to_string(), std::time::Instant::now(), watched),
+        );
+    }
+
+    /// An owned CRD or Deployment changed: forgets the extension's last apply unless the object
+    /// is as it was then and still ready (`ready_state`; `None` when it is not ready). Status
+    /// updates and a restarted watch's initial list leave it.
+    pub fn object_changed(&self, extension: &str, ready_state: Option<&WatchedObject>) {
+        let mut applies = self.applies();
+        let unchanged = applies
+            .last
             .get(extension)
-            .is_some_and(|(applied, at)| *applied == fingerprint && at.elapsed() < RESYNC / 2)
+            .is_some_and(|(_, _, watched)| ready_state.is_some_and(|state| watched.contains(state)));
+        if !unchanged {
+            applies.last.remove(extension);
+        }
     }
 
-    /// Remembers a full apply that ended with everything ready.
-    pub fn remember(&self, extension: &str, fingerprint: u64) {
-        let mut applies = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        applies.insert(extension.to_string(), (fingerprint, std::time::Instant::now()));
-    }
-
-    /// Forgets an extension's last apply: one of its objects changed, or it is gone.
+    /// Forgets an extension: it is gone.
     pub fn forget(&self, extension: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(extension);
+        let mut applies = self.applies();
+        applies.last.remove(extension);
+        applies.seen.remove(extension);
     }
 }
 
@@ -191,11 +244,11 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         // apply is no longer to be trusted).
         .watches(Api::<Deployment>::all(client.clone()), owned.clone(), {
             let last_apply = ctx.last_apply.clone();
-            move |object| owner_changed(object, &last_apply)
+            move |object| owner_changed(&object, ready_deployment(&object), &last_apply)
         })
         .watches(Api::<CustomResourceDefinition>::all(client.clone()), owned, {
             let last_apply = ctx.last_apply.clone();
-            move |object| owner_changed(object, &last_apply)
+            move |object| owner_changed(&object, ready_crd(&object), &last_apply)
         })
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())
@@ -257,14 +310,19 @@ async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>
     }
 }
 
-/// The ClusterExtension that owns a changed object, whose last apply is forgotten.
-fn owner_changed<K: Resource>(object: K, last_apply: &LastApplies) -> Option<ObjectRef<ClusterExtension>> {
+/// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
+/// is as that apply left it (see [`LastApplies::object_changed`]).
+fn owner_changed<K: Resource>(
+    object: &K,
+    ready_state: Option<WatchedObject>,
+    last_apply: &LastApplies,
+) -> Option<ObjectRef<ClusterExtension>> {
     let labels = object.meta().labels.as_ref()?;
     if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
         return None;
     }
     let owner = labels.get(LABEL_OWNER_NAME)?;
-    last_apply.forget(owner);
+    last_apply.object_changed(owner, ready_state.as_ref());
     Some(ObjectRef::new(owner))
 }
 

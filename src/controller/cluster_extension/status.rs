@@ -191,6 +191,7 @@ mod tests {
             properties: vec![],
             objects: vec![],
             generation: Some(1),
+            ready: None,
         }
     }
 

@@ -10,9 +10,10 @@ use olmv1_api::v1::{
     conditions::LABEL_CATALOG_NAME,
 };
 use serde_json::Value;
+use tracing::debug;
 
 use super::{
-    Context, StepError,
+    Context, Freshness, StepError,
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
 };
@@ -20,7 +21,7 @@ use crate::{
     apply::{
         objects::{self, Owner},
         preflight::{self, AccessPolicy, ServiceAccountRef},
-        revision::{InstalledRevision, ObjectRef},
+        revision::{InstalledRevision, ObjectRef, ReadyMark},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -139,7 +140,7 @@ impl ReconcileState<'_> {
         let unpacked = self.unpack(&target).await?;
         let rendered = self.render(&target, &unpacked)?;
         let fingerprint = apply_fingerprint(self.ext, &unpacked.image.digest_ref, &rendered);
-        if self.applied_recently(&unpacked, fingerprint) {
+        if self.still_in_place(&unpacked, &fingerprint).await {
             return Ok(Progress::Done);
         }
         let sa_client = self.service_account_client().await?;
@@ -309,10 +310,40 @@ impl ReconcileState<'_> {
         .map_err(|e| target.error(e))
     }
 
-    /// Whether this image was applied for this generation and the same full apply ended ready
-    /// recently, with no owned object changed since: then nothing needs a request.
-    fn applied_recently(&self, unpacked: &Unpacked, fingerprint: u64) -> bool {
-        self.already_applied(unpacked) && self.ctx.last_apply.is_fresh(&self.ext.name_any(), fingerprint)
+    /// Whether this image was applied for this generation and the same full apply ended ready,
+    /// with nothing watched changed since: then nothing needs applying. Known from memory, or,
+    /// the first time since the process started, from the revision record's ready mark and a
+    /// read of the CRDs and Deployments it names (a restart re-verifies without writing).
+    async fn still_in_place(&self, unpacked: &Unpacked, fingerprint: &str) -> bool {
+        if !self.already_applied(unpacked) {
+            return false;
+        }
+        let name = self.ext.name_any();
+        match self.ctx.last_apply.freshness(&name, fingerprint) {
+            Freshness::Fresh => true,
+            Freshness::Stale => false,
+            Freshness::FirstSinceStart => {
+                let Some(mark) = self.installed.as_ref().and_then(|r| r.ready.as_ref()) else {
+                    return false;
+                };
+                if mark.fingerprint != fingerprint {
+                    return false;
+                }
+                match objects::still_ready(&self.ctx.client, &mark.watched).await {
+                    Ok(true) => {
+                        self.ctx
+                            .last_apply
+                            .remember(&name, fingerprint, mark.watched.clone());
+                        true
+                    }
+                    Ok(false) => false,
+                    Err(e) => {
+                        debug!(extension = %name, error = %e, "re-verifying the last ready apply failed; applying in full");
+                        false
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the installed revision is this image applied for this generation.
@@ -433,28 +464,32 @@ impl ReconcileState<'_> {
     }
 
     /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
-    /// ends ready is remembered, so that the next reconcile with nothing new makes no request.
+    /// ends ready is remembered, so that the next reconcile with nothing new makes no request,
+    /// and marked in the revision record (written only when the mark changes), so that a
+    /// restarted controller can check it with reads instead of applying again.
     async fn wait_for_readiness(
-        &self,
+        &mut self,
         target: &Target,
         sa_client: &Client,
-        fingerprint: u64,
+        fingerprint: String,
     ) -> Result<Progress, StepError> {
-        let recorded = self
-            .installed
-            .as_ref()
-            .map(|r| r.objects.as_slice())
-            .unwrap_or_default();
-        let waiting = objects::rollout_status(sa_client, recorded)
+        let rollout = objects::rollout_status(sa_client, self.previous_objects())
             .await
             .map_err(|e| target.error(e))?;
-        Ok(match waiting {
-            Some(waiting) => Progress::RollingOut(waiting),
-            None => {
-                self.ctx.last_apply.remember(&self.ext.name_any(), fingerprint);
-                Progress::Done
-            }
-        })
+        if let Some(waiting) = rollout.waiting {
+            return Ok(Progress::RollingOut(waiting));
+        }
+        self.ctx
+            .last_apply
+            .remember(&self.ext.name_any(), &fingerprint, rollout.watched.clone());
+        if let Some(record) = self.installed.clone() {
+            let ready = Some(ReadyMark {
+                fingerprint,
+                watched: rollout.watched,
+            });
+            self.store(InstalledRevision { ready, ..record }).await?;
+        }
+        Ok(Progress::Done)
     }
 
     /// The objects the installed revision recorded.
@@ -507,6 +542,9 @@ fn new_record(
         properties: merged_properties(&unpacked.bundle.properties, &target.properties),
         objects: applied,
         generation,
+        // Kept until readiness replaces it: a mark names the fingerprint it was made for, so a
+        // mark of other content is never taken for this one.
+        ready: installed.and_then(|r| r.ready.clone()),
     }
 }
 
@@ -531,19 +569,26 @@ fn tracked_until_pruned(applied: &[ObjectRef], previous: &[ObjectRef]) -> Vec<Ob
 }
 
 /// What a full apply depends on: the extension (its uid, generation and service account), the
-/// image digest and the rendered manifests.
-fn apply_fingerprint(ext: &ClusterExtension, digest_ref: &str, rendered: &[Value]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    ext.uid().hash(&mut hasher);
-    ext.metadata.generation.hash(&mut hasher);
-    ext.spec.namespace.hash(&mut hasher);
-    ext.spec.service_account.name.hash(&mut hasher);
-    digest_ref.hash(&mut hasher);
-    serde_json::to_string(rendered)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
+/// image digest and the rendered manifests, as SHA-256 in hex (stable across processes and
+/// builds: revision records keep it).
+fn apply_fingerprint(ext: &ClusterExtension, digest_ref: &str, rendered: &[Value]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let generation = ext.metadata.generation.unwrap_or_default().to_string();
+    let rendered = serde_json::to_string(rendered).unwrap_or_default();
+    for part in [
+        ext.uid().unwrap_or_default().as_str(),
+        &generation,
+        &ext.spec.namespace,
+        &ext.spec.service_account.name,
+        digest_ref,
+        &rendered,
+    ] {
+        // Length-prefixed, so that parts cannot run into each other.
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]
