@@ -133,6 +133,24 @@ async fn drift_on_an_applied_object_is_repaired() {
         },
     )
     .await;
+
+    // Deleted (its last state, as the watch reports it, looks like the ready one): applied
+    // again, a new object.
+    let uid = deployments.get(&name).await.unwrap().metadata.uid;
+    deployments.delete(&name, &DeleteParams::default()).await.unwrap();
+    support::wait_for(
+        "the deleted Deployment to be applied again",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match deployments.get_opt(&name).await.map_err(|e| e.to_string())? {
+                Some(d) if d.metadata.uid != uid => Ok(()),
+                Some(_) => Err("the deleted one is still there".to_string()),
+                None => Err("not there".to_string()),
+            }
+        },
+    )
+    .await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 }
 
 #[tokio::test]

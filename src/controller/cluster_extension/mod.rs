@@ -12,7 +12,7 @@ mod steps;
 
 use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -242,14 +242,28 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         )
         // The objects the controller applied: rollouts progress, drift is repaired (the last
         // apply is no longer to be trusted).
-        .watches(Api::<Deployment>::all(client.clone()), owned.clone(), {
-            let last_apply = ctx.last_apply.clone();
-            move |object| owner_changed(&object, ready_deployment(&object), &last_apply)
-        })
-        .watches(Api::<CustomResourceDefinition>::all(client.clone()), owned, {
-            let last_apply = ctx.last_apply.clone();
-            move |object| owner_changed(&object, ready_crd(&object), &last_apply)
-        })
+        .watches_stream(
+            owned_objects(
+                Api::<Deployment>::all(client.clone()),
+                owned.clone(),
+                &ctx.last_apply,
+            ),
+            {
+                let last_apply = ctx.last_apply.clone();
+                move |object| owner_changed(&object, ready_deployment(&object), &last_apply)
+            },
+        )
+        .watches_stream(
+            owned_objects(
+                Api::<CustomResourceDefinition>::all(client.clone()),
+                owned,
+                &ctx.last_apply,
+            ),
+            {
+                let last_apply = ctx.last_apply.clone();
+                move |object| owner_changed(&object, ready_crd(&object), &last_apply)
+            },
+        )
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())
         .shutdown_on_signal()
@@ -310,6 +324,40 @@ async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>
     }
 }
 
+/// The objects of kind `K` the controller applied (`config` selects them by owner label), as
+/// reconcile triggers. A deletion forgets the owner's last apply here, where it is still known
+/// as one: the deleted object's last state may look unchanged to [`owner_changed`].
+fn owned_objects<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    last_apply: &LastApplies,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let last_apply = last_apply.clone();
+    watcher(api, config)
+        .default_backoff()
+        .map_ok(move |event| {
+            if let watcher::Event::Delete(object) = &event
+                && let Some(owner) = owner_of(object)
+            {
+                last_apply.object_changed(owner, None);
+            }
+            event
+        })
+        .touched_objects()
+}
+
+/// The ClusterExtension named in an object's owner labels.
+fn owner_of<K: Resource>(object: &K) -> Option<&str> {
+    let labels = object.meta().labels.as_ref()?;
+    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
+        return None;
+    }
+    labels.get(LABEL_OWNER_NAME).map(String::as_str)
+}
+
 /// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
 /// is as that apply left it (see [`LastApplies::object_changed`]).
 fn owner_changed<K: Resource>(
@@ -317,11 +365,7 @@ fn owner_changed<K: Resource>(
     ready_state: Option<WatchedObject>,
     last_apply: &LastApplies,
 ) -> Option<ObjectRef<ClusterExtension>> {
-    let labels = object.meta().labels.as_ref()?;
-    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
-        return None;
-    }
-    let owner = labels.get(LABEL_OWNER_NAME)?;
+    let owner = owner_of(object)?;
     last_apply.object_changed(owner, ready_state.as_ref());
     Some(ObjectRef::new(owner))
 }
