@@ -131,16 +131,23 @@ impl Leadership {
     /// does not hold the lease. Each request it sends is counted for the reconcile that makes it
     /// ([`crate::controller::metrics::count_api_requests`]).
     pub fn client(&self, config: Config) -> Result<Client, kube::Error> {
+        Ok(ClientBuilder::try_from(config)?.with_layer(&self.guard()).build())
+    }
+
+    /// The layer that refuses requests with [`NotLeader`] while this process does not hold the
+    /// lease, and counts those it lets through (see [`Leadership::client`]).
+    pub fn guard<R>(
+        &self,
+    ) -> tower::filter::FilterLayer<impl Fn(R) -> Result<R, NotLeader> + Clone + use<R>> {
         let leadership = self.clone();
-        let guard = tower::filter::FilterLayer::new(move |request| {
+        tower::filter::FilterLayer::new(move |request| {
             if leadership.holds() {
                 crate::controller::metrics::note_api_request();
                 Ok(request)
             } else {
                 Err(NotLeader)
             }
-        });
-        Ok(ClientBuilder::try_from(config)?.with_layer(&guard).build())
+        })
     }
 }
 

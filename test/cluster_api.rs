@@ -19,6 +19,8 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
 use kube::config::AuthInfo;
+use olmv1::apply::identity::ServiceAccountClients;
+use olmv1::leader::Leadership;
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -748,6 +750,40 @@ async fn impersonated_service_account_is_limited_to_its_role() {
     ]);
     let as_sa = kube::Client::try_from(config).expect("impersonating client");
     assert_narrow_permissions("impersonation", as_sa, &ns, &sa).await;
+}
+
+#[tokio::test]
+async fn service_account_clients_share_connections_but_never_the_controllers_identity() {
+    let env = support::env();
+    let admin = env.client().await;
+    // The controller's config authenticates with a client certificate (the admin's here): none
+    // of it may reach the service accounts' requests or their shared connections.
+    let config = env.config().await;
+    assert!(
+        config.auth_info.client_certificate_data.is_some() || config.auth_info.client_certificate.is_some(),
+        "the test's admin authenticates with a client certificate"
+    );
+    let clients = ServiceAccountClients::new(admin.clone(), config, Leadership::unelected())
+        .expect("service account clients");
+    let (first_ns, first_sa) = narrow_service_account(&admin).await;
+    let (second_ns, second_sa) = narrow_service_account(&admin).await;
+    // Interleaved, so that requests of both go over the same pooled connections.
+    for _round in 0..2 {
+        for (ns, sa) in [(&first_ns, &first_sa), (&second_ns, &second_sa)] {
+            let client = clients
+                .client_for(ns, sa)
+                .await
+                .expect("client for the service account");
+            assert_narrow_permissions("ServiceAccountClients", client, ns, sa).await;
+        }
+    }
+    // Each one's role, not the other's.
+    let first = clients.client_for(&first_ns, &first_sa).await.unwrap();
+    let other: Api<ConfigMap> = Api::namespaced(first, &second_ns);
+    match other.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("the first account may not list the second's ConfigMaps: {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,6 +3,10 @@
 //! Tokens come from the TokenRequest API, are cached per service account and renewed when less
 //! than a tenth of their lifetime is left, as upstream's token getter did. A client built here
 //! carries only the bearer token: none of the controller's own credentials.
+//!
+//! Every service account's client sends its requests over one connection pool to the API server
+//! (TLS without a client certificate; the identity is the bearer token each request carries):
+//! a pool per service account kept an idle TLS connection, with its buffers, per extension.
 
 use std::{
     collections::HashMap,
@@ -10,12 +14,22 @@ use std::{
     time::{Duration, Instant},
 };
 
+use hyper_util::{
+    client::legacy::{Client as ConnectionPool, connect::HttpConnector},
+    rt::TokioExecutor,
+};
 use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
 };
-use kube::{Api, Client, Config, api::PostParams, config::AuthInfo};
+use kube::{
+    Api, Client, Config,
+    api::PostParams,
+    client::{Body, ConfigExt, retry::RetryPolicy},
+    config::AuthInfo,
+};
 use tokio::sync::RwLock;
+use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
 use crate::leader::Leadership;
 
@@ -62,13 +76,19 @@ struct CachedToken {
     renew_at: Instant,
 }
 
+/// The connections every service account's client shares.
+type SharedConnections =
+    ConnectionPool<hyper_timeout::TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>, Body>;
+
 /// Hands out clients that act as `system:serviceaccount:<namespace>:<name>`.
 #[derive(Clone)]
 pub struct ServiceAccountClients {
     /// The controller's own client: used only to request tokens.
     controller: Client,
-    /// The controller's config: the API server address and CA that SA clients reuse.
+    /// The API server's address, CA, timeouts and headers, with no credentials of the
+    /// controller's (each client adds its own token).
     base: Config,
+    connections: SharedConnections,
     cache: Arc<RwLock<HashMap<(String, String), CachedToken>>>,
     /// Service account clients stop with the controller's leadership.
     leadership: Leadership,
@@ -77,13 +97,19 @@ pub struct ServiceAccountClients {
 impl ServiceAccountClients {
     /// Builds the factory from the controller's own client and config; its clients are guarded
     /// by `leadership`.
-    pub fn new(controller: Client, base: Config, leadership: Leadership) -> Self {
-        Self {
+    pub fn new(controller: Client, base: Config, leadership: Leadership) -> Result<Self, kube::Error> {
+        let mut base = base;
+        // Only the bearer token: no client certificate, exec plugin or impersonation of the
+        // controller's own identity may reach the service accounts' connections or requests.
+        base.auth_info = AuthInfo::default();
+        let connections = shared_connections(&base)?;
+        Ok(Self {
             controller,
             base,
+            connections,
             cache: Arc::default(),
             leadership,
-        }
+        })
     }
 
     /// A client acting as the service account `namespace/name`.
@@ -148,20 +174,42 @@ impl ServiceAccountClients {
 
     fn client_with_token(&self, token: String, namespace: &str, name: &str) -> Result<Client, IdentityError> {
         let mut config = self.base.clone();
-        // Only the bearer token: no client certificate, exec plugin or impersonation of the
-        // controller's own identity may leak into the service account's client.
         config.auth_info = AuthInfo {
             token: Some(token.into()),
             ..AuthInfo::default()
         };
-        self.leadership
-            .client(config)
-            .map_err(|source| IdentityError::Client {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                source,
-            })
+        let client_error = |source| IdentityError::Client {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            source,
+        };
+        let service = ServiceBuilder::new()
+            .layer(self.leadership.guard::<http::Request<Body>>())
+            .layer(config.base_uri_layer())
+            .option_layer(
+                config
+                    .default_retry
+                    .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+            )
+            .option_layer(config.auth_layer().map_err(client_error)?)
+            .layer(config.extra_headers_layer().map_err(client_error)?)
+            .map_err(BoxError::from)
+            .service(self.connections.clone());
+        Ok(Client::new(service, config.default_namespace))
     }
+}
+
+/// One connection pool to the API server of `base` (kube's client stack: TLS with its CA, and
+/// its connect, read and write timeouts), without credentials.
+fn shared_connections(base: &Config) -> Result<SharedConnections, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let mut connector =
+        hyper_timeout::TimeoutConnector::new(base.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(base.connect_timeout);
+    connector.set_read_timeout(base.read_timeout);
+    connector.set_write_timeout(base.write_timeout);
+    Ok(hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector))
 }
 /// The token of a TokenRequest answer; an answer without one is an error.
 fn token_of(response: TokenRequest, namespace: &str, name: &str) -> Result<String, IdentityError> {

@@ -144,12 +144,15 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     // Registry credentials from the pull secrets, kept current (shared with `pull`).
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
+    let identities =
+        ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
+            .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
     let ctx = Arc::new(Context {
         webhook_provider,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
         ..Context::new(
             client.clone(),
-            ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone()),
+            identities,
             RevisionStore::new(client.clone(), &system_namespace),
             Arc::new(CachedCatalogClient::new(catalog_client)),
             pull,
