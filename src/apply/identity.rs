@@ -183,6 +183,10 @@ impl ServiceAccountClients {
             name: name.to_string(),
             source,
         };
+        if config.proxy_url.is_some() {
+            // kube's own stack speaks to proxies; the shared pool connects directly.
+            return self.leadership.client(config).map_err(client_error);
+        }
         let service = ServiceBuilder::new()
             .layer(self.leadership.guard::<http::Request<Body>>())
             .layer(config.base_uri_layer())
@@ -211,6 +215,7 @@ fn shared_connections(base: &Config) -> Result<SharedConnections, kube::Error> {
     connector.set_write_timeout(base.write_timeout);
     Ok(hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector))
 }
+
 /// The token of a TokenRequest answer; an answer without one is an error.
 fn token_of(response: TokenRequest, namespace: &str, name: &str) -> Result<String, IdentityError> {
     response
