@@ -1,4 +1,5 @@
-# Shell shared by the benchmark scripts (hack/bench-vs-upstream.sh, hack/bench-scale.sh); source
+# Shell shared by the benchmark scripts (hack/bench-vs-upstream.sh, hack/bench-scale.sh) and
+# hack/interop.sh; source
 # it after setting `here` (this directory) and `repo`. Not a script of its own.
 # shellcheck shell=bash disable=SC2034,SC2154 # variables set for and by the sourcing script
 

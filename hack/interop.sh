@@ -17,6 +17,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
+# shellcheck source=hack/bench-lib.sh
+source "$here/bench-lib.sh" # start_olmv1, stop_olmv1, start_catalogd, free_port
 log() { echo "interop: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -53,19 +55,6 @@ source "$env_file"
 work="$OLMV1_ENV_DIR/interop"
 mkdir -p "$work"
 
-start_olmv1() { # ROLE ARGS...: `olmv1 ROLE ARGS...` in the background, stopped by local-down.sh
-  local role=$1
-  shift
-  "$olmv1" "$role" "$@" >"$OLMV1_ENV_DIR/logs/olmv1-$role.log" 2>&1 </dev/null &
-  echo $! >"$OLMV1_ENV_DIR/pids/olmv1@$role.pid"
-}
-stop_olmv1() {
-  local pid_file="$OLMV1_ENV_DIR/pids/olmv1@$1.pid"
-  kill "$(cat "$pid_file")" 2>/dev/null || true
-  wait "$(cat "$pid_file")" 2>/dev/null || true
-  rm -f "$pid_file"
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
 # shellcheck disable=SC1091
@@ -89,9 +78,7 @@ log "2. differences table: upstream operator-controller"
 log "3. olmv1 catalogd -> upstream operator-controller"
 "$here/upstream-up.sh" --stop "$env_file" catalogd
 kubectl delete mutatingwebhookconfiguration catalogd-mutating-webhook-configuration >/dev/null
-port=$(free_port)
-start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" --external-address "127.0.0.1:$port" \
-  --cache-dir "$work/olmv1-catalogd-cache" --metrics-addr "127.0.0.1:$(free_port)"
+start_catalogd "$work/olmv1-catalogd-cache"
 "$driver" real "$work/plan.json" --label upstream
 "$here/upstream-up.sh" --stop "$env_file" operator-controller
 stop_olmv1 catalogd
