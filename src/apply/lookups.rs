@@ -25,6 +25,8 @@ use super::preflight::{Access, RoleRef, ServiceAccountRef};
 
 /// How long after a watch event answers are not kept (the API server's caches catch up).
 const SETTLE: Duration = Duration::from_secs(5);
+/// How long after a CRD or APIService event discovery may still show the APIs as before.
+pub const DISCOVERY_SETTLE: Duration = SETTLE;
 
 /// What a set of answers depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +88,8 @@ struct RbacAnswers {
 struct Inner {
     discovery: Mutex<Guarded<Option<Arc<Discovery>>>>,
     rbac: Mutex<Guarded<RbacAnswers>>,
+    /// Bumped on every CRD or APIService event (see [`ClusterLookups::discovery_changes`]).
+    discovery_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// Discovery and review answers shared by every reconcile (clone freely). Without
@@ -155,6 +159,7 @@ impl ClusterLookups {
                 guarded.kinds = topic.kinds();
                 change(&mut guarded.watching);
                 guarded.invalidate();
+                self.0.discovery_changes.send_modify(|n| *n = n.wrapping_add(1));
             }
             Topic::Rbac => {
                 let mut guarded = lock(&self.0.rbac);
@@ -185,6 +190,13 @@ impl ClusterLookups {
             guarded.answers = Some(discovery.clone());
         }
         Ok(discovery)
+    }
+
+    /// Signals each CRD or APIService event (while [`ClusterLookups::watch`] runs): the APIs the
+    /// cluster serves may have changed. What the API server serves follows such an event a
+    /// little later: wait [`DISCOVERY_SETTLE`] before reading discovery again.
+    pub fn discovery_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.discovery_changes.subscribe()
     }
 
     /// Discovery if it is kept (no request), for callers that can look kinds up one by one.

@@ -203,6 +203,17 @@ mod store {
         /// The bundle images of every revision record (what the bundle image cache keeps).
         /// A record that cannot be read fails the whole answer: its image is unknown.
         pub async fn installed_images(&self) -> Result<Vec<String>, RecordError> {
+            Ok(self
+                .installed()
+                .await?
+                .into_iter()
+                .map(|(_, record)| record.image)
+                .collect())
+        }
+
+        /// Every revision record with the name of the ClusterExtension it belongs to (one list
+        /// request). A record that cannot be read fails the whole answer.
+        pub async fn installed(&self) -> Result<Vec<(String, InstalledRevision)>, RecordError> {
             let params = ListParams::default().labels(&owner_kind_selector());
             let secrets = self
                 .secrets
@@ -225,7 +236,7 @@ mod store {
                         .and_then(|l| l.get(olmv1_api::v1::conditions::LABEL_OWNER_NAME))
                         .cloned()
                         .unwrap_or_default();
-                    decode(&owner, s).map(|record| record.image)
+                    decode(&owner, s).map(|record| (owner, record))
                 })
                 .collect()
         }

@@ -12,7 +12,7 @@ use crate::{
     bundle::render::WebhookProvider,
     catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient},
     controller::{
-        cluster_extension::{self, Context},
+        cluster_extension::{self, Context, DependencyMode},
         metrics::Metrics,
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
@@ -77,6 +77,11 @@ pub struct ControllerArgs {
         default_value = "cert-manager"
     )]
     pub webhook_provider: WebhookProvider,
+    /// Bundles that declare dependencies: `refuse` them as upstream does, or `check` that
+    /// installed extensions (or the cluster's APIs) satisfy them, and refuse upgrades that would
+    /// break an installed dependent.
+    #[arg(long, env = "OLMV1_DEPENDENCIES", value_enum, default_value = "check")]
+    pub dependencies: DependencyMode,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -112,6 +117,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         pull_secrets,
         bundle_limits,
         webhook_provider,
+        dependencies,
         upgradeable,
         max_jsonl_line_bytes,
     } = args;
@@ -149,6 +155,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
     let ctx = Arc::new(Context {
         webhook_provider,
+        dependencies,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
         ..Context::new(
             client.clone(),

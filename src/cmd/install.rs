@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 use super::sources::{SourceArgs, fail, kube_client};
 use crate::{
     admin::cluster::{self, check_readable},
+    apply::revision::RevisionStore,
+    controller::cluster_extension::{UNSATISFIED_DEPENDENCIES, installed_extension, served_apis},
+    dependencies::{BrokenDependent, InstalledExtension, broken_by_change},
     resolve::{ResolveRequest, resolve},
 };
 
@@ -49,6 +52,18 @@ pub struct InstallArgs {
     /// Print the ClusterExtension and what would be installed; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Install the package's dependencies first: one ClusterExtension per bundle of the plan
+    /// (`olmv1 resolve --with-dependencies`), pinned to its version and catalog, in the same
+    /// namespace with the same service account, each waited for before the next.
+    #[arg(long)]
+    pub with_dependencies: bool,
+    /// How long to wait for each extension of `--with-dependencies` to be installed, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+    /// The controller's namespace, where it records what each extension installed (the plan
+    /// keeps what is installed).
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -82,6 +97,12 @@ pub struct UninstallArgs {
     /// Print what would be removed; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Uninstall even when installed extensions depend on what it provides.
+    #[arg(long)]
+    pub force: bool,
+    /// The controller's namespace, where it records what each extension installed.
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
 }
 
 /// The ClusterExtension `olmv1 install` writes.
@@ -124,6 +145,12 @@ pub async fn install(args: InstallArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail("install", &e),
     };
+    if args.with_dependencies {
+        return match install_with_dependencies(&args, object).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("install", &e),
+        };
+    }
     write_or_show("install", object, None, args.dry_run, &args.sources).await
 }
 
@@ -249,6 +276,31 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
     let installed = cluster::installed_bundle(&current)
         .map(|b| format!("{} {}", b.name, b.version))
         .unwrap_or_else(|| "nothing installed".into());
+    if !args.force {
+        match installed_dependents(&client, &args.extension, &args.system_namespace).await {
+            Ok(broken) if broken.is_empty() => {}
+            Ok(broken) => {
+                let list: Vec<String> = broken.iter().map(ToString::to_string).collect();
+                return fail(
+                    "uninstall",
+                    &format!(
+                        "ClusterExtension {:?} is a dependency of installed extensions: {}; uninstall them first, or pass --force to remove it anyway",
+                        args.extension,
+                        list.join("; ")
+                    ),
+                );
+            }
+            Err(e) => {
+                return fail(
+                    "uninstall",
+                    &format!(
+                        "cannot check what depends on ClusterExtension {:?}: {e}; pass --force to remove it without checking",
+                        args.extension
+                    ),
+                );
+            }
+        }
+    }
     if args.dry_run {
         outln!(
             "# dry run: would delete clusterextension/{} ({installed}) and the objects it installed in namespace {}",
@@ -269,5 +321,226 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
             "uninstall",
             &format!("deleting ClusterExtension {:?}: {e}", args.extension),
         ),
+    }
+}
+
+/// The bundles other ClusterExtensions (not being deleted) installed, by their revision records
+/// in `system_namespace`, and the one `extension` installed (if any).
+pub async fn installed_extensions(
+    client: &kube::Client,
+    extension: Option<&str>,
+    system_namespace: &str,
+) -> Result<(Vec<InstalledExtension>, Option<InstalledExtension>), String> {
+    let live: std::collections::BTreeSet<String> = cluster::cluster_extensions(client)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|e| e.metadata.deletion_timestamp.is_none())
+        .map(|e| e.metadata.name.unwrap_or_default())
+        .collect();
+    let records = RevisionStore::new(client.clone(), system_namespace)
+        .installed()
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut others, mut own) = (Vec::new(), None);
+    for (name, record) in records {
+        if Some(name.as_str()) == extension {
+            own = Some(installed_extension(&name, &record, None));
+        } else if live.contains(&name) {
+            others.push(installed_extension(&name, &record, None));
+        }
+    }
+    Ok((others, own))
+}
+
+/// The APIs the cluster serves.
+pub async fn served_apis_of(client: &kube::Client) -> Result<Vec<crate::dependencies::Gvk>, String> {
+    let discovery = match kube::Discovery::new(client.clone()).run_aggregated().await {
+        Ok(discovery) => discovery,
+        Err(_) => kube::Discovery::new(client.clone())
+            .run()
+            .await
+            .map_err(|e| format!("discovering the cluster's APIs: {e}"))?,
+    };
+    Ok(served_apis(&discovery))
+}
+
+/// The requirements of installed extensions that removing `extension` would leave unsatisfied.
+async fn installed_dependents(
+    client: &kube::Client,
+    extension: &str,
+    system_namespace: &str,
+) -> Result<Vec<BrokenDependent>, String> {
+    let (others, own) = installed_extensions(client, Some(extension), system_namespace).await?;
+    let Some(own) = own else {
+        return Ok(Vec::new());
+    };
+    let served = served_apis_of(client).await?;
+    Ok(broken_by_change(&others, &served, &own, None))
+}
+
+/// `olmv1 install --with-dependencies`: plans what the package needs with what is installed
+/// kept, then applies one ClusterExtension per planned bundle, dependencies first, waiting for
+/// each to be installed; `--dry-run` prints them.
+async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<(), String> {
+    let ext: ClusterExtension =
+        serde_json::from_value(object.clone()).map_err(|e| format!("invalid ClusterExtension: {e}"))?;
+    let name = ext.metadata.name.clone().unwrap_or_default();
+    let client = kube_client().await?;
+    let api = Api::<ClusterExtension>::all(client.clone());
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| format!("reading ClusterExtension {name:?}: {e}"))?;
+    let request = ResolveRequest::from_cluster_extension(&ext, existing.as_ref().and_then(cluster::installed_bundle))
+        .map_err(|e| e.to_string())?;
+    let catalogs = args.sources.load().await?;
+    super::sources::warn_unreadable("install", &catalogs);
+    let inputs: Vec<_> = catalogs.into_iter().map(|c| c.input).collect();
+    let (others, own) = installed_extensions(&client, Some(&name), &args.system_namespace).await?;
+    let installed: Vec<InstalledExtension> = others.into_iter().chain(own).collect();
+    let served = served_apis_of(&client).await?;
+    let plan = crate::dependencies::plan(
+        &crate::dependencies::PlanRequest {
+            request: &request,
+            installed: &installed,
+            served_apis: &served,
+            allow_changes: false,
+            limits: Default::default(),
+        },
+        &inputs,
+    )
+    .map_err(|e| format!("no plan for {}: {e}", request.package))?;
+    let mut steps = Vec::new();
+    for planned in &plan.plan {
+        if planned.package == request.package {
+            continue;
+        }
+        steps.push((dependency_object(args, planned), planned));
+    }
+    for (object, _) in &steps {
+        let dependency = object["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some(present) = api
+            .get_opt(dependency)
+            .await
+            .map_err(|e| format!("reading ClusterExtension {dependency:?}: {e}"))?
+        {
+            let package = present.spec.source.catalog.as_ref().map(|c| c.package_name.as_str());
+            if package != object["spec"]["source"]["catalog"]["packageName"].as_str() {
+                return Err(format!(
+                    "ClusterExtension {dependency:?} exists for package {:?}; install the dependency under another name by hand",
+                    package.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if args.dry_run {
+        for (object, planned) in &steps {
+            out!("{}", serde_saphyr::to_string(object).map_err(|e| e.to_string())?);
+            outln!(
+                "# dry run: would install {} {} from catalog {} (required by {})",
+                planned.bundle,
+                planned.version,
+                planned.catalog,
+                planned.required_by.join(", ")
+            );
+        }
+        out!("{}", serde_saphyr::to_string(&object).map_err(|e| e.to_string())?);
+        if let Some(requested) = plan.plan.iter().find(|p| p.package == request.package) {
+            outln!(
+                "# dry run: would install {} {} from catalog {}",
+                requested.bundle,
+                requested.version,
+                requested.catalog
+            );
+        }
+        return Ok(());
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for (object, planned) in &steps {
+        let dependency = object["metadata"]["name"].as_str().unwrap_or_default();
+        api.patch(dependency, &params, &Patch::Apply(object))
+            .await
+            .map_err(|e| format!("applying ClusterExtension {dependency:?}: {e}"))?;
+        outln!("clusterextension/{dependency} applied ({} {})", planned.bundle, planned.version);
+        wait_installed(&api, dependency, Some(&planned.version), args.timeout).await?;
+        outln!("clusterextension/{dependency} installed");
+    }
+    api.patch(&name, &params, &Patch::Apply(&object))
+        .await
+        .map_err(|e| format!("applying ClusterExtension {name:?}: {e}"))?;
+    outln!("clusterextension/{name} applied");
+    wait_installed(&api, &name, None, args.timeout).await?;
+    outln!("clusterextension/{name} installed");
+    Ok(())
+}
+
+/// The ClusterExtension of a planned dependency: named after its package, in the requested
+/// extension's namespace with its service account, pinned to the planned version and catalog.
+fn dependency_object(args: &InstallArgs, planned: &crate::dependencies::PlannedBundle) -> Value {
+    json!({
+        "apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterExtension",
+        "metadata": {"name": planned.package},
+        "spec": {
+            "namespace": args.namespace,
+            "serviceAccount": {"name": args.service_account},
+            "source": {"sourceType": "Catalog", "catalog": {
+                "packageName": planned.package,
+                "version": planned.version,
+                "selector": {"matchLabels": {olmv1_api::v1::conditions::LABEL_CATALOG_NAME: planned.catalog}},
+            }}
+        }
+    })
+}
+
+/// Waits until the ClusterExtension reports `Installed=True` (with `version`, when given) for its
+/// current generation; a terminal failure (`Progressing=False`) or the deadline is an error with
+/// its message.
+async fn wait_installed(
+    api: &Api<ClusterExtension>,
+    name: &str,
+    version: Option<&str>,
+    timeout_seconds: u64,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(timeout_seconds);
+    let mut last = String::from("no status yet");
+    loop {
+        let ext = api
+            .get(name)
+            .await
+            .map_err(|e| format!("reading ClusterExtension {name:?}: {e}"))?;
+        let generation = ext.metadata.generation;
+        let status = ext.status.unwrap_or_default();
+        let current = |type_: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == type_ && c.observed_generation == generation)
+        };
+        let installed_version = status.install.as_ref().map(|i| i.bundle.version.as_str());
+        if let (Some(installed), Some(progressing)) = (current("Installed"), current("Progressing")) {
+            if installed.status == "True"
+                && progressing.reason == "Succeeded"
+                && version.is_none_or(|v| installed_version == Some(v))
+            {
+                return Ok(());
+            }
+            // Blocked on dependencies only until the controller sees those just installed.
+            let waits = progressing.message.contains(UNSATISFIED_DEPENDENCIES);
+            if progressing.status == "False" && !waits {
+                return Err(format!(
+                    "ClusterExtension {name:?} cannot be installed: {}",
+                    progressing.message
+                ));
+            }
+            last = format!("Progressing {}: {}", progressing.reason, progressing.message);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "ClusterExtension {name:?} was not installed within {timeout_seconds} s ({last})"
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }

@@ -393,8 +393,13 @@ impl<'a> PackageFilter<'a> {
 
 /// The dependency property that makes OLM v1 refuse a bundle, if it declares one.
 pub fn unsupported_dependency(bundle: &BundleIndex) -> Option<&str> {
-    bundle
-        .properties
+    dependency_property(&bundle.properties)
+}
+
+/// The first dependency property (`olm.package.required`, `olm.gvk.required`,
+/// `olm.constraint`) among `properties`, if any.
+pub fn dependency_property(properties: &[Property]) -> Option<&str> {
+    properties
         .iter()
         .find(|p| {
             matches!(
@@ -405,9 +410,25 @@ pub fn unsupported_dependency(bundle: &BundleIndex) -> Option<&str> {
         .map(|p| &*p.type_)
 }
 
-/// Resolves the bundle to install, as upstream OLM v1 does. Catalogs are consulted in name order
-/// (the order the API server lists them).
+/// Resolves the bundle to install, as upstream OLM v1 does: a bundle that declares a dependency
+/// is refused. Catalogs are consulted in name order (the order the API server lists them).
 pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Resolution, ResolveError> {
+    let resolution = resolve_allowing_dependencies(request, catalogs)?;
+    if let Some(property) = dependency_property(&resolution.bundle.properties) {
+        return Err(ResolveError::UnsupportedDependency {
+            bundle: resolution.bundle.name,
+            property: property.to_string(),
+        });
+    }
+    Ok(resolution)
+}
+
+/// [`resolve`] without the refusal of dependencies: the bundle upstream would pick, whatever it
+/// requires (the controller's `--dependencies=check` checks them afterwards).
+pub fn resolve_allowing_dependencies(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+) -> Result<Resolution, ResolveError> {
     let prepared = PreparedRequest::new(request)?;
     let range_text = prepared.range_text;
 
@@ -467,12 +488,6 @@ pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Re
             bundle: winner.bundle.name.to_string(),
             message: message.to_string(),
         })?;
-    if let Some(property) = unsupported_dependency(winner.bundle) {
-        return Err(ResolveError::UnsupportedDependency {
-            bundle: winner.bundle.name.to_string(),
-            property: property.to_string(),
-        });
-    }
     Ok(Resolution {
         bundle: ResolvedBundle {
             name: winner.bundle.name.to_string(),

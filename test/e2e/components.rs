@@ -314,6 +314,11 @@ pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
     stop_shared(share, true, true)
 }
 
+/// Stops the shared controller only (a test runs its own). Only with [`exclusive_cluster`].
+pub fn stop_shared_controller(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, false, true)
+}
+
 /// Stops the shared catalogd only (catalogs unreachable). Only with [`exclusive_cluster`].
 pub fn stop_shared_catalogd(share: &ClusterShare) -> SharedComponentsStopped {
     stop_shared(share, true, false)
@@ -376,6 +381,17 @@ impl Replica {
             name: name.into(),
             child,
             address,
+        }
+    }
+
+    /// Starts a controller `name` without leader election and with `extra` arguments (the shared
+    /// controller stopped, see [`stop_shared_controller`]).
+    pub fn controller_with(name: &str, extra: &[&str]) -> Replica {
+        let operations = format!("127.0.0.1:{}", support::free_port());
+        Replica {
+            name: name.into(),
+            child: spawn_controller(name, &operations, extra),
+            address: String::new(),
         }
     }
 

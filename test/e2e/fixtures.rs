@@ -30,6 +30,9 @@ pub struct Bundle {
     /// A hostile image: this manifest (a file name under `manifests/`) is replaced, in a second
     /// layer, by a symbolic link to this target.
     pub linked_manifest: Option<(String, PathBuf)>,
+    /// Dependencies (`{type, value}`): in the image's `metadata/dependencies.yaml` and, as opm
+    /// copies them, in the catalog entry's properties.
+    pub dependencies: Vec<Value>,
 }
 
 impl Bundle {
@@ -44,7 +47,14 @@ impl Bundle {
             with_config_map: true,
             max_openshift_version: None,
             linked_manifest: None,
+            dependencies: vec![],
         }
+    }
+
+    /// Declares a dependency: `olm.package.required`, `olm.gvk.required` or `olm.constraint`.
+    pub fn requires(mut self, type_: &str, value: Value) -> Self {
+        self.dependencies.push(json!({"type": type_, "value": value}));
+        self
     }
 
     pub fn replaces(mut self, version: &str, package: &str) -> Self {
@@ -108,6 +118,10 @@ pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
     if let Some(max) = &bundle.max_openshift_version {
         let properties = json!({"properties": [{"type": "olm.maxOpenShiftVersion", "value": max}]});
         std::fs::write(metadata.join("properties.yaml"), properties.to_string()).unwrap();
+    }
+    if !bundle.dependencies.is_empty() {
+        let dependencies = json!({"dependencies": bundle.dependencies});
+        std::fs::write(metadata.join("dependencies.yaml"), dependencies.to_string()).unwrap();
     }
     let write_json = |name: &str, value: &Value| {
         std::fs::write(manifests.join(name), serde_json::to_string_pretty(value).unwrap()).unwrap()
@@ -259,6 +273,22 @@ pub struct Package {
 /// Publishes every bundle of `package` and a catalog image holding it; returns the catalog's
 /// tag reference.
 pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
+    publish_catalog_of(registry, repository, tag, std::slice::from_ref(package)).await
+}
+
+/// Publishes every bundle of `packages` and one catalog image holding them all; returns the
+/// catalog's tag reference.
+pub async fn publish_catalog_of(registry: &str, repository: &str, tag: &str, packages: &[Package]) -> String {
+    let mut lines = Vec::new();
+    for package in packages {
+        lines.extend(package_metas(registry, package).await);
+    }
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    push_catalog(&format!("{registry}/{repository}:{tag}"), &packages[0].name, &text).await
+}
+
+/// The FBC objects of `package`, its bundles published.
+async fn package_metas(registry: &str, package: &Package) -> Vec<Value> {
     let mut lines = vec![
         json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel}),
     ];
@@ -289,9 +319,12 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
     }
     for bundle in &package.bundles {
         let image = publish_bundle(registry, &package.name, bundle).await;
+        // What opm derives: the package, the owned CRD's API, the dependencies.
         let mut properties = vec![
             json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}}),
+            json!({"type": "olm.gvk", "value": {"group": crd_group(&package.name), "version": "v1", "kind": "Widget"}}),
         ];
+        properties.extend(bundle.dependencies.iter().cloned());
         if let Some(max) = &bundle.max_openshift_version {
             properties.push(json!({"type": "olm.maxOpenShiftVersion", "value": max}));
         }
@@ -319,8 +352,7 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
             .collect();
         lines.push(json!({"schema": "olm.deprecations", "package": package.name, "entries": entries}));
     }
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    push_catalog(&format!("{registry}/{repository}:{tag}"), &package.name, &text).await
+    lines
 }
 
 /// Pushes a catalog image holding one package's FBC objects (one JSON object per line) under

@@ -10,6 +10,7 @@ mod components;
 mod fixtures;
 
 mod cache;
+mod dependencies;
 mod failures;
 mod gating;
 mod ha;

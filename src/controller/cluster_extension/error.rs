@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use olmv1_api::v1::conditions::{REASON_BLOCKED, REASON_RETRYING};
 
+use super::dependencies::DependencyCheckError;
 use crate::{
     apply::{ApplyError, identity::IdentityError, preflight::PreflightError, revision::RecordError},
     bundle::{registry_v1::LoadError, render::RenderError},
@@ -67,6 +68,9 @@ pub enum BundleError {
     /// Applying, pruning or checking objects failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    /// The bundle's dependencies are not satisfied, or installing it would break a dependent.
+    #[error(transparent)]
+    Dependencies(#[from] DependencyCheckError),
 }
 
 impl BundleError {
@@ -77,6 +81,7 @@ impl BundleError {
             Self::Render(e) => e.is_terminal(),
             Self::Preflight(e) => e.is_terminal(),
             Self::Apply(e) => e.is_terminal(),
+            Self::Dependencies(e) => e.is_terminal(),
         }
     }
 }
@@ -114,8 +119,16 @@ impl StepError {
                 BundleError::Load(_) | BundleError::Render(_) => "InvalidBundle",
                 BundleError::Preflight(_) => "PreflightFailed",
                 BundleError::Apply(_) => "ApplyFailed",
+                BundleError::Dependencies(_) => "DependenciesUnsatisfied",
             },
         }
+    }
+
+    /// Whether it waits on other extensions (or the cluster's APIs) to change: a dependency
+    /// that is not installed, or a dependent an upgrade would break.
+    pub fn waits_on_other_extensions(&self) -> bool {
+        matches!(self, Self::Bundle { source, .. }
+            if matches!(source.as_ref(), BundleError::Dependencies(e) if e.waits_on_others()))
     }
 
     /// How soon to try again.

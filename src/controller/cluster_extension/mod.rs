@@ -5,6 +5,7 @@
 //! preflights -> apply -> wait for readiness -> status. Each step is a function in [`steps`];
 //! this module wires them to kube-runtime and writes status once per reconcile.
 
+mod dependencies;
 mod error;
 mod fallback;
 mod status;
@@ -35,6 +36,9 @@ use olmv1_api::v1::{
 };
 use tracing::{info, warn};
 
+pub use dependencies::{
+    DependencyMode, DependencyWaits, UNSATISFIED_DEPENDENCIES, installed_extension, served_apis,
+};
 pub use error::{Error, StepError};
 
 use crate::{
@@ -90,6 +94,10 @@ pub struct Context {
     /// The last full apply of each extension that ended ready, cleared by the watches when an
     /// owned object changes: a reconcile with nothing new makes no request for its content.
     pub last_apply: LastApplies,
+    /// What a bundle's dependencies mean: refused (upstream) or checked.
+    pub dependencies: DependencyMode,
+    /// The extensions blocked on dependencies, woken when what is installed changes.
+    pub dependency_waits: DependencyWaits,
 }
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
@@ -194,6 +202,8 @@ impl Context {
             webhook_provider: WebhookProvider::default(),
             lookups: ClusterLookups::new(),
             last_apply: LastApplies::default(),
+            dependencies: DependencyMode::default(),
+            dependency_waits: DependencyWaits::default(),
         }
     }
 }
@@ -215,6 +225,18 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         async move { lookups.watch(client).await }
     });
     tokio::spawn(forget_deleted_catalogs(client.clone(), ctx.catalogs.clone()));
+    // An API appeared or went: extensions waiting on a served API are looked at again, once
+    // discovery has caught up.
+    tokio::spawn({
+        let (mut changes, waits) = (ctx.lookups.discovery_changes(), ctx.dependency_waits.clone());
+        async move {
+            while changes.changed().await.is_ok() {
+                tokio::time::sleep(crate::apply::lookups::DISCOVERY_SETTLE).await;
+                changes.mark_unchanged();
+                waits.changed();
+            }
+        }
+    });
     // Entries left within the grace by the sweeps after installs and deletes go on a later one.
     tokio::spawn({
         let ctx = ctx.clone();
@@ -266,6 +288,8 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         )
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())
+        // Another extension's installed bundle changed: those blocked on dependencies retry.
+        .reconcile_on(ctx.dependency_waits.wakes())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -401,9 +425,19 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
     let outcome = steps::run_pipeline(ext, ctx).await;
     let new_status = status::compute(ext, &outcome, k8s_openapi::jiff::Timestamp::now());
     let changed = ext.status.as_ref() != Some(&new_status);
+    let waits_on_dependencies = outcome
+        .result
+        .as_ref()
+        .is_err_and(StepError::waits_on_other_extensions);
+    ctx.dependency_waits.set_blocked(&name, waits_on_dependencies);
     if changed {
         write_status(ctx, &name, &new_status).await?;
         publish_events(ext, &outcome, ctx).await;
+    }
+    let installed_before = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| &i.bundle.name);
+    if outcome.installed_bundle().map(|b| &b.bundle_name) != installed_before {
+        // What other extensions' dependencies may rely on changed.
+        ctx.dependency_waits.changed();
     }
     ctx.metrics
         .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
@@ -416,7 +450,11 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
         Err(error) => {
             warn!(%name, %error, terminal = error.is_terminal(), "reconcile step failed");
             ctx.metrics.reconcile_failed(error.category());
-            if error.is_terminal() {
+            if waits_on_dependencies {
+                // Woken when another extension's bundle changes; an API served by an object
+                // the controller does not watch is seen on this recheck.
+                Action::requeue(dependencies::DEPENDENCY_RECHECK)
+            } else if error.is_terminal() {
                 // Nothing changes until the spec, a catalog or an owned object does: the
                 // watches bring the extension back; the resync is a safety net.
                 Action::requeue(RESYNC)
@@ -529,6 +567,9 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
     }
     ctx.metrics.set_installed(&name, None);
     ctx.last_apply.forget(&name);
+    ctx.dependency_waits.set_blocked(&name, false);
+    // What it provided is gone; what it required no longer holds back another's upgrade.
+    ctx.dependency_waits.changed();
     remove_unused_bundle_images(ctx, None).await;
     Ok(Action::await_change())
 }

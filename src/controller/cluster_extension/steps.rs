@@ -13,7 +13,8 @@ use serde_json::Value;
 use tracing::debug;
 
 use super::{
-    Context, Freshness, StepError,
+    Context, DependencyMode, Freshness, StepError,
+    dependencies::{self, DependencyCheckError},
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
 };
@@ -63,6 +64,7 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         ctx,
         installed: None,
         deprecation: None,
+        catalogs: Vec::new(),
     };
     let result = state.run().await;
     state.outcome(result)
@@ -77,6 +79,9 @@ struct ReconcileState<'a> {
     /// The package's deprecations once the catalogs were consulted (`Some(None)`: it has none);
     /// `None` when they were not (no catalog data).
     deprecation: Option<Option<Deprecation>>,
+    /// The ClusterCatalogs listed for resolution (other extensions' bundles are looked up in
+    /// them).
+    catalogs: Vec<ClusterCatalog>,
 }
 
 /// The bundle a reconcile installs: resolved from catalogs, or the installed one kept when no
@@ -138,6 +143,7 @@ impl ReconcileState<'_> {
         let catalogs = self.list_catalogs().await;
         let target = self.resolve(catalogs).await?;
         let unpacked = self.unpack(&target).await?;
+        self.check_dependencies(&target, &unpacked).await?;
         let rendered = self.render(&target, &unpacked)?;
         let fingerprint = apply_fingerprint(self.ext, &unpacked.image.digest_ref, &rendered);
         if self.still_in_place(&unpacked, &fingerprint).await {
@@ -217,8 +223,11 @@ impl ReconcileState<'_> {
         let matching = MatchingCatalogs::of_list(&listed, |c| selector.matches(&catalog_labels(c)));
         let resolved = match listed {
             Ok(catalogs) => {
-                self.resolve_from(&selector, &filter.package_name, &catalogs)
-                    .await
+                let resolved = self
+                    .resolve_from(&selector, &filter.package_name, &catalogs)
+                    .await;
+                self.catalogs = catalogs;
+                resolved
             }
             Err(e) => Err(StepError::ListCatalogs(e)),
         };
@@ -277,7 +286,11 @@ impl ReconcileState<'_> {
             release: None,
         });
         let request = resolve::ResolveRequest::from_cluster_extension(self.ext, installed)?;
-        let resolution = resolve::resolve(&request, &inputs)?;
+        let resolution = match self.ctx.dependencies {
+            DependencyMode::Refuse => resolve::resolve(&request, &inputs)?,
+            // The dependency step checks them once the bundle is unpacked.
+            DependencyMode::Check => resolve::resolve_allowing_dependencies(&request, &inputs)?,
+        };
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
     }
@@ -290,6 +303,154 @@ impl ReconcileState<'_> {
         let bundle = RegistryV1Bundle::from_dir_within(&image.dir, self.ctx.pull.limits.max_file_bytes)
             .map_err(|e| target.error(e))?;
         Ok(Unpacked { image, bundle })
+    }
+
+    /// Step (`--dependencies=check`): a bundle new to this extension installs only when every
+    /// requirement it declares is satisfied by a bundle another extension installed (one naming
+    /// an API also by the cluster serving it), and an upgrade only when every installed
+    /// dependent's requirement stays satisfied. The bundle already installed is not checked again.
+    async fn check_dependencies(&self, target: &Target, unpacked: &Unpacked) -> Result<(), StepError> {
+        let upgrading_from = match &self.installed {
+            Some(record) if record.bundle_name == target.bundle_name => return Ok(()),
+            installed => installed.as_ref(),
+        };
+        if self.ctx.dependencies == DependencyMode::Refuse {
+            return Ok(());
+        }
+        let fail = |e: DependencyCheckError| target.error(e);
+        let requirements = self
+            .requirements(target, unpacked)
+            .map_err(|e| fail(e.into()))?;
+        if requirements.is_empty() && upgrading_from.is_none() {
+            return Ok(());
+        }
+        let others = self.installed_elsewhere().await.map_err(fail)?;
+        let served = self.served_apis().await.map_err(fail)?;
+        let facts: Vec<_> = others.iter().map(crate::dependencies::InstalledExtension::facts).collect();
+        let unsatisfied = crate::dependencies::unsatisfied(&requirements, &facts, &served);
+        if !unsatisfied.is_empty() {
+            return Err(fail(DependencyCheckError::Unsatisfied {
+                unsatisfied,
+                command: dependencies::install_command(self.ext),
+            }));
+        }
+        if let Some(record) = upgrading_from {
+            let from_catalog = self.catalog_properties(record).await;
+            let before = dependencies::installed_extension(&self.ext.name_any(), record, from_catalog.as_deref());
+            let after = dependencies::union(&unpacked.bundle.properties, &target.properties);
+            let broken = crate::dependencies::broken_by_change(
+                &others,
+                &served,
+                &before,
+                Some((&target.bundle_name, &after)),
+            );
+            if !broken.is_empty() {
+                return Err(fail(DependencyCheckError::BreaksDependents {
+                    installed: record.bundle_name.clone(),
+                    broken,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bundle's requirements: its catalog entry's, then those only its image declares
+    /// (`metadata/dependencies.yaml`, `metadata/properties.yaml`, the CSV's `olm.properties`).
+    fn requirements(
+        &self,
+        target: &Target,
+        unpacked: &Unpacked,
+    ) -> Result<Vec<crate::dependencies::Requirement>, crate::dependencies::DependencyError> {
+        use crate::dependencies::{requirements_from_bundle_metadata, requirements_of};
+        let bundle = target.bundle_name.as_str();
+        let mut requirements = requirements_of(bundle, &target.properties)?;
+        let dependencies_yaml = read_dependencies_yaml(&unpacked.image.dir, self.ctx.pull.limits.max_file_bytes)
+            .map_err(|message| crate::dependencies::DependencyError::File {
+                bundle: bundle.to_string(),
+                file: "metadata/dependencies.yaml".into(),
+                message,
+            })?;
+        let from_image = requirements_from_bundle_metadata(bundle, dependencies_yaml.as_deref(), None)?
+            .into_iter()
+            .chain(requirements_of(bundle, &unpacked.bundle.properties)?);
+        let key = |r: &crate::dependencies::Requirement| {
+            (r.property.clone(), r.to_string(), r.failure_message.clone())
+        };
+        let mut seen: std::collections::BTreeSet<_> = requirements.iter().map(key).collect();
+        for requirement in from_image {
+            if seen.insert(key(&requirement)) {
+                requirements.push(requirement);
+            }
+        }
+        Ok(requirements)
+    }
+
+    /// The bundles the other ClusterExtensions (not being deleted) installed: each one's revision
+    /// record, with the properties its catalog entry adds when the catalog still serves it.
+    async fn installed_elsewhere(
+        &self,
+    ) -> Result<Vec<crate::dependencies::InstalledExtension>, DependencyCheckError> {
+        let own = self.ext.name_any();
+        let live: std::collections::BTreeSet<String> = Api::<ClusterExtension>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(DependencyCheckError::ListExtensions)?
+            .items
+            .iter()
+            .filter(|e| e.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .filter(|name| *name != own)
+            .collect();
+        let records = self
+            .ctx
+            .revisions
+            .installed()
+            .await
+            .map_err(DependencyCheckError::ReadRecords)?;
+        let mut others = Vec::new();
+        for (name, record) in records {
+            if !live.contains(&name) {
+                continue;
+            }
+            let from_catalog = self.catalog_properties(&record).await;
+            others.push(dependencies::installed_extension(
+                &name,
+                &record,
+                from_catalog.as_deref(),
+            ));
+        }
+        Ok(others)
+    }
+
+    /// The properties the catalog a record names lists for its bundle, when that catalog is
+    /// still listed and readable (a record alone still says what the bundle provides).
+    async fn catalog_properties(&self, record: &InstalledRevision) -> Option<Vec<Property>> {
+        let name = record.catalog.as_deref()?;
+        let catalog = self.catalogs.iter().find(|c| c.name_any() == name)?;
+        let index = match self.ctx.catalogs.index(catalog).await {
+            Ok(index) => index,
+            Err(e) => {
+                debug!(catalog = name, error = %e, "catalog unreadable; the revision record's properties are used alone");
+                return None;
+            }
+        };
+        let bundle = index
+            .package(&record.package)?
+            .bundles
+            .iter()
+            .find(|b| *b.name == *record.bundle_name)?;
+        Some(bundle.properties.clone())
+    }
+
+    /// The group/version/kinds the API server serves.
+    async fn served_apis(&self) -> Result<Vec<crate::dependencies::Gvk>, DependencyCheckError> {
+        let discovery = self
+            .ctx
+            .lookups
+            .discovery(&self.ctx.client)
+            .await
+            .map_err(DependencyCheckError::Discovery)?;
+        Ok(dependencies::served_apis(&discovery))
     }
 
     /// Step: render with `spec.namespace` and `spec.config.inline`.
@@ -558,6 +719,19 @@ fn merged_properties(bundle: &[Property], catalog: &[Property]) -> Vec<Property>
         }
     }
     properties
+}
+
+/// The text of the bundle image's `metadata/dependencies.yaml`, if it has one (read confined to
+/// the image and bounded, as every file of it).
+fn read_dependencies_yaml(dir: &std::path::Path, max_file_bytes: u64) -> Result<Option<String>, String> {
+    let root = crate::confined::ConfinedDir::open(dir).map_err(|e| e.to_string())?;
+    match root.read_file(std::path::Path::new("metadata/dependencies.yaml"), max_file_bytes) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| "not UTF-8 text".to_string()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What a record lists while a prune is pending: everything applied, then what the previous

@@ -1,0 +1,300 @@
+//! Dependencies (`--dependencies=check`, the default): an extension whose bundle needs another
+//! package waits, Blocked, until an extension installs that package; an upgrade that would break
+//! an installed dependent is refused and the installed version keeps running; `olmv1 uninstall`
+//! refuses to remove a dependency; an API the cluster already serves satisfies a requirement of
+//! it. `--dependencies=refuse` keeps upstream's refusal.
+
+use serde_json::{Value, json};
+
+use crate::{
+    components::{self, PACKAGE_LABEL},
+    fixtures::{self, Bundle, Channel, Package},
+    support,
+};
+
+/// Two packages in one catalog, a namespace with an installer, and the extensions' names.
+struct World {
+    client: kube::Client,
+    namespace: String,
+    /// The dependent package (and its extension's name: `<a>-ext`).
+    a: String,
+    /// The package it needs.
+    b: String,
+}
+
+impl World {
+    /// Publishes the packages `make(a, b)` returns in one catalog labelled for `a`.
+    async fn new(prefix: &str, make: impl FnOnce(&str, &str) -> Vec<Package>) -> World {
+        components::ensure_running();
+        let client = support::client().await;
+        let a = support::fresh_name(&format!("{prefix}-a"));
+        let b = support::fresh_name(&format!("{prefix}-b"));
+        let catalog = format!("{a}-catalog");
+        let image = fixtures::publish_catalog_of(support::registry(), &format!("e2e/{catalog}"), "v1", &make(&a, &b))
+            .await;
+        components::apply_catalog(&client, &catalog, &image, 0, &a).await;
+        components::wait_catalog_serving(&client, &catalog).await;
+        let namespace = components::namespace_with_admin_installer(&client, &a).await;
+        World {
+            client,
+            namespace,
+            a,
+            b,
+        }
+    }
+
+    fn extension_of(&self, package: &str) -> String {
+        format!("{package}-ext")
+    }
+
+    /// Applies the extension of `package` (selecting this world's catalog) with extra
+    /// `spec.source.catalog` fields.
+    async fn apply(&self, package: &str, fields: Value) {
+        let mut body = components::extension(&self.extension_of(package), &self.namespace, package, fields);
+        body["spec"]["source"]["catalog"]["selector"] = json!({"matchLabels": {PACKAGE_LABEL: self.a}});
+        components::apply_extension(&self.client, body).await;
+    }
+}
+
+/// A package with one channel `stable` holding `bundles` in order.
+fn package(name: &str, bundles: Vec<Bundle>) -> Package {
+    let versions: Vec<&str> = bundles.iter().map(|b| b.version.as_str()).collect();
+    Package {
+        name: name.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &versions)],
+        bundles: bundles.clone(),
+        deprecations: vec![],
+    }
+}
+
+/// `a` 1.0.0 needs package `b` in `range` and, through a constraint with a failure message,
+/// `b`'s Widget API; `b` has 1.0.0 and 2.0.0 (replacing 1.0.0).
+fn a_needs_b(range: &str) -> impl FnOnce(&str, &str) -> Vec<Package> + '_ {
+    move |a, b| {
+        let needs = Bundle::new("1.0.0")
+            .requires("olm.package.required", json!({"packageName": b, "versionRange": range}))
+            .requires(
+                "olm.constraint",
+                json!({
+                    "failureMessage": format!("{a} stores its state in {b}'s widgets"),
+                    "gvk": {"group": fixtures::crd_group(b), "version": "v1", "kind": "Widget"}
+                }),
+            );
+        vec![
+            package(a, vec![needs]),
+            package(b, vec![Bundle::new("1.0.0"), Bundle::new("2.0.0").replaces("1.0.0", b)]),
+        ]
+    }
+}
+
+fn olmv1(args: &[&str]) -> support::CmdOutput {
+    support::run(
+        support::env()
+            .command(support::olmv1_bin())
+            .args(args)
+            .env("RUST_LOG", "off"),
+    )
+}
+
+#[tokio::test]
+async fn an_extension_needing_a_package_is_blocked_until_an_extension_installs_it() {
+    let w = World::new("deps-blocked", a_needs_b(">=1.0.0")).await;
+    let (ext_a, ext_b) = (w.extension_of(&w.a), w.extension_of(&w.b));
+    w.apply(&w.a, json!({})).await;
+
+    // Each unsatisfied requirement is named (the author's failure message with it), and the
+    // command that installs what is missing.
+    let blocked = components::wait_progressing(&w.client, &ext_a, "Blocked", "not satisfied").await;
+    let progressing = components::condition(&blocked, "Progressing").unwrap();
+    assert_eq!(progressing.status, "False");
+    let message = &progressing.message;
+    for expected in [
+        format!("error for resolved bundle \"{}.v1.0.0\" with version \"1.0.0\": ", w.a),
+        format!("requires package {} >=1.0.0", w.b),
+        format!("{} stores its state in {}'s widgets (requires API Widget ({}/v1))", w.a, w.b, fixtures::crd_group(&w.b)),
+        format!(
+            "install them with: olmv1 install {} --name {ext_a} --namespace {} --service-account installer --catalog-label {PACKAGE_LABEL}={} --with-dependencies",
+            w.a, w.namespace, w.a
+        ),
+    ] {
+        assert!(message.contains(&expected), "{expected:?} missing from: {message}");
+    }
+    let installed = components::condition(&blocked, "Installed").unwrap();
+    assert_eq!((installed.status.as_str(), installed.reason.as_str()), ("False", "Failed"));
+
+    // The admin installs b: a converges on its own (another extension's install wakes it).
+    w.apply(&w.b, json!({"version": "1.0.0"})).await;
+    components::wait_installed(&w.client, &ext_b, "1.0.0").await;
+    components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    olmv1(&["uninstall", &ext_a]).ok();
+    olmv1(&["uninstall", &ext_b]).ok();
+}
+
+#[tokio::test]
+async fn install_with_dependencies_installs_the_dependency_then_the_extension() {
+    let w = World::new("deps-plan", a_needs_b(">=1.0.0")).await;
+    let ext_a = w.extension_of(&w.a);
+    let label = format!("{PACKAGE_LABEL}={}", w.a);
+    let install = |extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            &w.a,
+            "--name",
+            &ext_a,
+            "-n",
+            &w.namespace,
+            "--service-account",
+            "installer",
+            "--catalog-label",
+            &label,
+            "--with-dependencies",
+        ];
+        args.extend_from_slice(extra);
+        olmv1(&args)
+    };
+    let api = kube::Api::<olmv1_api::v1::ClusterExtension>::all(w.client.clone());
+
+    // The dry run prints b's ClusterExtension, pinned to the head of its channel and to the
+    // catalog, then a's; it writes nothing.
+    let dry = install(&["--dry-run"]).ok();
+    let catalog = format!("{}-catalog", w.a);
+    for expected in [
+        format!("name: {}", w.b),
+        "version: 2.0.0".to_string(),
+        format!("olm.operatorframework.io/metadata.name: {catalog}"),
+        format!("# dry run: would install {}.v2.0.0 2.0.0 from catalog {catalog} (required by {}.v1.0.0)", w.b, w.a),
+        format!("# dry run: would install {}.v1.0.0 1.0.0 from catalog {catalog}", w.a),
+    ] {
+        assert!(dry.contains(&expected), "{expected:?} missing from:\n{dry}");
+    }
+    assert!(dry.find(&format!("name: {}", w.b)) < dry.find(&format!("name: {ext_a}")), "{dry}");
+    assert!(api.get_opt(&w.b).await.unwrap().is_none(), "a dry run writes nothing");
+    assert!(api.get_opt(&ext_a).await.unwrap().is_none(), "a dry run writes nothing");
+
+    // b first, installed before a is applied; then a.
+    let out = install(&[]).ok();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("clusterextension/{} applied ({}.v2.0.0 2.0.0)", w.b, w.b).as_str(),
+            &format!("clusterextension/{} installed", w.b),
+            &format!("clusterextension/{ext_a} applied"),
+            &format!("clusterextension/{ext_a} installed"),
+        ],
+        "{out}"
+    );
+    let b = components::wait_installed(&w.client, &w.b, "2.0.0").await;
+    let a = components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    let b_installed_at = &components::condition(&b, "Installed").unwrap().last_transition_time.0;
+    let a_created_at = &a.metadata.creation_timestamp.as_ref().unwrap().0;
+    assert!(b_installed_at <= a_created_at, "b installed at {b_installed_at}, a created at {a_created_at}");
+    olmv1(&["uninstall", &ext_a]).ok();
+    olmv1(&["uninstall", &w.b]).ok();
+}
+
+#[tokio::test]
+async fn an_upgrade_that_breaks_an_installed_dependent_is_refused_and_the_installed_version_stays() {
+    let w = World::new("deps-protect", a_needs_b(">=1.0.0 <2.0.0")).await;
+    let (ext_a, ext_b) = (w.extension_of(&w.a), w.extension_of(&w.b));
+    w.apply(&w.b, json!({"version": "1.0.0"})).await;
+    components::wait_installed(&w.client, &ext_b, "1.0.0").await;
+    w.apply(&w.a, json!({})).await;
+    components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+
+    // b 2.0.0 is outside a's range: refused, naming a and the requirement; 1.0.0 keeps running.
+    w.apply(&w.b, json!({"version": "2.0.0"})).await;
+    let refused = components::wait_progressing(&w.client, &ext_b, "Blocked", "would break").await;
+    let message = &components::condition(&refused, "Progressing").unwrap().message;
+    let expected = format!(
+        "installing it would break installed extensions: ClusterExtension \"{ext_a}\" (bundle \"{}.v1.0.0\") requires package {} >=1.0.0 <2.0.0; bundle \"{}.v1.0.0\" stays installed",
+        w.a, w.b, w.b
+    );
+    assert!(message.contains(&expected), "{expected:?} missing from: {message}");
+    assert_eq!(components::installed_version(&refused), Some("1.0.0"));
+    assert_eq!(components::condition(&refused, "Installed").unwrap().status, "True");
+    let settings = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(w.client.clone(), &w.namespace)
+        .get(&format!("{}-settings", w.b))
+        .await
+        .unwrap();
+    assert_eq!(settings.data.unwrap()["version"], "1.0.0", "b's 1.0.0 content stays applied");
+
+    // `olmv1 uninstall` refuses to remove a's dependency, naming a; without a, b may go.
+    let out = olmv1(&["uninstall", &ext_b]);
+    assert!(!out.success, "uninstalling a dependency must fail: {}", out.stdout);
+    assert!(
+        out.stderr.contains(&format!(
+            "ClusterExtension \"{ext_b}\" is a dependency of installed extensions: ClusterExtension \"{ext_a}\" (bundle \"{}.v1.0.0\") requires package {} >=1.0.0 <2.0.0",
+            w.a, w.b
+        )) && out.stderr.contains("pass --force"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        kube::Api::<olmv1_api::v1::ClusterExtension>::all(w.client.clone())
+            .get_opt(&ext_b)
+            .await
+            .unwrap()
+            .is_some(),
+        "a refused uninstall deletes nothing"
+    );
+
+    // Once the dependent is gone, the refused upgrade goes through on its own.
+    olmv1(&["uninstall", &ext_a]).ok();
+    components::wait_installed(&w.client, &ext_b, "2.0.0").await;
+    olmv1(&["uninstall", &ext_b]).ok();
+}
+
+#[tokio::test]
+async fn a_bundle_whose_api_requirement_the_cluster_already_serves_installs_alone() {
+    // An API nothing in the catalog provides, served by a CRD the admin created.
+    let group = format!("{}.served.olmv1.io", support::fresh_name("deps-api"));
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    });
+    support::kubectl_with_stdin(&["apply", "-f", "-"], &crd.to_string()).ok();
+    support::kubectl(&["wait", "--for=condition=Established", &format!("crd/gadgets.{group}")]).ok();
+    let needs = json!({"group": group, "version": "v1", "kind": "Gadget"});
+    let w = World::new("deps-served", |a, b| {
+        vec![
+            package(a, vec![Bundle::new("1.0.0").requires("olm.gvk.required", needs)]),
+            package(b, vec![Bundle::new("1.0.0")]),
+        ]
+    })
+    .await;
+    let ext_a = w.extension_of(&w.a);
+    w.apply(&w.a, json!({})).await;
+    components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    olmv1(&["uninstall", &ext_a]).ok();
+}
+
+#[tokio::test]
+async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
+    let share = components::exclusive_cluster().await;
+    let w = World::new("deps-refuse", a_needs_b(">=1.0.0")).await;
+    let stopped = components::stop_shared_controller(&share);
+    let _refusing = components::Replica::controller_with("controller-refuse", &["--dependencies", "refuse"]);
+    let ext_a = w.extension_of(&w.a);
+    w.apply(&w.a, json!({})).await;
+    let refused = components::wait_progressing(&w.client, &ext_a, "Retrying", "currently not supported").await;
+    assert_eq!(
+        components::condition(&refused, "Progressing").unwrap().message,
+        format!(
+            "validating bundle \"{a}.v1.0.0\": bundle \"{a}.v1.0.0\" has a dependency declared via property \"olm.package.required\" which is currently not supported",
+            a = w.a
+        )
+    );
+    drop(_refusing);
+    drop(stopped);
+    // The default mode, back: the same extension is blocked on b instead.
+    components::wait_progressing(&w.client, &ext_a, "Blocked", "not satisfied").await;
+}
