@@ -161,7 +161,7 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
     let catalog = format!("{}-catalog", w.a);
     for expected in [
         format!("name: {}", w.b),
-        "version: 2.0.0".to_string(),
+        "version: \"2.0.0\"".to_string(),
         format!("olm.operatorframework.io/metadata.name: {catalog}"),
         format!("# dry run: would install {}.v2.0.0 2.0.0 from catalog {catalog} (required by {}.v1.0.0)", w.b, w.a),
         format!("# dry run: would install {}.v1.0.0 1.0.0 from catalog {catalog}", w.a),

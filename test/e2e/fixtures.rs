@@ -120,7 +120,20 @@ pub fn write_bundle(dir: &Path, package: &str, bundle: &Bundle) {
         std::fs::write(metadata.join("properties.yaml"), properties.to_string()).unwrap();
     }
     if !bundle.dependencies.is_empty() {
-        let dependencies = json!({"dependencies": bundle.dependencies});
+        // dependencies.yaml spells requirements as opm reads them: `olm.package` with a
+        // `version` range, `olm.gvk`, `olm.constraint`.
+        let entries: Vec<Value> = bundle
+            .dependencies
+            .iter()
+            .map(|d| match d["type"].as_str() {
+                Some("olm.package.required") => json!({"type": "olm.package", "value": {
+                    "packageName": d["value"]["packageName"], "version": d["value"]["versionRange"]
+                }}),
+                Some("olm.gvk.required") => json!({"type": "olm.gvk", "value": d["value"]}),
+                _ => d.clone(),
+            })
+            .collect();
+        let dependencies = json!({"dependencies": entries});
         std::fs::write(metadata.join("dependencies.yaml"), dependencies.to_string()).unwrap();
     }
     let write_json = |name: &str, value: &Value| {
