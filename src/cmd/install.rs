@@ -392,8 +392,9 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
         .get_opt(&name)
         .await
         .map_err(|e| format!("reading ClusterExtension {name:?}: {e}"))?;
-    let request = ResolveRequest::from_cluster_extension(&ext, existing.as_ref().and_then(cluster::installed_bundle))
-        .map_err(|e| e.to_string())?;
+    let request =
+        ResolveRequest::from_cluster_extension(&ext, existing.as_ref().and_then(cluster::installed_bundle))
+            .map_err(|e| e.to_string())?;
     let catalogs = args.sources.load().await?;
     super::sources::warn_unreadable("install", &catalogs);
     let inputs: Vec<_> = catalogs.into_iter().map(|c| c.input).collect();
@@ -425,7 +426,12 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
             .await
             .map_err(|e| format!("reading ClusterExtension {dependency:?}: {e}"))?
         {
-            let package = present.spec.source.catalog.as_ref().map(|c| c.package_name.as_str());
+            let package = present
+                .spec
+                .source
+                .catalog
+                .as_ref()
+                .map(|c| c.package_name.as_str());
             if package != object["spec"]["source"]["catalog"]["packageName"].as_str() {
                 return Err(format!(
                     "ClusterExtension {dependency:?} exists for package {:?}; install the dependency under another name by hand",
@@ -462,7 +468,11 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
         api.patch(dependency, &params, &Patch::Apply(object))
             .await
             .map_err(|e| format!("applying ClusterExtension {dependency:?}: {e}"))?;
-        outln!("clusterextension/{dependency} applied ({} {})", planned.bundle, planned.version);
+        outln!(
+            "clusterextension/{dependency} applied ({} {})",
+            planned.bundle,
+            planned.version
+        );
         wait_installed(&api, dependency, Some(&planned.version), args.timeout).await?;
         outln!("clusterextension/{dependency} installed");
     }

@@ -55,7 +55,11 @@ pub fn broken_by_change(
         after.push(BundleFacts::new(bundle, &changed.package, properties));
     }
     let provided = changed.facts().gvks;
-    let served_after: Vec<Gvk> = served.iter().filter(|api| !provided.contains(api)).cloned().collect();
+    let served_after: Vec<Gvk> = served
+        .iter()
+        .filter(|api| !provided.contains(api))
+        .cloned()
+        .collect();
     let mut broken = Vec::new();
     for dependent in others {
         let Ok(requirements) = requirements_of(&dependent.bundle, &dependent.properties) else {
@@ -90,8 +94,17 @@ mod tests {
 
     /// An extension `name` of `package` at `version`, providing `apis` (kinds of group
     /// `<package>.io`, version v1), with `more` properties.
-    fn installed(name: &str, package: &str, version: &str, apis: &[&str], more: Vec<Property>) -> InstalledExtension {
-        let mut properties = vec![property("olm.package", json!({"packageName": package, "version": version}))];
+    fn installed(
+        name: &str,
+        package: &str,
+        version: &str,
+        apis: &[&str],
+        more: Vec<Property>,
+    ) -> InstalledExtension {
+        let mut properties = vec![property(
+            "olm.package",
+            json!({"packageName": package, "version": version}),
+        )];
         for kind in apis {
             properties.push(property(
                 "olm.gvk",
@@ -109,11 +122,17 @@ mod tests {
     }
 
     fn needs_package(package: &str, range: &str) -> Property {
-        property("olm.package.required", json!({"packageName": package, "versionRange": range}))
+        property(
+            "olm.package.required",
+            json!({"packageName": package, "versionRange": range}),
+        )
     }
 
     fn needs_api(group: &str, kind: &str) -> Property {
-        property("olm.gvk.required", json!({"group": group, "version": "v1", "kind": kind}))
+        property(
+            "olm.gvk.required",
+            json!({"group": group, "version": "v1", "kind": kind}),
+        )
     }
 
     fn gvk(group: &str, kind: &str) -> Gvk {
@@ -130,16 +149,35 @@ mod tests {
 
     #[test]
     fn an_upgrade_out_of_a_dependents_range_breaks_it_and_one_inside_does_not() {
-        let a = installed("a-ext", "a", "1.0.0", &[], vec![needs_package("b", ">=1.0.0 <2.0.0")]);
+        let a = installed(
+            "a-ext",
+            "a",
+            "1.0.0",
+            &[],
+            vec![needs_package("b", ">=1.0.0 <2.0.0")],
+        );
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
         let others = [a];
-        let broken = broken_by_change(&others, &[], &b, Some(("b.v2.0.0", &package_of("2.0.0", &["Widget"]))));
+        let broken = broken_by_change(
+            &others,
+            &[],
+            &b,
+            Some(("b.v2.0.0", &package_of("2.0.0", &["Widget"]))),
+        );
         assert_eq!(broken.len(), 1);
         assert_eq!(
             broken[0].to_string(),
             r#"ClusterExtension "a-ext" (bundle "a.v1.0.0") requires package b >=1.0.0 <2.0.0"#
         );
-        assert!(broken_by_change(&others, &[], &b, Some(("b.v1.5.0", &package_of("1.5.0", &["Widget"])))).is_empty());
+        assert!(
+            broken_by_change(
+                &others,
+                &[],
+                &b,
+                Some(("b.v1.5.0", &package_of("1.5.0", &["Widget"])))
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -148,9 +186,18 @@ mod tests {
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
         // The old bundle's CRD is still served during the check: it does not count.
         let served = [gvk("b.io", "Widget"), gvk("apps", "Deployment")];
-        let broken = broken_by_change(&[a.clone()], &served, &b, Some(("b.v2.0.0", &package_of("2.0.0", &["Gadget"]))));
+        let broken = broken_by_change(
+            &[a.clone()],
+            &served,
+            &b,
+            Some(("b.v2.0.0", &package_of("2.0.0", &["Gadget"]))),
+        );
         assert_eq!(broken.len(), 1);
-        assert!(broken[0].to_string().contains("requires API Widget (b.io/v1)"), "{}", broken[0]);
+        assert!(
+            broken[0].to_string().contains("requires API Widget (b.io/v1)"),
+            "{}",
+            broken[0]
+        );
         // Keeping the API keeps the dependent.
         let kept = package_of("2.0.0", &["Gadget", "Widget"]);
         assert!(broken_by_change(&[a], &served, &b, Some(("b.v2.0.0", &kept))).is_empty());
@@ -158,7 +205,13 @@ mod tests {
 
     #[test]
     fn an_uninstall_breaks_only_requirements_nothing_else_satisfies() {
-        let a = installed("a-ext", "a", "1.0.0", &[], vec![needs_package("b", ">=1.0.0"), needs_api("c.io", "Gear")]);
+        let a = installed(
+            "a-ext",
+            "a",
+            "1.0.0",
+            &[],
+            vec![needs_package("b", ">=1.0.0"), needs_api("c.io", "Gear")],
+        );
         let b = installed("b-ext", "b", "1.0.0", &[], vec![]);
         let c = installed("c-ext", "c", "1.0.0", &["Gear"], vec![]);
         let second_b = installed("b2-ext", "b", "1.2.0", &[], vec![]);
@@ -169,14 +222,27 @@ mod tests {
         assert!(broken_by_change(&[a.clone(), c.clone(), second_b], &[], &b, None).is_empty());
         // An API served by something else (not by the removed bundle) keeps the requirement.
         let served = [gvk("c.io", "Gear")];
-        assert_eq!(broken_by_change(&[a.clone()], &served, &c, None).len(), 1, "c's own API goes with it");
+        assert_eq!(
+            broken_by_change(&[a.clone()], &served, &c, None).len(),
+            1,
+            "c's own API goes with it"
+        );
         let d = installed("d-ext", "d", "1.0.0", &[], vec![]);
-        assert!(broken_by_change(&[a, b, c], &served, &d, None).is_empty(), "nothing needs d");
+        assert!(
+            broken_by_change(&[a, b, c], &served, &d, None).is_empty(),
+            "nothing needs d"
+        );
     }
 
     #[test]
     fn a_requirement_already_unsatisfied_is_not_one_the_change_breaks() {
-        let a = installed("a-ext", "a", "1.0.0", &[], vec![needs_package("missing", ">=1.0.0")]);
+        let a = installed(
+            "a-ext",
+            "a",
+            "1.0.0",
+            &[],
+            vec![needs_package("missing", ">=1.0.0")],
+        );
         let b = installed("b-ext", "b", "1.0.0", &[], vec![]);
         assert!(broken_by_change(&[a], &[], &b, None).is_empty());
     }
@@ -194,6 +260,10 @@ mod tests {
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
         let broken = broken_by_change(&[a], &[], &b, Some(("b.v1.1.0", &package_of("1.1.0", &[]))));
         assert_eq!(broken.len(), 1);
-        assert!(broken[0].to_string().contains("a needs b 1.x with Widgets"), "{}", broken[0]);
+        assert!(
+            broken[0].to_string().contains("a needs b 1.x with Widgets"),
+            "{}",
+            broken[0]
+        );
     }
 }

@@ -30,8 +30,13 @@ impl World {
         let a = support::fresh_name(&format!("{prefix}-a"));
         let b = support::fresh_name(&format!("{prefix}-b"));
         let catalog = format!("{a}-catalog");
-        let image = fixtures::publish_catalog_of(support::registry(), &format!("e2e/{catalog}"), "v1", &make(&a, &b))
-            .await;
+        let image = fixtures::publish_catalog_of(
+            support::registry(),
+            &format!("e2e/{catalog}"),
+            "v1",
+            &make(&a, &b),
+        )
+        .await;
         components::apply_catalog(&client, &catalog, &image, 0, &a).await;
         components::wait_catalog_serving(&client, &catalog).await;
         let namespace = components::namespace_with_admin_installer(&client, &a).await;
@@ -73,7 +78,10 @@ fn package(name: &str, bundles: Vec<Bundle>) -> Package {
 fn a_needs_b(range: &str) -> impl FnOnce(&str, &str) -> Vec<Package> + '_ {
     move |a, b| {
         let needs = Bundle::new("1.0.0")
-            .requires("olm.package.required", json!({"packageName": b, "versionRange": range}))
+            .requires(
+                "olm.package.required",
+                json!({"packageName": b, "versionRange": range}),
+            )
             .requires(
                 "olm.constraint",
                 json!({
@@ -83,7 +91,10 @@ fn a_needs_b(range: &str) -> impl FnOnce(&str, &str) -> Vec<Package> + '_ {
             );
         vec![
             package(a, vec![needs]),
-            package(b, vec![Bundle::new("1.0.0"), Bundle::new("2.0.0").replaces("1.0.0", b)]),
+            package(
+                b,
+                vec![Bundle::new("1.0.0"), Bundle::new("2.0.0").replaces("1.0.0", b)],
+            ),
         ]
     }
 }
@@ -110,18 +121,32 @@ async fn an_extension_needing_a_package_is_blocked_until_an_extension_installs_i
     assert_eq!(progressing.status, "False");
     let message = &progressing.message;
     for expected in [
-        format!("error for resolved bundle \"{}.v1.0.0\" with version \"1.0.0\": ", w.a),
+        format!(
+            "error for resolved bundle \"{}.v1.0.0\" with version \"1.0.0\": ",
+            w.a
+        ),
         format!("requires package {} >=1.0.0", w.b),
-        format!("{} stores its state in {}'s widgets (requires API Widget ({}/v1))", w.a, w.b, fixtures::crd_group(&w.b)),
+        format!(
+            "{} stores its state in {}'s widgets (requires API Widget ({}/v1))",
+            w.a,
+            w.b,
+            fixtures::crd_group(&w.b)
+        ),
         format!(
             "install them with: olmv1 install {} --name {ext_a} --namespace {} --service-account installer --catalog-label {PACKAGE_LABEL}={} --with-dependencies",
             w.a, w.namespace, w.a
         ),
     ] {
-        assert!(message.contains(&expected), "{expected:?} missing from: {message}");
+        assert!(
+            message.contains(&expected),
+            "{expected:?} missing from: {message}"
+        );
     }
     let installed = components::condition(&blocked, "Installed").unwrap();
-    assert_eq!((installed.status.as_str(), installed.reason.as_str()), ("False", "Failed"));
+    assert_eq!(
+        (installed.status.as_str(), installed.reason.as_str()),
+        ("False", "Failed")
+    );
 
     // The admin installs b: a converges on its own (another extension's install wakes it).
     w.apply(&w.b, json!({"version": "1.0.0"})).await;
@@ -163,14 +188,29 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
         format!("name: {}", w.b),
         "version: \"2.0.0\"".to_string(),
         format!("olm.operatorframework.io/metadata.name: {catalog}"),
-        format!("# dry run: would install {}.v2.0.0 2.0.0 from catalog {catalog} (required by {}.v1.0.0)", w.b, w.a),
-        format!("# dry run: would install {}.v1.0.0 1.0.0 from catalog {catalog}", w.a),
+        format!(
+            "# dry run: would install {}.v2.0.0 2.0.0 from catalog {catalog} (required by {}.v1.0.0)",
+            w.b, w.a
+        ),
+        format!(
+            "# dry run: would install {}.v1.0.0 1.0.0 from catalog {catalog}",
+            w.a
+        ),
     ] {
         assert!(dry.contains(&expected), "{expected:?} missing from:\n{dry}");
     }
-    assert!(dry.find(&format!("name: {}", w.b)) < dry.find(&format!("name: {ext_a}")), "{dry}");
-    assert!(api.get_opt(&w.b).await.unwrap().is_none(), "a dry run writes nothing");
-    assert!(api.get_opt(&ext_a).await.unwrap().is_none(), "a dry run writes nothing");
+    assert!(
+        dry.find(&format!("name: {}", w.b)) < dry.find(&format!("name: {ext_a}")),
+        "{dry}"
+    );
+    assert!(
+        api.get_opt(&w.b).await.unwrap().is_none(),
+        "a dry run writes nothing"
+    );
+    assert!(
+        api.get_opt(&ext_a).await.unwrap().is_none(),
+        "a dry run writes nothing"
+    );
 
     // b first, installed before a is applied; then a.
     let out = install(&[]).ok();
@@ -187,9 +227,15 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
     );
     let b = components::wait_installed(&w.client, &w.b, "2.0.0").await;
     let a = components::wait_installed(&w.client, &ext_a, "1.0.0").await;
-    let b_installed_at = &components::condition(&b, "Installed").unwrap().last_transition_time.0;
+    let b_installed_at = &components::condition(&b, "Installed")
+        .unwrap()
+        .last_transition_time
+        .0;
     let a_created_at = &a.metadata.creation_timestamp.as_ref().unwrap().0;
-    assert!(b_installed_at <= a_created_at, "b installed at {b_installed_at}, a created at {a_created_at}");
+    assert!(
+        b_installed_at <= a_created_at,
+        "b installed at {b_installed_at}, a created at {a_created_at}"
+    );
     olmv1(&["uninstall", &ext_a]).ok();
     olmv1(&["uninstall", &w.b]).ok();
 }
@@ -211,18 +257,33 @@ async fn an_upgrade_that_breaks_an_installed_dependent_is_refused_and_the_instal
         "installing it would break installed extensions: ClusterExtension \"{ext_a}\" (bundle \"{}.v1.0.0\") requires package {} >=1.0.0 <2.0.0; bundle \"{}.v1.0.0\" stays installed",
         w.a, w.b, w.b
     );
-    assert!(message.contains(&expected), "{expected:?} missing from: {message}");
+    assert!(
+        message.contains(&expected),
+        "{expected:?} missing from: {message}"
+    );
     assert_eq!(components::installed_version(&refused), Some("1.0.0"));
-    assert_eq!(components::condition(&refused, "Installed").unwrap().status, "True");
-    let settings = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(w.client.clone(), &w.namespace)
-        .get(&format!("{}-settings", w.b))
-        .await
-        .unwrap();
-    assert_eq!(settings.data.unwrap()["version"], "1.0.0", "b's 1.0.0 content stays applied");
+    assert_eq!(
+        components::condition(&refused, "Installed").unwrap().status,
+        "True"
+    );
+    let settings =
+        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(w.client.clone(), &w.namespace)
+            .get(&format!("{}-settings", w.b))
+            .await
+            .unwrap();
+    assert_eq!(
+        settings.data.unwrap()["version"],
+        "1.0.0",
+        "b's 1.0.0 content stays applied"
+    );
 
     // `olmv1 uninstall` refuses to remove a's dependency, naming a; without a, b may go.
     let out = olmv1(&["uninstall", &ext_b]);
-    assert!(!out.success, "uninstalling a dependency must fail: {}", out.stdout);
+    assert!(
+        !out.success,
+        "uninstalling a dependency must fail: {}",
+        out.stdout
+    );
     assert!(
         out.stderr.contains(&format!(
             "ClusterExtension \"{ext_b}\" is a dependency of installed extensions: ClusterExtension \"{ext_a}\" (bundle \"{}.v1.0.0\") requires package {} >=1.0.0 <2.0.0",
@@ -262,7 +323,12 @@ async fn a_bundle_whose_api_requirement_the_cluster_already_serves_installs_alon
         }
     });
     support::kubectl_with_stdin(&["apply", "-f", "-"], &crd.to_string()).ok();
-    support::kubectl(&["wait", "--for=condition=Established", &format!("crd/gadgets.{group}")]).ok();
+    support::kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/gadgets.{group}"),
+    ])
+    .ok();
     let needs = json!({"group": group, "version": "v1", "kind": "Gadget"});
     let w = World::new("deps-served", |a, b| {
         vec![
@@ -285,7 +351,8 @@ async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
     let _refusing = components::Replica::controller_with("controller-refuse", &["--dependencies", "refuse"]);
     let ext_a = w.extension_of(&w.a);
     w.apply(&w.a, json!({})).await;
-    let refused = components::wait_progressing(&w.client, &ext_a, "Retrying", "currently not supported").await;
+    let refused =
+        components::wait_progressing(&w.client, &ext_a, "Retrying", "currently not supported").await;
     assert_eq!(
         components::condition(&refused, "Progressing").unwrap().message,
         format!(

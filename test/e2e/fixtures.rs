@@ -297,7 +297,12 @@ pub async fn publish_catalog_of(registry: &str, repository: &str, tag: &str, pac
         lines.extend(package_metas(registry, package).await);
     }
     let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    push_catalog(&format!("{registry}/{repository}:{tag}"), &packages[0].name, &text).await
+    push_catalog(
+        &format!("{registry}/{repository}:{tag}"),
+        &packages[0].name,
+        &text,
+    )
+    .await
 }
 
 /// The FBC objects of `package`, its bundles published.

@@ -93,7 +93,10 @@ pub enum DependencyCheckError {
     Invalid(#[from] dependencies::DependencyError),
     /// Requirements that no bundle installed through another ClusterExtension (nor, for an API,
     /// the cluster) satisfies.
-    #[error("{UNSATISFIED_DEPENDENCIES}: {}; install them with: {command}", join(unsatisfied))]
+    #[error(
+        "{UNSATISFIED_DEPENDENCIES}: {}; install them with: {command}",
+        join(unsatisfied)
+    )]
     Unsatisfied {
         /// Each requirement left unsatisfied, with its `failureMessage` when given.
         unsatisfied: Vec<dependencies::Unsatisfied>,
@@ -221,7 +224,10 @@ pub fn install_command(ext: &ClusterExtension) -> String {
         }
         let labels = catalog.selector.as_ref().and_then(|s| s.match_labels.as_ref());
         for (key, value) in labels.into_iter().flatten() {
-            words.extend(["--catalog-label".to_string(), shell_word(&format!("{key}={value}"))]);
+            words.extend([
+                "--catalog-label".to_string(),
+                shell_word(&format!("{key}={value}")),
+            ]);
         }
     }
     words.push("--with-dependencies".to_string());

@@ -434,7 +434,11 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
         write_status(ctx, &name, &new_status).await?;
         publish_events(ext, &outcome, ctx).await;
     }
-    let installed_before = ext.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| &i.bundle.name);
+    let installed_before = ext
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| &i.bundle.name);
     if outcome.installed_bundle().map(|b| &b.bundle_name) != installed_before {
         // What other extensions' dependencies may rely on changed.
         ctx.dependency_waits.changed();

@@ -318,15 +318,16 @@ impl ReconcileState<'_> {
             return Ok(());
         }
         let fail = |e: DependencyCheckError| target.error(e);
-        let requirements = self
-            .requirements(target, unpacked)
-            .map_err(|e| fail(e.into()))?;
+        let requirements = self.requirements(target, unpacked).map_err(|e| fail(e.into()))?;
         if requirements.is_empty() && upgrading_from.is_none() {
             return Ok(());
         }
         let others = self.installed_elsewhere().await.map_err(fail)?;
         let served = self.served_apis().await.map_err(fail)?;
-        let facts: Vec<_> = others.iter().map(crate::dependencies::InstalledExtension::facts).collect();
+        let facts: Vec<_> = others
+            .iter()
+            .map(crate::dependencies::InstalledExtension::facts)
+            .collect();
         let unsatisfied = crate::dependencies::unsatisfied(&requirements, &facts, &served);
         if !unsatisfied.is_empty() {
             return Err(fail(DependencyCheckError::Unsatisfied {
@@ -336,7 +337,8 @@ impl ReconcileState<'_> {
         }
         if let Some(record) = upgrading_from {
             let from_catalog = self.catalog_properties(record).await;
-            let before = dependencies::installed_extension(&self.ext.name_any(), record, from_catalog.as_deref());
+            let before =
+                dependencies::installed_extension(&self.ext.name_any(), record, from_catalog.as_deref());
             let after = dependencies::union(&unpacked.bundle.properties, &target.properties);
             let broken = crate::dependencies::broken_by_change(
                 &others,
@@ -364,12 +366,14 @@ impl ReconcileState<'_> {
         use crate::dependencies::{requirements_from_bundle_metadata, requirements_of};
         let bundle = target.bundle_name.as_str();
         let mut requirements = requirements_of(bundle, &target.properties)?;
-        let dependencies_yaml = read_dependencies_yaml(&unpacked.image.dir, self.ctx.pull.limits.max_file_bytes)
-            .map_err(|message| crate::dependencies::DependencyError::File {
-                bundle: bundle.to_string(),
-                file: "metadata/dependencies.yaml".into(),
-                message,
-            })?;
+        let dependencies_yaml =
+            read_dependencies_yaml(&unpacked.image.dir, self.ctx.pull.limits.max_file_bytes).map_err(
+                |message| crate::dependencies::DependencyError::File {
+                    bundle: bundle.to_string(),
+                    file: "metadata/dependencies.yaml".into(),
+                    message,
+                },
+            )?;
         let from_image = requirements_from_bundle_metadata(bundle, dependencies_yaml.as_deref(), None)?
             .into_iter()
             .chain(requirements_of(bundle, &unpacked.bundle.properties)?);
