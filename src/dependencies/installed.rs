@@ -187,7 +187,7 @@ mod tests {
         // The old bundle's CRD is still served during the check: it does not count.
         let served = [gvk("b.io", "Widget"), gvk("apps", "Deployment")];
         let broken = broken_by_change(
-            &[a.clone()],
+            std::slice::from_ref(&a),
             &served,
             &b,
             Some(("b.v2.0.0", &package_of("2.0.0", &["Gadget"]))),
@@ -223,7 +223,7 @@ mod tests {
         // An API served by something else (not by the removed bundle) keeps the requirement.
         let served = [gvk("c.io", "Gear")];
         assert_eq!(
-            broken_by_change(&[a.clone()], &served, &c, None).len(),
+            broken_by_change(std::slice::from_ref(&a), &served, &c, None).len(),
             1,
             "c's own API goes with it"
         );
