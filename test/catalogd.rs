@@ -161,6 +161,12 @@ async fn run_cluster_catalogd(selector: &str, extra: &[&str]) -> Catalogd {
         &address,
     ]);
     command.args(["--selector", selector, "--poll-interval-unit-seconds", "1"]);
+    command.args([
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        "127.0.0.1:0",
+    ]);
     command.arg("--cache-dir").arg(work.path().join("cache"));
     command.args(extra);
     command.env("RUST_LOG", "info,olmv1=debug");
