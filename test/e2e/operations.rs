@@ -255,10 +255,16 @@ impl Drop for Server {
     }
 }
 
-/// Waits until `addr` accepts TCP connections.
-async fn wait_listening(addr: &str) {
-    support::wait_for(&format!("{addr} to listen"), START_TIMEOUT, || async {
-        tokio::net::TcpStream::connect(addr).await.map(|_| ())
+/// Waits until `server` accepts TCP connections on `addr`; fails at once if it exits.
+async fn wait_listening(server: &mut Server, addr: &str) {
+    support::wait_for(&format!("{addr} to listen"), START_TIMEOUT, || {
+        let exited = server.0.try_wait().ok().flatten();
+        async move {
+            if let Some(status) = exited {
+                panic!("the server for {addr} exited ({status}); its error is on stderr");
+            }
+            tokio::net::TcpStream::connect(addr).await.map(|_| ())
+        }
     })
     .await;
 }
@@ -266,12 +272,12 @@ async fn wait_listening(addr: &str) {
 #[tokio::test]
 async fn the_catalog_server_offers_exactly_what_each_tls_profile_allows() {
     let dir = scratch_dir("tls-profiles");
-    let tls = support::TestTls::generate(&dir.join("pki"));
-    let catalog = support::repo_root().join("test/fixtures/catalog-v2");
+    let tls = support::TestTls::generate(&scratch_dir("tls-profiles-pki"));
+    let catalog = support::repo_root().join("test/fixtures/images/catalog-v2");
     let mut wrong = Vec::new();
     for (name, flags, offers) in profiles() {
         let addr = format!("127.0.0.1:{}", support::free_port());
-        let server = Server(
+        let mut server = Server(
             Command::new(support::olmv1_bin())
                 .args(["catalogd", "serve", "--listen", &addr])
                 .arg("--catalog")
@@ -288,7 +294,7 @@ async fn the_catalog_server_offers_exactly_what_each_tls_profile_allows() {
                 .spawn()
                 .expect("olmv1 catalogd serve"),
         );
-        wait_listening(&addr).await;
+        wait_listening(&mut server, &addr).await;
         wrong.extend(check_offers(&format!("catalog server, {name}"), &addr, &offers));
         drop(server);
     }
@@ -300,7 +306,7 @@ async fn a_metrics_server_follows_the_tls_profile_and_reviews_its_callers() {
     let _share = components::shared_cluster().await;
     components::ensure_running();
     let dir = scratch_dir("tls-metrics");
-    let tls = support::TestTls::generate(&dir.join("pki"));
+    let tls = support::TestTls::generate(&dir);
     let ca = std::fs::read(&tls.ca_cert).unwrap();
     let (_, modern_flags, modern_offers) = profiles().into_iter().next().unwrap();
     // A catalogd that reconciles no ClusterCatalog: its catalog and metrics servers, modern.
