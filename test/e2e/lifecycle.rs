@@ -299,22 +299,36 @@ async fn the_components_serve_health_readiness_and_metrics() {
     let s = Scenario::new("operations", two_versions).await;
     s.apply_extension(json!({})).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
-    // The probes answer anyone, in plain HTTP, on their own port.
+    // The probes answer anyone, in plain HTTP, on their own port (another test may be
+    // restarting the controller: wait for it).
     for role in ["catalogd", "controller"] {
         for path in ["/healthz", "/readyz"] {
             let url = format!("http://{}{path}", components::operations(role).probes);
-            let response = reqwest::get(&url)
-                .await
-                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-            assert_eq!(response.status(), 200, "{role} {path}");
+            support::wait_for(
+                &format!("{role} {path} to answer 200"),
+                components::INSTALL_TIMEOUT,
+                || async {
+                    match reqwest::get(&url).await.map(|r| r.status()) {
+                        Ok(status) if status == 200 => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            )
+            .await;
         }
     }
-    let catalogd = components::scrape_metrics("catalogd").await.unwrap();
+    let catalogd = support::wait_for("catalogd /metrics", components::INSTALL_TIMEOUT, || {
+        components::scrape_metrics("catalogd")
+    })
+    .await;
     assert!(
         catalogd.contains("olmv1_clustercatalog_reconcile_total"),
         "{catalogd}"
     );
-    let controller = components::scrape_metrics("controller").await.unwrap();
+    let controller = support::wait_for("controller /metrics", components::INSTALL_TIMEOUT, || {
+        components::scrape_metrics("controller")
+    })
+    .await;
     assert!(
         controller.contains("olmv1_clusterextension_reconcile_total"),
         "{controller}"
