@@ -18,6 +18,7 @@ mod install;
 mod install_identity;
 mod lifecycle;
 mod openshift;
+mod operations;
 mod pull_secrets;
 mod real;
 mod upgrade;
