@@ -269,7 +269,8 @@ fn find_installed(package: &str, spec: &str, catalogs: &[SourcedCatalog]) -> Res
         }
     }
     Err(format!(
-        "--installed {spec:?}: no bundle of package {package:?} has that name or version"
+        "--installed {spec:?}: no bundle of package {package:?} has that name or version (a bundle \
+         the catalogs no longer carry is given as BUNDLE_NAME@VERSION)"
     ))
 }
 

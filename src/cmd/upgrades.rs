@@ -57,12 +57,19 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
+            // The installed bundle's catalog; when none carries it any more, the catalog of
+            // the first version reachable now, else the first with the package.
+            let catalog = answer
+                .installed
+                .catalog
+                .as_ref()
+                .or(answer.reachable.first().map(|t| &t.catalog));
             let Some(package) = inputs
                 .iter()
-                .find(|c| c.name == answer.installed.catalog)
-                .and_then(|c| c.index.package(&request.package))
+                .filter(|c| catalog.is_none_or(|name| c.name == *name))
+                .find_map(|c| c.index.package(&request.package))
             else {
-                return fail("upgrades", "the installed bundle's catalog is gone");
+                return fail("upgrades", "no selected catalog has the package");
             };
             let dot = upgrade_dot(package, &request.channels, &answer);
             if args.output == UpgradesOutput::Dot {
@@ -84,8 +91,14 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
 /// versions.
 pub fn render_text(u: &Upgrades, colour: bool) -> String {
     let mut out = format!(
-        "{} installed: {} {} (catalog {})\n",
-        u.package, u.installed.bundle, u.installed.version, u.installed.catalog
+        "{} installed: {} {} ({})\n",
+        u.package,
+        u.installed.bundle,
+        u.installed.version,
+        match &u.installed.catalog {
+            Some(c) => format!("catalog {c}"),
+            None => "no selected catalog carries it any more".to_string(),
+        }
     );
     let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
     let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
