@@ -7,6 +7,7 @@ use super::sources::{RequestArgs, SourceArgs, colour, fail, load_request, print_
 use crate::admin::{
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
+    terminal::TerminalText,
     upgrades::{Upgrades, upgrades},
 };
 
@@ -53,7 +54,7 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
     match args.output {
         UpgradesOutput::Json => print_json(&answer),
         UpgradesOutput::Text => {
-            out!("{}", render_text(&answer, colour()));
+            super::write_terminal(&render_text(&answer, colour()));
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
@@ -89,8 +90,9 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
 
 /// The text form: the installed bundle, then one table of reachable, stepped and unreachable
 /// versions.
-pub fn render_text(u: &Upgrades, colour: bool) -> String {
-    let mut out = format!(
+pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
+    out.push_str(&format!(
         "{} installed: {} {} ({})\n",
         u.package,
         u.installed.bundle,
@@ -99,7 +101,7 @@ pub fn render_text(u: &Upgrades, colour: bool) -> String {
             Some(c) => format!("catalog {c}"),
             None => "no selected catalog carries it any more".to_string(),
         }
-    );
+    ));
     let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
     let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
     for r in &u.reachable {
@@ -138,7 +140,7 @@ pub fn render_text(u: &Upgrades, colour: bool) -> String {
     if t.is_empty() {
         out.push_str("no other version is reachable and none is later\n");
     } else {
-        out.push_str(&t.render(colour));
+        out.push_table(&t, colour);
     }
     out
 }
