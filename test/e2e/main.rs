@@ -17,6 +17,7 @@ mod hostile;
 mod install;
 mod lifecycle;
 mod openshift;
+mod operations;
 mod pull_secrets;
 mod real;
 mod upgrade;
