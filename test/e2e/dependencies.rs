@@ -348,7 +348,7 @@ async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
     let share = components::exclusive_cluster().await;
     let w = World::new("deps-refuse", a_needs_b(">=1.0.0")).await;
     let stopped = components::stop_shared_controller(&share);
-    let _refusing = components::Replica::controller_with("controller-refuse", &["--dependencies", "refuse"]);
+    let _refusing = components::Replica::controller_as("controller", "controller-refuse", &["--dependencies", "refuse"]);
     let ext_a = w.extension_of(&w.a);
     w.apply(&w.a, json!({})).await;
     let refused =

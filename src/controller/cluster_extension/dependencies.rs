@@ -212,9 +212,10 @@ pub fn install_command(ext: &ClusterExtension) -> String {
         shell_word(&ext.name_any()),
         "--namespace".to_string(),
         shell_word(&spec.namespace),
-        "--service-account".to_string(),
-        shell_word(&spec.service_account.name),
     ];
+    if let Some(account) = &spec.service_account {
+        words.extend(["--service-account".to_string(), shell_word(&account.name)]);
+    }
     if let Some(catalog) = catalog {
         if let Some(version) = catalog.version.as_deref().filter(|v| !v.is_empty()) {
             words.extend(["--version".to_string(), shell_word(version)]);
