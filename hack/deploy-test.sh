@@ -102,9 +102,14 @@ kubectl apply --server-side -f "$manifest" >"$OLMV1_ENV_DIR/apply.txt" ||
 kubectl apply --server-side --dry-run=server -f "$manifest" >/dev/null ||
   die "server-side dry run of the installed manifest refused"
 # The OpenShift overlay is accepted as well (its service CA annotations need no CRDs; its Role
-# for the global pull secret lives in openshift-config, which every OpenShift cluster has), and
-# both components read that secret.
+# for the global pull secret lives in openshift-config, which every OpenShift cluster has; its
+# PrometheusRule needs prometheus-operator's CRD, which OpenShift's monitoring stack installs),
+# and both components read that secret.
 kubectl create namespace openshift-config --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+po_dir=$(cd "$OLMV1_ENV_DIR" && GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+kubectl apply --server-side -f "$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml" >/dev/null
+kubectl wait --for=condition=Established --timeout=60s crd/prometheusrules.monitoring.coreos.com >/dev/null
 kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.yaml" >/dev/null ||
   die "the OpenShift install manifest is refused (server-side dry run)"
 [[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cmd;
 pub mod confined;
 pub mod controller;
+pub mod egress;
 pub mod go_format;
 pub mod image;
 pub mod leader;
@@ -22,7 +23,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" => 0,
+            "go_format" | "backoff" | "egress" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

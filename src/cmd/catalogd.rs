@@ -11,7 +11,8 @@ use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_s
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
-use crate::controller::metrics::ReconcileMetrics;
+use crate::controller::metrics::{ConditionMetrics, ReconcileMetrics, register_leader};
+use olmv1_api::v1::conditions::{TYPE_PROGRESSING, TYPE_SERVING};
 use crate::image::pull_secret::{self, PullSecretArgs};
 use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
 
@@ -269,9 +270,17 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         &mut metrics_registry,
         "olmv1_clustercatalog",
     ));
+    let conditions = Arc::new(ConditionMetrics::register(
+        &mut metrics_registry,
+        "olmv1_clustercatalog",
+        &[TYPE_SERVING, TYPE_PROGRESSING],
+    ));
+    register_leader(&mut metrics_registry, "catalogd", replica.leadership.clone());
     let (readiness, _operations) = start_operations_server(args.metrics_addr, metrics_registry);
     let context = Arc::new(
-        Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
+        Context::new(client.clone(), store.clone(), Arc::new(registry), settings)
+            .with_metrics(metrics)
+            .with_condition_metrics(conditions),
     );
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());

@@ -13,7 +13,7 @@ use crate::{
     catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient},
     controller::{
         cluster_extension::{self, Context},
-        metrics::Metrics,
+        metrics::{Metrics, register_leader},
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
     image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
@@ -84,6 +84,10 @@ pub struct ControllerArgs {
     /// with a longer one is refused.
     #[arg(long, env = "OLMV1_MAX_JSONL_LINE_BYTES", default_value_t = DEFAULT_MAX_JSONL_LINE_BYTES)]
     pub max_jsonl_line_bytes: usize,
+    /// Seconds in one `progressDeadlineMinutes` unit (60; shorter values are for tests: the
+    /// field's minimum of 10 stays for users).
+    #[arg(long, default_value_t = cluster_extension::PROGRESS_DEADLINE_UNIT.as_secs(), hide = true)]
+    pub progress_deadline_unit_seconds: u64,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -114,6 +118,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider,
         upgradeable,
         max_jsonl_line_bytes,
+        progress_deadline_unit_seconds,
     } = args;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
@@ -137,6 +142,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
+    register_leader(&mut registry, "controller", replica.leadership.clone());
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
     let (readiness, server) = start_operations_server(metrics_addr, registry);
 
@@ -150,6 +156,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let ctx = Arc::new(Context {
         webhook_provider,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
+        progress_deadline_unit: Duration::from_secs(progress_deadline_unit_seconds.max(1)),
         ..Context::new(
             client.clone(),
             identities,

@@ -221,7 +221,7 @@ enum Challenge {
 impl RegistryClient {
     /// Builds a client; fails only when the extra CA bundle cannot be parsed.
     pub fn new(config: RegistryConfig) -> Result<Self, ImageError> {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::egress::client_builder()
             .user_agent(USER_AGENT)
             .no_gzip()
             .connect_timeout(config.timeout)

@@ -215,13 +215,30 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
-/// `--bundle-cache-grace` of the controllers the tests start.
+/// `--bundle-cache-grace` of the controllers the tests start: short, so that the cache test
+/// sees unused bundles go without waiting 10 minutes.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
+
+/// Seconds in one `progressDeadlineMinutes` unit of the controllers the tests start
+/// (`--progress-deadline-unit-seconds`): a rollout reaches its deadline (10 at least) in 30 s.
+pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
 
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`.
 fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
+    let args = controller_args(name, operations, extra);
+    spawn("controller", name, &args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
+/// `POD_NAME`, which the controller's User-Agent and Lease name).
+fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
+    spawn_with(role, name, args, &[], |_| {})
+}
+
+/// The arguments the tests' controllers run with, `extra` last.
+pub fn controller_args(name: &str, operations: &str, extra: &[&str]) -> Vec<String> {
     let cache = scratch_dir(name);
-    let mut args = vec![
+    let mut args: Vec<String> = [
         "controller",
         "--system-namespace",
         SYSTEM_NAMESPACE,
@@ -231,28 +248,41 @@ fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
         cache.to_str().unwrap(),
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
-        // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
         "--bundle-cache-grace",
         BUNDLE_CACHE_GRACE_SECONDS,
-    ];
-    args.extend_from_slice(extra);
-    spawn("controller", name, &args)
+        "--progress-deadline-unit-seconds",
+        &PROGRESS_DEADLINE_UNIT_SECONDS.to_string(),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
 }
 
-/// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
-/// `POD_NAME`, which the controller's User-Agent and Lease name).
-fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
+/// [`spawn`] with extra environment variables, and the kubeconfig as `kubeconfig` leaves it
+/// (it gets the parsed YAML of the ServiceAccount's).
+pub fn spawn_with(
+    role: &str,
+    name: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    kubeconfig: impl FnOnce(&mut serde_json::Value),
+) -> Child {
     let env = support::env();
     let log = std::fs::File::create(log_path(name)).unwrap();
+    let path = support::service_account_kubeconfig(
+        SYSTEM_NAMESPACE,
+        &format!("olmv1-{role}"),
+        &scratch_dir("kubeconfigs").join(name),
+    );
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a kubeconfig");
+    kubeconfig(&mut config);
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
     env.command(support::olmv1_bin())
-        .env(
-            "KUBECONFIG",
-            support::service_account_kubeconfig(
-                SYSTEM_NAMESPACE,
-                &format!("olmv1-{role}"),
-                &scratch_dir("kubeconfigs").join(role),
-            ),
-        )
+        .env("KUBECONFIG", path)
+        .envs(vars.iter().copied())
         .args(args)
         // Its ServiceAccount's imagePullSecrets are merged with the global pull secret.
         .env(
@@ -361,6 +391,8 @@ pub struct Replica {
     pub child: Child,
     /// Where a catalogd replica serves catalogs.
     pub address: String,
+    /// Its `/metrics` `/healthz` `/readyz` server.
+    pub operations: String,
 }
 
 impl Replica {
@@ -376,6 +408,7 @@ impl Replica {
             name: name.into(),
             child,
             address,
+            operations,
         }
     }
 
@@ -405,6 +438,16 @@ impl Drop for Replica {
         self.child.kill().ok();
         self.child.wait().ok();
     }
+}
+
+/// The samples of the `/metrics` of the operations server at `address` (`host:port`).
+pub async fn scrape(address: &str) -> Vec<support::promql::Sample> {
+    let url = format!("http://{address}/metrics");
+    let response = reqwest::get(&url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    assert!(response.status().is_success(), "GET {url}: {}", response.status());
+    support::promql::parse_exposition(&response.text().await.unwrap())
 }
 
 /// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.

@@ -30,6 +30,9 @@ pub struct Bundle {
     /// A hostile image: this manifest (a file name under `manifests/`) is replaced, in a second
     /// layer, by a symbolic link to this target.
     pub linked_manifest: Option<(String, PathBuf)>,
+    /// The operator's pods run only on Nodes labelled `olmv1.test/pool=<this>` (and tolerate
+    /// their taint): until a test adds such a Node, the Deployment never rolls out.
+    pub node_pool: Option<String>,
 }
 
 impl Bundle {
@@ -44,7 +47,14 @@ impl Bundle {
             with_config_map: true,
             max_openshift_version: None,
             linked_manifest: None,
+            node_pool: None,
         }
+    }
+
+    /// Pods only on the Nodes of `pool` (see [`Bundle::node_pool`]).
+    pub fn on_node_pool(mut self, pool: &str) -> Self {
+        self.node_pool = Some(pool.into());
+        self
     }
 
     pub fn replaces(mut self, version: &str, package: &str) -> Self {
@@ -144,9 +154,24 @@ fn write_annotations(dir: &Path, package: &str) {
     .unwrap();
 }
 
+/// The label (and taint) key of the Nodes of a [`Bundle::node_pool`].
+pub const NODE_POOL_KEY: &str = "olmv1.test/pool";
+
 fn csv(package: &str, bundle: &Bundle) -> Value {
     let operator = deployment_name(package);
     let group = crd_group(package);
+    let mut pod_spec = json!({
+        "serviceAccountName": operator,
+        "containers": [{
+            "name": "manager",
+            "image": format!("registry.invalid/{package}/manager:v{}", bundle.version)
+        }]
+    });
+    if let Some(pool) = &bundle.node_pool {
+        pod_spec["nodeSelector"] = json!({NODE_POOL_KEY: pool});
+        pod_spec["tolerations"] =
+            json!([{"key": NODE_POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
+    }
     json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -182,13 +207,7 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
                         "selector": {"matchLabels": {"app": operator}},
                         "template": {
                             "metadata": {"labels": {"app": operator}},
-                            "spec": {
-                                "serviceAccountName": operator,
-                                "containers": [{
-                                    "name": "manager",
-                                    "image": format!("registry.invalid/{package}/manager:v{}", bundle.version)
-                                }]
-                            }
+                            "spec": pod_spec
                         }
                     }
                 }]
@@ -404,7 +423,11 @@ async fn push_with_link(
 }
 
 pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
-    let registry = RegistryConfig::default();
+    // Test registries speak plain HTTP, on loopback or (the proxy test's) not.
+    let registry = RegistryConfig {
+        insecure_registries: reference.split('/').next().map(str::to_string).into_iter().collect(),
+        ..RegistryConfig::default()
+    };
     // The authenticating registry takes pushes with its credentials only.
     let (auth_host, user, password) = crate::support::auth_registry();
     if reference.starts_with(&format!("{auth_host}/")) {

@@ -9,7 +9,9 @@ mod cli;
 mod components;
 mod fixtures;
 
+mod alerts;
 mod cache;
+mod deadline;
 mod failures;
 mod gating;
 mod ha;
@@ -17,6 +19,7 @@ mod hostile;
 mod install;
 mod lifecycle;
 mod openshift;
+mod proxy;
 mod pull_secrets;
 mod real;
 mod upgrade;

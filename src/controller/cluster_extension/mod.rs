@@ -31,7 +31,9 @@ use kube::{
 };
 use olmv1_api::v1::{
     ClusterCatalog, ClusterExtension,
-    conditions::{FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+    conditions::{
+        FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME, REASON_PROGRESS_DEADLINE_EXCEEDED,
+    },
 };
 use tracing::{info, warn};
 
@@ -59,6 +61,11 @@ const STATUS_FIELD_MANAGER: &str = "olmv1-status";
 const RESYNC: Duration = Duration::from_secs(1800);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
+/// How soon a rollout past its deadline is looked at again: the watch on its Deployments and
+/// CRDs brings it back as soon as they change, so this is only a safety net.
+const STUCK_ROLLOUT_POLL: Duration = Duration::from_secs(60);
+/// One unit of `spec.progressDeadlineMinutes`.
+pub const PROGRESS_DEADLINE_UNIT: Duration = Duration::from_secs(60);
 /// How long a bundle image cache entry no revision record names is kept after it was written:
 /// a reconcile may have pulled a digest it has not recorded yet (preflights and apply come
 /// between), and another reconcile's sweep must not delete it under it.
@@ -79,6 +86,9 @@ pub struct Context {
     pub pull: PullOptions,
     /// How long an unrecorded bundle image stays cached (see [`BUNDLE_CACHE_GRACE`]).
     pub bundle_cache_grace: Duration,
+    /// One unit of `spec.progressDeadlineMinutes`: a minute ([`PROGRESS_DEADLINE_UNIT`]), shorter
+    /// only in tests.
+    pub progress_deadline_unit: Duration,
     /// Kubernetes Events.
     pub recorder: Recorder,
     /// Prometheus metrics.
@@ -189,6 +199,7 @@ impl Context {
             catalogs,
             pull,
             bundle_cache_grace: BUNDLE_CACHE_GRACE,
+            progress_deadline_unit: PROGRESS_DEADLINE_UNIT,
             recorder,
             metrics,
             webhook_provider: WebhookProvider::default(),
@@ -405,6 +416,7 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
         write_status(ctx, &name, &new_status).await?;
         publish_events(ext, &outcome, ctx).await;
     }
+    ctx.metrics.conditions.set(&name, &new_status.conditions);
     ctx.metrics
         .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
     Ok(match &outcome.result {
@@ -413,6 +425,10 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
             Action::requeue(RESYNC)
         }
         Ok(steps::Progress::RollingOut(_)) => Action::requeue(ROLLOUT_POLL),
+        Ok(steps::Progress::DeadlineExceeded { minutes, waiting }) => {
+            warn!(%name, minutes, %waiting, "rollout past its progress deadline");
+            Action::requeue(STUCK_ROLLOUT_POLL)
+        }
         Err(error) => {
             warn!(%name, %error, terminal = error.is_terminal(), "reconcile step failed");
             ctx.metrics.reconcile_failed(error.category());
@@ -472,6 +488,13 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
                 secondary: None,
             }
         }
+        (Ok(steps::Progress::DeadlineExceeded { .. }), _) => Event {
+            type_: EventType::Warning,
+            reason: REASON_PROGRESS_DEADLINE_EXCEEDED.into(),
+            note: status::progressing_message(&outcome.result).map(|m| m.chars().take(1024).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        },
         (Err(error), _) => Event {
             type_: EventType::Warning,
             reason: error.category().into(),
@@ -528,6 +551,7 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         let _ = ctx.recorder.publish(&event, &ext.object_ref(&())).await;
     }
     ctx.metrics.set_installed(&name, None);
+    ctx.metrics.conditions.forget(&name);
     ctx.last_apply.forget(&name);
     remove_unused_bundle_images(ctx, None).await;
     Ok(Action::await_change())
