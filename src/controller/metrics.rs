@@ -187,10 +187,7 @@ struct LeaderCollector {
 
 impl prometheus_client::collector::Collector for LeaderCollector {
     fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        use prometheus_client::{
-            encoding::EncodeMetric,
-            metrics::{TypedMetric, gauge::ConstGauge},
-        };
+        use prometheus_client::{encoding::EncodeMetric, metrics::gauge::ConstGauge};
         let gauge = ConstGauge::new(i64::from(self.leadership.holds()));
         let mut metric = encoder.encode_descriptor(
             "olmv1_leader",
@@ -381,7 +378,11 @@ mod tests {
             type_: type_.into(),
             status: status.into(),
             reason: reason.into(),
-            ..Condition::default()
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
         }
     }
 
