@@ -68,7 +68,10 @@ impl EgressProxy {
             _ => None,
         }?;
         let host = Host::of(url)?;
-        let port = url.port_or_known_default().map(|p| p.to_string()).unwrap_or_default();
+        let port = url
+            .port_or_known_default()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
         (!host.is_local() && !self.no_proxy.matches(&host, &port)).then(|| proxy.clone())
     }
 
@@ -146,7 +149,11 @@ enum Entry {
     /// One IP, on `port` only when given.
     Ip { ip: IpAddr, port: String },
     /// `suffix` starts with a dot; `exact` also matches the host without it.
-    Domain { suffix: String, exact: bool, port: String },
+    Domain {
+        suffix: String,
+        exact: bool,
+        port: String,
+    },
 }
 
 impl NoProxy {
@@ -184,7 +191,11 @@ impl NoProxy {
                 .filter(|h| h.starts_with('.'))
                 .unwrap_or(host.as_str());
             let exact = !host.starts_with('.');
-            let suffix = if exact { format!(".{host}") } else { host.to_string() };
+            let suffix = if exact {
+                format!(".{host}")
+            } else {
+                host.to_string()
+            };
             no_proxy.entries.push(Entry::Domain { suffix, exact, port });
         }
         no_proxy
@@ -201,7 +212,14 @@ impl Entry {
         match (self, host) {
             (Entry::Network { ip, prefix }, Host::Ip(host)) => in_network(*host, *ip, *prefix),
             (Entry::Ip { ip, port: wanted }, Host::Ip(host)) => ip == host && port_matches(wanted),
-            (Entry::Domain { suffix, exact, port: wanted }, Host::Domain(host)) => {
+            (
+                Entry::Domain {
+                    suffix,
+                    exact,
+                    port: wanted,
+                },
+                Host::Domain(host),
+            ) => {
                 (host.ends_with(suffix.as_str()) || (*exact && host == &suffix[1..])) && port_matches(wanted)
             }
             _ => false,
@@ -257,7 +275,11 @@ mod tests {
 
     /// Whether `url` goes through the proxy with `NO_PROXY=no_proxy` (both proxies set).
     fn proxied(no_proxy: &str, url: &str) -> bool {
-        let s = settings(&[("HTTPS_PROXY", PROXY), ("HTTP_PROXY", PROXY), ("NO_PROXY", no_proxy)]);
+        let s = settings(&[
+            ("HTTPS_PROXY", PROXY),
+            ("HTTP_PROXY", PROXY),
+            ("NO_PROXY", no_proxy),
+        ]);
         s.proxy_for(&Url::parse(url).unwrap()).is_some()
     }
 
@@ -265,9 +287,16 @@ mod tests {
     fn each_scheme_uses_its_own_variable_upper_case_first() {
         let https = Url::parse("https://quay.io/v2/").unwrap();
         let http = Url::parse("http://catalogd.olmv1-system.svc/catalogs/x").unwrap();
-        let only_https = settings(&[("https_proxy", "http://lower:1"), ("HTTPS_PROXY", "http://upper:2")]);
+        let only_https = settings(&[
+            ("https_proxy", "http://lower:1"),
+            ("HTTPS_PROXY", "http://upper:2"),
+        ]);
         assert_eq!(only_https.proxy_for(&https).unwrap().as_str(), "http://upper:2/");
-        assert_eq!(only_https.proxy_for(&http), None, "HTTPS_PROXY does not serve http URLs");
+        assert_eq!(
+            only_https.proxy_for(&http),
+            None,
+            "HTTPS_PROXY does not serve http URLs"
+        );
         let lower = settings(&[("http_proxy", "http://lower:1"), ("HTTP_PROXY", "")]);
         assert_eq!(lower.proxy_for(&http).unwrap().as_str(), "http://lower:1/");
         assert_eq!(lower.proxy_for(&https), None);
@@ -279,7 +308,10 @@ mod tests {
         let bare = settings(&[("HTTPS_PROXY", "10.0.0.5:3128")]);
         assert_eq!(bare.proxy_for(&https).unwrap().as_str(), "http://10.0.0.5:3128/");
         let named = settings(&[("HTTPS_PROXY", "proxy.corp:3128")]);
-        assert_eq!(named.proxy_for(&https).unwrap().as_str(), "http://proxy.corp:3128/");
+        assert_eq!(
+            named.proxy_for(&https).unwrap().as_str(),
+            "http://proxy.corp:3128/"
+        );
     }
 
     #[test]
@@ -329,7 +361,11 @@ mod tests {
             ("10.0.0.1", "https://ten.example/", true),
             ("0.0.1", "https://10.0.0.1/", true),
             // Several entries, and the empty ones between them.
-            ("example.com,, .svc ,10.0.0.0/8", "http://catalogd.olmv1-system.svc/", false),
+            (
+                "example.com,, .svc ,10.0.0.0/8",
+                "http://catalogd.olmv1-system.svc/",
+                false,
+            ),
             ("example.com,, .svc ,10.0.0.0/8", "https://quay.io/", true),
             ("", "https://quay.io/", true),
         ];

@@ -436,7 +436,10 @@ async fn clusterextension_invalid_specs_are_refused_with_upstream_messages() {
             "progressDeadlineMinutes over upstream's maximum",
             "/spec/progressDeadlineMinutes",
             json!(721),
-            vec!["spec.progressDeadlineMinutes", "should be less than or equal to 720"],
+            vec![
+                "spec.progressDeadlineMinutes",
+                "should be less than or equal to 720",
+            ],
         ),
     ];
     for (case, pointer, value, expected) in cases {

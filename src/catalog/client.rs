@@ -41,7 +41,9 @@ impl CatalogClient {
     /// A client with system roots plus the given extra CA certificates (PEM), a 5-minute timeout
     /// and the default body bound.
     pub fn new(extra_ca_pem: &[Vec<u8>]) -> Result<CatalogClient, CatalogError> {
-        let mut builder = crate::egress::client_builder().timeout(DEFAULT_TIMEOUT).gzip(true);
+        let mut builder = crate::egress::client_builder()
+            .timeout(DEFAULT_TIMEOUT)
+            .gzip(true);
         for pem in extra_ca_pem {
             let cert = reqwest::Certificate::from_pem(pem).map_err(|e| CatalogError::Http {
                 url: String::new(),

@@ -12,9 +12,9 @@ use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::{ConditionMetrics, ReconcileMetrics, register_leader};
-use olmv1_api::v1::conditions::{TYPE_PROGRESSING, TYPE_SERVING};
 use crate::image::pull_secret::{self, PullSecretArgs};
 use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
+use olmv1_api::v1::conditions::{TYPE_PROGRESSING, TYPE_SERVING};
 
 /// The leader election Lease of catalogd (upstream's name).
 const LEASE_NAME: &str = "catalogd-operator-lock";

@@ -202,9 +202,19 @@ fn api_server_proxy(inferred: Option<http::Uri>) -> Option<http::Uri> {
 /// The `proxy-url` of the current context's cluster.
 fn kubeconfig_proxy_url(kubeconfig: &kube::config::Kubeconfig) -> Option<String> {
     let current = kubeconfig.current_context.as_deref()?;
-    let context = kubeconfig.contexts.iter().find(|c| c.name == current)?.context.as_ref()?;
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == current)?
+        .context
+        .as_ref()?;
     let cluster = kubeconfig.clusters.iter().find(|c| c.name == context.cluster)?;
-    cluster.cluster.as_ref()?.proxy_url.clone().filter(|url| !url.is_empty())
+    cluster
+        .cluster
+        .as_ref()?
+        .proxy_url
+        .clone()
+        .filter(|url| !url.is_empty())
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -160,7 +160,12 @@ impl ConditionMetrics {
             })
             .collect();
         let mut current = lock(&self.current);
-        for gone in current.get(name).into_iter().flatten().filter(|l| !now.contains(l)) {
+        for gone in current
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|l| !now.contains(l))
+        {
             self.family.remove(gone);
         }
         for labels in &now {
@@ -186,7 +191,10 @@ struct LeaderCollector {
 }
 
 impl prometheus_client::collector::Collector for LeaderCollector {
-    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
         use prometheus_client::{encoding::EncodeMetric, metrics::gauge::ConstGauge};
         let gauge = ConstGauge::new(i64::from(self.leadership.holds()));
         let mut metric = encoder.encode_descriptor(
@@ -200,7 +208,11 @@ impl prometheus_client::collector::Collector for LeaderCollector {
 }
 
 /// Registers `olmv1_leader{component}` for this replica of `component`.
-pub fn register_leader(registry: &mut Registry, component: &'static str, leadership: crate::leader::Leadership) {
+pub fn register_leader(
+    registry: &mut Registry,
+    component: &'static str,
+    leadership: crate::leader::Leadership,
+) {
     registry.register_collector(Box::new(LeaderCollector {
         component,
         leadership,
@@ -434,7 +446,10 @@ mod tests {
         let mut registry = Registry::default();
         let leadership = crate::leader::Leadership::elected();
         register_leader(&mut registry, "controller", leadership);
-        assert_eq!(exposition(&registry), [r#"olmv1_leader{component="controller"} 0"#]);
+        assert_eq!(
+            exposition(&registry),
+            [r#"olmv1_leader{component="controller"} 0"#]
+        );
         let mut registry = Registry::default();
         register_leader(&mut registry, "catalogd", crate::leader::Leadership::unelected());
         assert_eq!(exposition(&registry), [r#"olmv1_leader{component="catalogd"} 1"#]);

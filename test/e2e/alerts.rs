@@ -88,7 +88,10 @@ fn the_evaluator_handles_the_forms_the_alerts_use() {
     assert_eq!(names(r#"x{status="True",name="a"} == 1"#), ["a"]);
     assert_eq!(names(r#"sum(l{component="c"}) < 1"#), [""]);
     assert!(names(r#"sum(l{component="d"}) < 1"#).is_empty());
-    assert_eq!(names(r#"sum(l{component="d"}) < 1 or absent(l{component="d"})"#), [""]);
+    assert_eq!(
+        names(r#"sum(l{component="d"}) < 1 or absent(l{component="d"})"#),
+        [""]
+    );
     assert!(names(r#"absent(x{name="a"})"#).is_empty());
 }
 
@@ -136,15 +139,22 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
         .unwrap();
 
     components::wait_installed(&healthy.client, &healthy.extension, "1.1.0").await;
-    components::wait_progressing(&missing_account.client, &missing_account.extension, "Retrying", "not found")
-        .await;
+    components::wait_progressing(
+        &missing_account.client,
+        &missing_account.extension,
+        "Retrying",
+        "not found",
+    )
+    .await;
     let deadline = std::time::Duration::from_secs(10 * components::PROGRESS_DEADLINE_UNIT_SECONDS);
     components::wait_extension_within(
         &stuck.client,
         &stuck.extension,
         "Progressing=False/ProgressDeadlineExceeded",
         deadline + components::INSTALL_TIMEOUT,
-        |ext| components::condition(ext, "Progressing").is_some_and(|c| c.reason == "ProgressDeadlineExceeded"),
+        |ext| {
+            components::condition(ext, "Progressing").is_some_and(|c| c.reason == "ProgressDeadlineExceeded")
+        },
     )
     .await;
 
@@ -164,22 +174,36 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
             let shown = samples
                 .iter()
                 .filter(|s| s.name == "olmv1_clusterextension_condition")
-                .filter(|s| [&healthy.extension, &missing_account.extension, &stuck.extension].contains(&&s.labels["name"]))
+                .filter(|s| {
+                    [&healthy.extension, &missing_account.extension, &stuck.extension]
+                        .contains(&&s.labels["name"])
+                })
                 .count();
-            if shown == 6 { Ok(samples) } else { Err(format!("{shown} of 6 series")) }
+            if shown == 6 {
+                Ok(samples)
+            } else {
+                Err(format!("{shown} of 6 series"))
+            }
         },
     )
     .await;
     let mut not_installed = vec![missing_account.extension.clone(), stuck.extension.clone()];
     not_installed.sort();
-    assert_eq!(ours(firing_for("OLMv1ClusterExtensionNotInstalled", &samples)), not_installed);
+    assert_eq!(
+        ours(firing_for("OLMv1ClusterExtensionNotInstalled", &samples)),
+        not_installed
+    );
     assert_eq!(
         ours(firing_for("OLMv1ClusterExtensionNotProgressing", &samples)),
         [stuck.extension.clone()]
     );
     assert!(firing_for("OLMv1ControllerNotLeading", &samples).is_empty());
     // Without the controller's leader series (no replica scraped), it fires.
-    let without_leader: Vec<_> = samples.iter().filter(|s| s.name != "olmv1_leader").cloned().collect();
+    let without_leader: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name != "olmv1_leader")
+        .cloned()
+        .collect();
     assert_eq!(firing_for("OLMv1ControllerNotLeading", &without_leader), [""]);
 
     // The catalog alert, over catalogd's: the broken catalog, not the one switched off, nor the
@@ -196,16 +220,26 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
                     s.name == "olmv1_clustercatalog_condition"
                         && s.labels["type"] == "Serving"
                         && (s.labels["name"] == missing_image
-                            || (s.labels["name"] == unavailable && s.labels["reason"] == "UserSpecifiedUnavailable"))
+                            || (s.labels["name"] == unavailable
+                                && s.labels["reason"] == "UserSpecifiedUnavailable"))
                 })
                 .count();
-            if shown == 2 { Ok(samples) } else { Err(format!("{shown} of 2 series")) }
+            if shown == 2 {
+                Ok(samples)
+            } else {
+                Err(format!("{shown} of 2 series"))
+            }
         },
     )
     .await;
     let firing = firing_for("OLMv1ClusterCatalogNotServing", &samples);
     assert!(firing.contains(&missing_image), "{firing:?}");
-    for serving in [&healthy.catalog, &missing_account.catalog, &stuck.catalog, &unavailable] {
+    for serving in [
+        &healthy.catalog,
+        &missing_account.catalog,
+        &stuck.catalog,
+        &unavailable,
+    ] {
         assert!(!firing.contains(serving), "{serving} in {firing:?}");
     }
     assert!(firing_for("OLMv1CatalogdNotLeading", &samples).is_empty());
@@ -215,14 +249,21 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
         .delete(&missing_image, &Default::default())
         .await
         .unwrap();
-    support::wait_for("the deleted catalog to leave catalogd's metrics", components::INSTALL_TIMEOUT, || async {
-        let samples = components::scrape(&catalogd).await;
-        if samples.iter().any(|s| s.labels.get("name") == Some(&missing_image)) {
-            Err("still there".to_string())
-        } else {
-            Ok(())
-        }
-    })
+    support::wait_for(
+        "the deleted catalog to leave catalogd's metrics",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let samples = components::scrape(&catalogd).await;
+            if samples
+                .iter()
+                .any(|s| s.labels.get("name") == Some(&missing_image))
+            {
+                Err("still there".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
     .await;
 
     // The rest goes too: no pod waits for a Node, no account is looked for, after this test.

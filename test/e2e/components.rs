@@ -226,7 +226,11 @@ pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`.
 fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
     let args = controller_args(name, operations, extra);
-    spawn("controller", name, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    spawn(
+        "controller",
+        name,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
 }
 
 /// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its

@@ -92,7 +92,10 @@ async fn a_rollout_past_its_deadline_is_reported_keeps_the_installed_version_and
     let progressing = components::condition(&stuck, "Progressing").unwrap();
     let prefix = format!("Revision has not rolled out for {DEADLINE_MINUTES} minute(s). Last status: ");
     assert!(
-        progressing.message.starts_with(&prefix) && progressing.message.contains(&crate::fixtures::deployment_name(&s.package)),
+        progressing.message.starts_with(&prefix)
+            && progressing
+                .message
+                .contains(&crate::fixtures::deployment_name(&s.package)),
         "upstream's message, naming what the rollout waits for: {}",
         progressing.message
     );
@@ -134,13 +137,17 @@ async fn a_rollout_past_its_deadline_is_reported_keeps_the_installed_version_and
         .delete(&s.extension, &DeleteParams::default())
         .await
         .unwrap();
-    support::wait_for("the extension to be uninstalled", components::INSTALL_TIMEOUT, || async {
-        match extensions.get_opt(&s.extension).await {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => Err("still there".to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    })
+    support::wait_for(
+        "the extension to be uninstalled",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match extensions.get_opt(&s.extension).await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err("still there".to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
     .await;
     nodes.delete(&node_name, &DeleteParams::default()).await.unwrap();
 }

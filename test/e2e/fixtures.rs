@@ -425,7 +425,12 @@ async fn push_with_link(
 pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
     // Test registries speak plain HTTP, on loopback or (the proxy test's) not.
     let registry = RegistryConfig {
-        insecure_registries: reference.split('/').next().map(str::to_string).into_iter().collect(),
+        insecure_registries: reference
+            .split('/')
+            .next()
+            .map(str::to_string)
+            .into_iter()
+            .collect(),
         ..RegistryConfig::default()
     };
     // The authenticating registry takes pushes with its credentials only.

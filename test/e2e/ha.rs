@@ -161,13 +161,26 @@ async fn only_the_leader_writes_and_a_killed_or_paused_leader_is_replaced() {
     // olmv1_leader is 1 on the leaders and 0 on the followers: the not-leading alerts fire over
     // the followers' metrics alone, not once a leader's are there too.
     for (component, alert, leader, follower) in [
-        ("controller", "OLMv1ControllerNotLeading", &controller_a, &controller_b),
+        (
+            "controller",
+            "OLMv1ControllerNotLeading",
+            &controller_a,
+            &controller_b,
+        ),
         ("catalogd", "OLMv1CatalogdNotLeading", &catalogd_a, &catalogd_b),
     ] {
         let (leading, leader_samples) = leader_metric(leader, component).await;
         let (waiting, follower_samples) = leader_metric(follower, component).await;
-        assert_eq!((leading, waiting), (1.0, 0.0), "{component}: olmv1_leader of the leader and the follower");
-        assert_eq!(crate::alerts::firing_for(alert, &follower_samples), [""], "{alert}");
+        assert_eq!(
+            (leading, waiting),
+            (1.0, 0.0),
+            "{component}: olmv1_leader of the leader and the follower"
+        );
+        assert_eq!(
+            crate::alerts::firing_for(alert, &follower_samples),
+            [""],
+            "{alert}"
+        );
         let both: Vec<_> = leader_samples.into_iter().chain(follower_samples).collect();
         assert!(crate::alerts::firing_for(alert, &both).is_empty(), "{alert}");
     }

@@ -38,16 +38,27 @@ impl Phase {
             .await
             .unwrap();
         catalogs.delete(&self.catalog, &Default::default()).await.unwrap();
-        support::wait_for("the proxy test's extension and catalog to go", components::INSTALL_TIMEOUT, || async {
-            let left = (
-                extensions.get_opt(&self.extension).await.map_err(|e| e.to_string())?,
-                catalogs.get_opt(&self.catalog).await.map_err(|e| e.to_string())?,
-            );
-            match left {
-                (None, None) => Ok(()),
-                _ => Err(format!("still there; logs:\n{}\n---\n{}", self.replicas[0].log(), self.replicas[1].log())),
-            }
-        })
+        support::wait_for(
+            "the proxy test's extension and catalog to go",
+            components::INSTALL_TIMEOUT,
+            || async {
+                let left = (
+                    extensions
+                        .get_opt(&self.extension)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                    catalogs.get_opt(&self.catalog).await.map_err(|e| e.to_string())?,
+                );
+                match left {
+                    (None, None) => Ok(()),
+                    _ => Err(format!(
+                        "still there; logs:\n{}\n---\n{}",
+                        self.replicas[0].log(),
+                        self.replicas[1].log()
+                    )),
+                }
+            },
+        )
         .await;
     }
 }
@@ -123,7 +134,10 @@ async fn install_through(
             "--insecure-registry",
             registry,
         ],
-        &catalogd_vars.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(),
+        &catalogd_vars
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect::<Vec<_>>(),
         |kubeconfig| {
             if catalogd_kubeconfig_proxy {
                 kubeconfig["clusters"][0]["cluster"]["proxy-url"] = json!(catalogd_proxy.url);
@@ -141,7 +155,10 @@ async fn install_through(
         "controller",
         &controller_name,
         &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &controller_vars.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(),
+        &controller_vars
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect::<Vec<_>>(),
         |_| {},
     );
     let replicas = [
@@ -167,7 +184,10 @@ async fn install_through(
         || async {
             let api = kube::Api::<olmv1_api::v1::ClusterCatalog>::all(client.clone());
             let status = api.get(&catalog).await.map_err(|e| e.to_string())?.status;
-            let base = status.as_ref().and_then(|s| s.urls.as_ref()).map(|u| u.base.clone());
+            let base = status
+                .as_ref()
+                .and_then(|s| s.urls.as_ref())
+                .map(|u| u.base.clone());
             match base {
                 Some(base) if base.starts_with(&format!("https://{catalogd}/")) => Ok(()),
                 _ => Err(format!("{status:?}\n{}", replicas[0].log())),
@@ -208,7 +228,10 @@ async fn registries_and_catalog_servers_go_through_the_egress_proxy_unless_no_pr
     });
     let dir = tempfile::tempdir().unwrap();
     let tls = TestTls::generate_for(dir.path(), &[&host]);
-    let api_server = support::env().api_server.trim_start_matches("https://").to_string();
+    let api_server = support::env()
+        .api_server
+        .trim_start_matches("https://")
+        .to_string();
 
     // NO_PROXY names other hosts only (as a cluster's does: its service network and domains).
     let phase = install_through(
@@ -233,7 +256,10 @@ async fn registries_and_catalog_servers_go_through_the_egress_proxy_unless_no_pr
         phase.controller_proxy.seen()
     );
     assert!(
-        phase.controller_proxy.seen().contains(&format!("CONNECT {}", phase.catalogd)),
+        phase
+            .controller_proxy
+            .seen()
+            .contains(&format!("CONNECT {}", phase.catalogd)),
         "the controller fetched the catalog through its proxy (tunnelled HTTPS): {:?}",
         phase.controller_proxy.seen()
     );
@@ -244,7 +270,10 @@ async fn registries_and_catalog_servers_go_through_the_egress_proxy_unless_no_pr
         phase.controller_proxy.seen()
     );
     assert!(
-        phase.catalogd_proxy.seen().contains(&format!("CONNECT {api_server}")),
+        phase
+            .catalogd_proxy
+            .seen()
+            .contains(&format!("CONNECT {api_server}")),
         "catalogd reached the API server through its kubeconfig's proxy-url: {:?}",
         phase.catalogd_proxy.seen()
     );

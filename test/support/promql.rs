@@ -25,7 +25,10 @@ pub fn parse_exposition(text: &str) -> Vec<Sample> {
         }
         let (series, value) = line.rsplit_once(' ').expect("a sample line has a value");
         let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').expect("labels end with }"))),
+            Some((name, rest)) => (
+                name,
+                parse_labels(rest.strip_suffix('}').expect("labels end with }")),
+            ),
             None => (series, BTreeMap::new()),
         };
         samples.push(Sample {
@@ -69,7 +72,11 @@ fn evaluate_term(term: &str, samples: &[Sample]) -> Vec<BTreeMap<String, String>
     let (operand, op, threshold) = split_comparison(term);
     if let Some(inner) = operand.strip_prefix("sum(").and_then(|t| t.strip_suffix(')')) {
         let selector = Selector::parse(inner);
-        let matched: Vec<f64> = samples.iter().filter(|s| selector.matches(s)).map(|s| s.value).collect();
+        let matched: Vec<f64> = samples
+            .iter()
+            .filter(|s| selector.matches(s))
+            .map(|s| s.value)
+            .collect();
         if matched.is_empty() {
             return vec![];
         }
@@ -97,7 +104,9 @@ fn split_comparison(term: &str) -> (&str, &str, f64) {
             return (
                 term[..end + 1].trim(),
                 op,
-                threshold.parse().unwrap_or_else(|_| panic!("unsupported comparison in {term:?}")),
+                threshold
+                    .parse()
+                    .unwrap_or_else(|_| panic!("unsupported comparison in {term:?}")),
             );
         }
     }
@@ -130,7 +139,8 @@ impl Selector {
             None => (text, ""),
         };
         assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
             "unsupported selector {text:?}"
         );
         let matchers = matchers
@@ -141,7 +151,10 @@ impl Selector {
                 let (label, equal, value) = if let Some((l, v)) = m.split_once("!=") {
                     (l, false, v)
                 } else if let Some((l, v)) = m.split_once('=') {
-                    assert!(!v.starts_with('~') && !l.ends_with('='), "unsupported matcher {m:?}");
+                    assert!(
+                        !v.starts_with('~') && !l.ends_with('='),
+                        "unsupported matcher {m:?}"
+                    );
                     (l, true, v)
                 } else {
                     panic!("unsupported matcher {m:?}")
@@ -150,7 +163,9 @@ impl Selector {
                 (
                     label.trim().to_string(),
                     equal,
-                    value.unwrap_or_else(|| panic!("a quoted value in {m:?}")).to_string(),
+                    value
+                        .unwrap_or_else(|| panic!("a quoted value in {m:?}"))
+                        .to_string(),
                 )
             })
             .collect();

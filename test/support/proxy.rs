@@ -60,7 +60,9 @@ impl ForwardProxy {
     pub fn seen_for(&self, host_port: &str) -> Vec<String> {
         self.seen()
             .into_iter()
-            .filter(|line| line.contains(&format!(" {host_port}")) || line.contains(&format!("//{host_port}/")))
+            .filter(|line| {
+                line.contains(&format!(" {host_port}")) || line.contains(&format!("//{host_port}/"))
+            })
             .collect()
     }
 }
@@ -96,9 +98,7 @@ fn serve(client: TcpStream, log: &Mutex<Vec<String>>) -> std::io::Result<()> {
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or("HTTP/1.1"),
     );
-    log.lock()
-        .unwrap()
-        .push(format!("{method} {target}"));
+    log.lock().unwrap().push(format!("{method} {target}"));
     let mut client = client;
     client.set_read_timeout(None)?;
     if method == "CONNECT" {
@@ -129,7 +129,11 @@ fn serve(client: TcpStream, log: &Mutex<Vec<String>>) -> std::io::Result<()> {
 }
 
 /// Copies both ways until either side closes (what the reader buffered goes first).
-fn pipe(mut from_client: BufReader<TcpStream>, mut client: TcpStream, upstream: TcpStream) -> std::io::Result<()> {
+fn pipe(
+    mut from_client: BufReader<TcpStream>,
+    mut client: TcpStream,
+    upstream: TcpStream,
+) -> std::io::Result<()> {
     let mut to_upstream = upstream.try_clone()?;
     let mut from_upstream = upstream;
     let downstream = std::thread::spawn(move || {

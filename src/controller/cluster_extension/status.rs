@@ -148,7 +148,9 @@ fn deadline_exceeded_message(minutes: i32, waiting: &str) -> String {
 /// The Progressing message of a stuck rollout (for its Event).
 pub fn progressing_message(result: &Result<Progress, StepError>) -> Option<String> {
     match result {
-        Ok(Progress::DeadlineExceeded { minutes, waiting }) => Some(deadline_exceeded_message(*minutes, waiting)),
+        Ok(Progress::DeadlineExceeded { minutes, waiting }) => {
+            Some(deadline_exceeded_message(*minutes, waiting))
+        }
         _ => None,
     }
 }
@@ -328,7 +330,11 @@ mod tests {
         assert_eq!(status.install.as_ref().unwrap().bundle.version, "1.0.0");
         // Ready later: cleared.
         upgraded.status = Some(status);
-        let status = compute(&upgraded, &outcome(Some(record("1.1.0")), Ok(Progress::Done)), at(9));
+        let status = compute(
+            &upgraded,
+            &outcome(Some(record("1.1.0")), Ok(Progress::Done)),
+            at(9),
+        );
         assert_eq!(
             summary(&status, TYPE_PROGRESSING),
             triple("True", REASON_SUCCEEDED, "Desired state reached")

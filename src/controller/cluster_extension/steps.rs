@@ -696,13 +696,13 @@ mod tests {
     fn a_rollout_is_stuck_once_it_waited_its_deadline_and_only_if_never_ready() {
         let at = |second: i64| Timestamp::from_second(second).expect("a timestamp");
         let minute = Duration::from_secs(60);
-        let progress = |deadline, started, now| {
-            match rollout_progress("waiting".into(), deadline, minute, started, now) {
+        let progress =
+            |deadline, started, now| match rollout_progress("waiting".into(), deadline, minute, started, now)
+            {
                 Progress::RollingOut(_) => "rolling out",
                 Progress::DeadlineExceeded { minutes: 10, .. } => "stuck",
                 other => panic!("unexpected {other:?}"),
-            }
-        };
+            };
         assert_eq!(progress(Some(10), Some(at(0)), at(599)), "rolling out");
         assert_eq!(progress(Some(10), Some(at(0)), at(600)), "stuck");
         // No deadline, or content that was ready once: never stuck.
