@@ -175,7 +175,7 @@ impl NoProxy {
                 continue;
             }
             let (host, port) = match split_host_port(&entry) {
-                Some((host, _)) if host.is_empty() => continue,
+                Some(("", _)) => continue,
                 Some((host, port)) => (host.to_string(), port.to_string()),
                 None => (entry.clone(), String::new()),
             };

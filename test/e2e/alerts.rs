@@ -195,7 +195,7 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
     );
     assert_eq!(
         ours(firing_for("OLMv1ClusterExtensionNotProgressing", &samples)),
-        [stuck.extension.clone()]
+        std::slice::from_ref(&stuck.extension)
     );
     assert!(firing_for("OLMv1ControllerNotLeading", &samples).is_empty());
     // Without the controller's leader series (no replica scraped), it fires.

@@ -614,7 +614,7 @@ fn registry_config(dir: &Path, host_port: &str, options: &RegistryOptions) -> St
 /// for what must behave as for a remote one (an egress proxy never proxies loopback). Panics
 /// when the machine has none.
 pub fn host_address() -> String {
-    let out = run(&mut Command::new("hostname").arg("-I")).ok();
+    let out = run(Command::new("hostname").arg("-I")).ok();
     out.split_whitespace()
         .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
         .unwrap_or_else(|| panic!("this machine has no non-loopback IPv4 address (hostname -I: {out:?})"))
