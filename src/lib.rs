@@ -13,7 +13,9 @@ pub mod egress;
 pub mod go_format;
 pub mod image;
 pub mod leader;
+pub mod operations;
 pub mod resolve;
+pub mod tls_profile;
 pub mod version;
 
 /// The layers of DESIGN.md's "Shape": a module imports only modules of lower layers.
@@ -23,11 +25,11 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" | "egress" => 0,
+            "go_format" | "backoff" | "egress" | "tls_profile" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" | "admin" => 4,
+            "controller" | "admin" | "operations" => 4,
             "cmd" => 5,
             _ => return None,
         })

@@ -165,12 +165,11 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
             .filter(|n| [&healthy.extension, &missing_account.extension, &stuck.extension].contains(&n))
             .collect::<Vec<_>>()
     };
-    let controller = components::operations_address("controller");
     let samples = support::wait_for(
         "the controller's metrics to show the three extensions' conditions",
         components::INSTALL_TIMEOUT,
         || async {
-            let samples = components::scrape(&controller).await;
+            let samples = components::scrape("controller").await;
             let shown = samples
                 .iter()
                 .filter(|s| s.name == "olmv1_clusterextension_condition")
@@ -208,12 +207,11 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
 
     // The catalog alert, over catalogd's: the broken catalog, not the one switched off, nor the
     // serving ones.
-    let catalogd = components::operations_address("catalogd");
     let samples = support::wait_for(
         "catalogd's metrics to show both catalogs",
         components::INSTALL_TIMEOUT,
         || async {
-            let samples = components::scrape(&catalogd).await;
+            let samples = components::scrape("catalogd").await;
             let shown = samples
                 .iter()
                 .filter(|s| {
@@ -253,7 +251,7 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
         "the deleted catalog to leave catalogd's metrics",
         components::INSTALL_TIMEOUT,
         || async {
-            let samples = components::scrape(&catalogd).await;
+            let samples = components::scrape("catalogd").await;
             if samples
                 .iter()
                 .any(|s| s.labels.get("name") == Some(&missing_image))

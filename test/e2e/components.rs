@@ -134,9 +134,46 @@ struct Components {
     controller: Mutex<Option<Child>>,
     /// Where catalogd serves catalogs.
     catalogd_address: String,
-    /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
-    catalogd_operations: String,
-    controller_operations: String,
+    /// Where catalogd and the controller serve `/metrics` and their probes.
+    catalogd_operations: Operations,
+    controller_operations: Operations,
+    /// The controller's metrics certificate, and the CA that signed it.
+    metrics_tls: support::TestTls,
+}
+
+/// The addresses (`host:port`) of a component's metrics and probe servers.
+#[derive(Clone)]
+pub struct Operations {
+    /// `/metrics`.
+    pub metrics: String,
+    /// `/healthz` and `/readyz`.
+    pub probes: String,
+}
+
+impl Operations {
+    fn free() -> Self {
+        Self {
+            metrics: format!("127.0.0.1:{}", support::free_port()),
+            probes: format!("127.0.0.1:{}", support::free_port()),
+        }
+    }
+
+    /// Ports the system picks (nothing reads them).
+    fn unread() -> Self {
+        Self {
+            metrics: "127.0.0.1:0".into(),
+            probes: "127.0.0.1:0".into(),
+        }
+    }
+
+    fn args(&self) -> [&str; 4] {
+        [
+            "--metrics-bind-address",
+            &self.metrics,
+            "--health-probe-bind-address",
+            &self.probes,
+        ]
+    }
 }
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
@@ -166,26 +203,31 @@ pub fn ensure_running() {
             "config/manager/namespace.yaml",
             "config/rbac/controller.yaml",
             "config/rbac/catalogd.yaml",
+            "config/rbac/metrics.yaml",
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
         let catalogd_address = format!("127.0.0.1:{}", support::free_port());
-        let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
+        // catalogd serves catalogs in plain HTTP here, and so its metrics (on loopback); the
+        // controller serves its metrics over HTTPS to callers allowed get /metrics, as installed.
+        let catalogd_operations = Operations::free();
         let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
-        let controller_operations = format!("127.0.0.1:{}", support::free_port());
-        let controller = spawn_controller("controller", &controller_operations, &[]);
+        let metrics_tls = support::TestTls::generate(&scratch_dir("metrics-tls"));
+        let controller_operations = Operations::free();
+        let controller = spawn_controller("controller", &controller_operations, &metrics_tls, &[]);
         Components {
             catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
             catalogd_address,
             catalogd_operations,
             controller_operations,
+            metrics_tls,
         }
     });
 }
 
 /// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
-fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -> Child {
+fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
         "catalogd",
@@ -200,11 +242,10 @@ fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -
         // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
         "--selector",
         "!olmv1.test/catalogd",
-        "--metrics-addr",
-        operations,
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
     ];
+    args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
     spawn("catalogd", name, &args)
 }
@@ -215,78 +256,55 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
-/// `--bundle-cache-grace` of the controllers the tests start: short, so that the cache test
-/// sees unused bundles go without waiting 10 minutes.
+/// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 
 /// Seconds in one `progressDeadlineMinutes` unit of the controllers the tests start
 /// (`--progress-deadline-unit-seconds`): a rollout reaches its deadline (10 at least) in 30 s.
 pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
+const PROGRESS_DEADLINE_UNIT: &str = "3";
 
-/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
-fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
-    let args = controller_args(name, operations, extra);
-    spawn(
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
+fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
+    let cache = scratch_dir(name);
+    let mut args = vec![
         "controller",
-        name,
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-    )
+        "--system-namespace",
+        SYSTEM_NAMESPACE,
+        "--tls-cert",
+        tls.serving.cert.to_str().unwrap(),
+        "--tls-key",
+        tls.serving.key.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--global-pull-secret",
+        GLOBAL_PULL_SECRET_KEY,
+        // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
+        "--bundle-cache-grace",
+        BUNDLE_CACHE_GRACE_SECONDS,
+        // Short, so that a rollout reaches its deadline (10 minutes at least) in 30 seconds.
+        "--progress-deadline-unit-seconds",
+        PROGRESS_DEADLINE_UNIT,
+    ];
+    args.extend_from_slice(&operations.args());
+    args.extend_from_slice(extra);
+    spawn("controller", name, &args)
 }
 
 /// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
 /// `POD_NAME`, which the controller's User-Agent and Lease name).
 fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
-    spawn_with(role, name, args, &[], |_| {})
-}
-
-/// The arguments the tests' controllers run with, `extra` last.
-pub fn controller_args(name: &str, operations: &str, extra: &[&str]) -> Vec<String> {
-    let cache = scratch_dir(name);
-    let mut args: Vec<String> = [
-        "controller",
-        "--system-namespace",
-        SYSTEM_NAMESPACE,
-        "--metrics-addr",
-        operations,
-        "--cache-dir",
-        cache.to_str().unwrap(),
-        "--global-pull-secret",
-        GLOBAL_PULL_SECRET_KEY,
-        "--bundle-cache-grace",
-        BUNDLE_CACHE_GRACE_SECONDS,
-        "--progress-deadline-unit-seconds",
-        &PROGRESS_DEADLINE_UNIT_SECONDS.to_string(),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    args
-}
-
-/// [`spawn`] with extra environment variables, and the kubeconfig as `kubeconfig` leaves it
-/// (it gets the parsed YAML of the ServiceAccount's).
-pub fn spawn_with(
-    role: &str,
-    name: &str,
-    args: &[&str],
-    vars: &[(&str, &str)],
-    kubeconfig: impl FnOnce(&mut serde_json::Value),
-) -> Child {
     let env = support::env();
     let log = std::fs::File::create(log_path(name)).unwrap();
-    let path = support::service_account_kubeconfig(
-        SYSTEM_NAMESPACE,
-        &format!("olmv1-{role}"),
-        &scratch_dir("kubeconfigs").join(name),
-    );
-    let mut config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a kubeconfig");
-    kubeconfig(&mut config);
-    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
     env.command(support::olmv1_bin())
-        .env("KUBECONFIG", path)
-        .envs(vars.iter().copied())
+        .env(
+            "KUBECONFIG",
+            support::service_account_kubeconfig(
+                SYSTEM_NAMESPACE,
+                &format!("olmv1-{role}"),
+                &scratch_dir("kubeconfigs").join(role),
+            ),
+        )
         .args(args)
         // Its ServiceAccount's imagePullSecrets are merged with the global pull secret.
         .env(
@@ -321,6 +339,7 @@ pub fn restart_controller() {
     *components.controller.lock().unwrap() = Some(spawn_controller(
         "controller",
         &components.controller_operations,
+        &components.metrics_tls,
         &[],
     ));
 }
@@ -383,9 +402,36 @@ impl Drop for SharedComponentsStopped {
             *components.controller.lock().unwrap() = Some(spawn_controller(
                 "controller",
                 &components.controller_operations,
+                &components.metrics_tls,
                 &[],
             ));
         }
+    }
+}
+
+/// Starts a catalogd that reconciles no ClusterCatalog (its selector matches none), serving
+/// at a free address, for tests of its servers; killed when dropped.
+pub fn start_idle_catalogd(name: &str, operations: &Operations, extra: &[&str]) -> Replica {
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "catalogd",
+        "--catalogs-server-addr",
+        &address,
+        "--external-address",
+        &address,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--selector",
+        "olmv1.test/none=none",
+    ];
+    args.extend_from_slice(&operations.args());
+    args.extend_from_slice(extra);
+    let child = spawn("catalogd", name, &args);
+    Replica {
+        name: name.into(),
+        child,
+        address,
     }
 }
 
@@ -395,24 +441,22 @@ pub struct Replica {
     pub child: Child,
     /// Where a catalogd replica serves catalogs.
     pub address: String,
-    /// Its `/metrics` `/healthz` `/readyz` server.
-    pub operations: String,
 }
 
 impl Replica {
     /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
     pub fn start(role: &str, name: &str) -> Replica {
-        let operations = format!("127.0.0.1:{}", support::free_port());
+        let operations = Operations::unread();
         let address = format!("127.0.0.1:{}", support::free_port());
+        let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
         let child = match role {
-            "controller" => spawn_controller(name, &operations, &["--leader-elect"]),
+            "controller" => spawn_controller(name, &operations, tls, &["--leader-elect"]),
             _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
         };
         Replica {
             name: name.into(),
             child,
             address,
-            operations,
         }
     }
 
@@ -444,22 +488,94 @@ impl Drop for Replica {
     }
 }
 
-/// The samples of the `/metrics` of the operations server at `address` (`host:port`).
-pub async fn scrape(address: &str) -> Vec<support::promql::Sample> {
-    let url = format!("http://{address}/metrics");
-    let response = reqwest::get(&url)
+/// The samples of the `/metrics` of `catalogd` or `controller`, read as the metrics reader.
+pub async fn scrape(role: &str) -> Vec<support::promql::Sample> {
+    let text = scrape_metrics(role)
         .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    assert!(response.status().is_success(), "GET {url}: {}", response.status());
-    support::promql::parse_exposition(&response.text().await.unwrap())
+        .unwrap_or_else(|e| panic!("scraping {role}'s metrics: {e}"));
+    support::promql::parse_exposition(&text)
 }
 
-/// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
-pub fn operations_address(role: &str) -> String {
+/// The addresses of the metrics and probe servers of `catalogd` or `controller`.
+pub fn operations(role: &str) -> Operations {
     let components = COMPONENTS.get().expect("components are running");
     match role {
         "catalogd" => components.catalogd_operations.clone(),
         _ => components.controller_operations.clone(),
+    }
+}
+
+/// The CA that signed the controller's metrics certificate.
+pub fn metrics_ca() -> Vec<u8> {
+    let components = COMPONENTS.get().expect("components are running");
+    std::fs::read(&components.metrics_tls.ca_cert).unwrap()
+}
+
+/// The ServiceAccount bound to olmv1-metrics-reader, as a Prometheus would be.
+pub const METRICS_READER: &str = "olmv1-e2e-metrics-reader";
+
+/// A token of [`METRICS_READER`] (created with its ClusterRoleBinding on first use).
+pub fn metrics_reader_token() -> String {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            support::kubectl_apply(&format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {METRICS_READER}\n  namespace: {SYSTEM_NAMESPACE}\n\
+                 ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {METRICS_READER}\n\
+                 roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: olmv1-metrics-reader\n\
+                 subjects:\n  - kind: ServiceAccount\n    name: {METRICS_READER}\n    namespace: {SYSTEM_NAMESPACE}\n"
+            ))
+            .ok();
+            service_account_token(SYSTEM_NAMESPACE, METRICS_READER)
+        })
+        .clone()
+}
+
+/// A token (1 h) of ServiceAccount `namespace/name`.
+pub fn service_account_token(namespace: &str, name: &str) -> String {
+    support::kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])
+        .ok()
+        .trim()
+        .to_string()
+}
+
+/// `GET https://<addr>/metrics` trusting `ca`, with `token` as bearer if any: (status, body).
+pub async fn get_metrics(addr: &str, ca: &[u8], token: Option<&str>) -> Result<(u16, String), String> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca).map_err(|e| e.to_string())?)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut request = client.get(format!("https://{addr}/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("GET https://{addr}/metrics: {e}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+/// The `/metrics` text of `catalogd` (plain HTTP on loopback) or the controller (HTTPS, as the
+/// metrics reader).
+pub async fn scrape_metrics(role: &str) -> Result<String, String> {
+    let addr = operations(role).metrics;
+    let (status, body) = match role {
+        "catalogd" => {
+            let response = reqwest::get(format!("http://{addr}/metrics"))
+                .await
+                .map_err(|e| e.to_string())?;
+            (
+                response.status().as_u16(),
+                response.text().await.map_err(|e| e.to_string())?,
+            )
+        }
+        _ => get_metrics(&addr, &metrics_ca(), Some(&metrics_reader_token())).await?,
+    };
+    match status {
+        200 => Ok(body),
+        _ => Err(format!("GET {addr}/metrics answered {status}: {body}")),
     }
 }
 

@@ -98,20 +98,6 @@ async fn wait_exit(replica: &mut Replica) -> std::process::ExitStatus {
     }
 }
 
-/// A replica's `olmv1_leader{component}` and all its samples, once it serves them.
-async fn leader_metric(replica: &Replica, component: &str) -> (f64, Vec<support::promql::Sample>) {
-    let what = format!("{} to serve olmv1_leader", replica.name);
-    support::wait_for(&what, FAILOVER_DEADLINE, || async {
-        let samples = components::scrape(&replica.operations).await;
-        let leading = samples
-            .iter()
-            .find(|s| s.name == "olmv1_leader" && s.labels["component"] == component)
-            .map(|s| s.value);
-        leading.map(|v| (v, samples)).ok_or("no olmv1_leader yet")
-    })
-    .await
-}
-
 fn summary(writes: &BTreeMap<String, Vec<AuditWrite>>) -> String {
     writes
         .iter()
@@ -158,32 +144,6 @@ async fn only_the_leader_writes_and_a_killed_or_paused_leader_is_replaced() {
         "the leaders reconcile:\n{}",
         summary(&writes)
     );
-    // olmv1_leader is 1 on the leaders and 0 on the followers: the not-leading alerts fire over
-    // the followers' metrics alone, not once a leader's are there too.
-    for (component, alert, leader, follower) in [
-        (
-            "controller",
-            "OLMv1ControllerNotLeading",
-            &controller_a,
-            &controller_b,
-        ),
-        ("catalogd", "OLMv1CatalogdNotLeading", &catalogd_a, &catalogd_b),
-    ] {
-        let (leading, leader_samples) = leader_metric(leader, component).await;
-        let (waiting, follower_samples) = leader_metric(follower, component).await;
-        assert_eq!(
-            (leading, waiting),
-            (1.0, 0.0),
-            "{component}: olmv1_leader of the leader and the follower"
-        );
-        assert_eq!(
-            crate::alerts::firing_for(alert, &follower_samples),
-            [""],
-            "{alert}"
-        );
-        let both: Vec<_> = leader_samples.into_iter().chain(follower_samples).collect();
-        assert!(crate::alerts::firing_for(alert, &both).is_empty(), "{alert}");
-    }
     for follower in ["controller-b", "catalogd-b"] {
         assert!(
             !writes.contains_key(follower),

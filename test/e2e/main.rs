@@ -19,7 +19,7 @@ mod hostile;
 mod install;
 mod lifecycle;
 mod openshift;
-mod proxy;
+mod operations;
 mod pull_secrets;
 mod real;
 mod upgrade;

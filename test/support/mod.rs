@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 pub mod hostile;
 pub mod promql;
-pub mod proxy;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
