@@ -6,7 +6,9 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Du
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::start::{BundleLimitArgs, RegistryOptions, Replica, read_ca_files, start_operations_server};
+use super::start::{
+    BundleLimitArgs, RegistryOptions, Replica, load_registries_conf, read_ca_files, start_operations_server,
+};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
     bundle::render::WebhookProvider,
@@ -16,7 +18,7 @@ use crate::{
         metrics::Metrics,
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
-    image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
+    image::{self, RegistryConfig, cache::PullOptions, pull_secret::PullSecretArgs},
 };
 
 /// The leader election Lease of the controller.
@@ -62,6 +64,10 @@ pub struct ControllerArgs {
     /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
     #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// The global pull secret and the controller's ServiceAccount pull secrets.
     #[command(flatten)]
     pub pull_secrets: PullSecretArgs,
@@ -109,6 +115,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         insecure_registries,
         ca_files,
         auth_file,
+        registries_conf,
         pull_secrets,
         bundle_limits,
         webhook_provider,
@@ -127,6 +134,10 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         auth_file: auth_file.as_deref(),
     }
     .config()?;
+    let registry_config = RegistryConfig {
+        registries_conf: load_registries_conf(registries_conf.as_deref())?,
+        ..registry_config
+    };
     let pull = PullOptions {
         registry: registry_config,
         limits: bundle_limits.limits(),

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::ImageError;
+use super::mirrors::RegistriesConf;
 use super::reference::ImageReference;
 use crate::backoff::Backoff;
 
@@ -79,6 +80,8 @@ pub struct RegistryConfig {
     pub max_manifest_bytes: u64,
     /// Largest blob accepted.
     pub max_blob_bytes: u64,
+    /// Mirrors, remapped, blocked and insecure registries (containers-registries.conf(5)).
+    pub registries_conf: RegistriesConf,
 }
 
 impl Default for RegistryConfig {
@@ -93,6 +96,7 @@ impl Default for RegistryConfig {
             platform: Platform::default(),
             max_manifest_bytes: 4 << 20,
             max_blob_bytes: 4 << 30,
+            registries_conf: RegistriesConf::default(),
         }
     }
 }
@@ -129,7 +133,11 @@ impl RegistryConfig {
     }
 
     fn allows_plain_http(&self, image: &ImageReference) -> bool {
-        image.is_loopback() || self.insecure_registries.iter().any(|r| r == &image.registry)
+        image.is_loopback()
+            || self.insecure_registries.iter().any(|r| r == &image.registry)
+            || self
+                .registries_conf
+                .is_insecure(&format!("{}/{}", image.registry, image.repository))
     }
 }
 

@@ -16,6 +16,7 @@ mod ha;
 mod hostile;
 mod install;
 mod lifecycle;
+mod mirrors;
 mod openshift;
 mod pull_secrets;
 mod real;
