@@ -89,7 +89,8 @@ start_catalogd() {
   tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/config/manager/catalogd.yaml" | sed -n 's/^ *value: //p')
   [[ -n $tunables ]] || bench_die "config/manager/catalogd.yaml sets no GLIBC_TUNABLES"
   GLIBC_TUNABLES=$tunables start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" \
-    --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-addr "127.0.0.1:$(free_port)"
+    --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-bind-address "127.0.0.1:$(free_port)" \
+    --health-probe-bind-address 127.0.0.1:0
 }
 
 # The load average and the time, for the figures' captions.

@@ -77,7 +77,8 @@ kubectl wait --for=condition=Serving clustercatalog/bench-load --timeout=300s >/
 
 log "controller: olmv1 (uptime: $(uptime))"
 KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller --system-namespace olmv1-system \
-  --cache-dir "$work/olmv1-controller-cache" --metrics-addr "127.0.0.1:$(free_port)"
+  --cache-dir "$work/olmv1-controller-cache" --metrics-bind-address "127.0.0.1:$(free_port)" \
+  --health-probe-bind-address 127.0.0.1:0
 "$driver" bench-controller --pid "$(pid_of olmv1@controller)" --idle-seconds "$idle" "$work/olmv1-controller.json"
 "$driver" bench-clean
 stop_olmv1 controller

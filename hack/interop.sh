@@ -56,7 +56,7 @@ source "$OLMV1_ENV_DIR/upstream/catalogd.env"
 
 log "1. upstream catalogd -> olmv1 controller"
 start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
-  --metrics-addr "127.0.0.1:$(free_port)" --ca-file "$UPSTREAM_CA_CERT"
+  --metrics-bind-address "127.0.0.1:$(free_port)" --health-probe-bind-address 127.0.0.1:0 --ca-file "$UPSTREAM_CA_CERT"
 "$driver" real "$work/plan.json" --label olmv1
 
 log "2. differences table: olmv1 controller"

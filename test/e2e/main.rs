@@ -18,6 +18,7 @@ mod install;
 mod lifecycle;
 mod mirrors;
 mod openshift;
+mod operations;
 mod pull_secrets;
 mod real;
 mod upgrade;
