@@ -152,8 +152,10 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
         );
     }
     assert!(
-        !message.contains("Resources:[configmaps]"),
-        "ConfigMaps are allowed: {message}"
+        !message.contains(&format!(
+            "Resources:[configmaps] ResourceNames:[{package}-settings]"
+        )),
+        "the bundle's ConfigMap is allowed: {message}"
     );
     let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
     assert!(

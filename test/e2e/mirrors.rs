@@ -108,7 +108,7 @@ async fn a_blocked_registry_is_refused_naming_the_file() {
     assert_eq!(
         message,
         format!(
-            "image {image}: registry {BLOCKED_REGISTRY} is blocked in {}",
+            "source catalog content: image {image}: registry {BLOCKED_REGISTRY} is blocked in {}",
             components::registries_conf_path()
         )
     );
