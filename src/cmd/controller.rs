@@ -12,7 +12,10 @@ use super::start::{
     parse_bind_address, read_ca_files, start_operations_servers,
 };
 use crate::{
-    apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    apply::{
+        identity::{InstallIdentity, InstallerClients, ServiceAccountClients},
+        revision::RevisionStore,
+    },
     bundle::render::WebhookProvider,
     catalog::{
         DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
@@ -115,6 +118,17 @@ pub struct ControllerArgs {
         default_value = "cert-manager"
     )]
     pub webhook_provider: WebhookProvider,
+    /// Whose identity writes bundle content: each extension's spec.serviceAccount
+    /// (`service-account`, least privilege; an extension without one is not installed), or the
+    /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
+    /// needs the RBAC of config/controller-identity).
+    #[arg(
+        long,
+        env = "OLMV1_INSTALL_IDENTITY",
+        value_enum,
+        default_value = "service-account"
+    )]
+    pub install_identity: InstallIdentity,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -130,7 +144,7 @@ pub async fn run(args: ControllerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             error!("{message}");
-            eprintln!("olmv1 controller: {message}");
+            errln!("olmv1 controller: {message}");
             ExitCode::FAILURE
         }
     }
@@ -156,6 +170,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         pull_secrets,
         bundle_limits,
         webhook_provider,
+        install_identity,
         upgradeable,
         max_jsonl_line_bytes,
     } = args;
@@ -200,9 +215,10 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     // Registry credentials from the pull secrets, kept current (shared with `pull`).
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
-    let identities =
+    let service_accounts =
         ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
+    let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
     let ctx = Arc::new(Context {
         webhook_provider,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
@@ -216,7 +232,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         )
     });
     readiness.set_ready(true);
-    info!(%system_namespace, "olmv1 controller started");
+    info!(%system_namespace, ?install_identity, "olmv1 controller started");
 
     let gating = tokio::spawn(upgradeable::run(
         client.clone(),

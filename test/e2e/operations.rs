@@ -308,38 +308,47 @@ async fn a_metrics_server_follows_the_tls_profile_and_reviews_its_callers() {
     let dir = scratch_dir("tls-metrics");
     let tls = support::TestTls::generate(&dir);
     let ca = std::fs::read(&tls.ca_cert).unwrap();
-    let (_, modern_flags, modern_offers) = profiles().into_iter().next().unwrap();
-    // A catalogd that reconciles no ClusterCatalog: its catalog and metrics servers, modern.
-    let operations = Operations {
-        metrics: format!("127.0.0.1:{}", support::free_port()),
-        probes: format!("127.0.0.1:{}", support::free_port()),
-    };
-    let mut extra = vec![
-        "--tls-cert",
-        tls.serving.cert.to_str().unwrap(),
-        "--tls-key",
-        tls.serving.key.to_str().unwrap(),
-    ];
-    extra.extend(modern_flags);
-    let catalogd = components::start_idle_catalogd("catalogd-modern", &operations, &extra);
-    let ready = format!("http://{}/readyz", operations.probes);
-    support::wait_for("the modern catalogd to be ready", START_TIMEOUT, || async {
-        match reqwest::get(&ready).await.map(|r| r.status()) {
-            Ok(status) if status == 200 => Ok(()),
-            other => Err(format!("{other:?}; log: {}", catalogd.log())),
+    let mut wrong = Vec::new();
+    // For each profile, a catalogd that reconciles no ClusterCatalog: its metrics server (and
+    // its catalog server) under the profile; the last one's callers are reviewed too.
+    for (name, flags, offers) in profiles() {
+        let operations = Operations {
+            metrics: format!("127.0.0.1:{}", support::free_port()),
+            probes: format!("127.0.0.1:{}", support::free_port()),
+        };
+        let mut extra = vec![
+            "--tls-cert",
+            tls.serving.cert.to_str().unwrap(),
+            "--tls-key",
+            tls.serving.key.to_str().unwrap(),
+        ];
+        extra.extend(flags);
+        let catalogd = components::start_idle_catalogd(&format!("catalogd-{name}"), &operations, &extra);
+        let ready = format!("http://{}/readyz", operations.probes);
+        support::wait_for(
+            &format!("the {name} catalogd to be ready"),
+            START_TIMEOUT,
+            || async {
+                match reqwest::get(&ready).await.map(|r| r.status()) {
+                    Ok(status) if status == 200 => Ok(()),
+                    other => Err(format!("{other:?}; log: {}", catalogd.log())),
+                }
+            },
+        )
+        .await;
+        wrong.extend(check_offers(
+            &format!("catalogd metrics server, {name}"),
+            &operations.metrics,
+            &offers,
+        ));
+        wrong.extend(check_offers(
+            &format!("catalogd catalog server, {name}"),
+            &catalogd.address,
+            &offers,
+        ));
+        if name == "custom" {
+            check_metrics_access(&operations.metrics, &ca, "olmv1_clustercatalog_reconcile_total").await;
         }
-    })
-    .await;
-    let mut wrong = check_offers(
-        "catalogd metrics server, modern",
-        &operations.metrics,
-        &modern_offers,
-    );
-    wrong.extend(check_offers(
-        "catalogd catalog server, modern",
-        &catalogd.address,
-        &modern_offers,
-    ));
+    }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    check_metrics_access(&operations.metrics, &ca, "olmv1_clustercatalog_reconcile_total").await;
 }
