@@ -13,7 +13,9 @@ pub mod dependencies;
 pub mod go_format;
 pub mod image;
 pub mod leader;
+pub mod operations;
 pub mod resolve;
+pub mod tls_profile;
 pub mod version;
 
 /// The layers of DESIGN.md's "Shape": a module imports only modules of lower layers.
@@ -23,12 +25,12 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" => 0,
+            "go_format" | "backoff" | "tls_profile" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
             "dependencies" => 4,
-            "controller" | "admin" => 5,
+            "controller" | "admin" | "operations" => 5,
             "cmd" => 6,
             _ => return None,
         })

@@ -9,5 +9,6 @@ pub mod cluster;
 pub mod graph;
 pub mod search;
 pub mod table;
+pub mod terminal;
 pub mod upgrades;
 pub mod versions;

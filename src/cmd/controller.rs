@@ -1,16 +1,25 @@
 //! `olmv1 controller`: runs the ClusterExtension controller and the Upgradeable reconciler, with
-//! leader election, `/healthz` `/readyz` `/metrics`, and graceful shutdown.
+//! leader election, `/healthz` `/readyz`, `/metrics` (HTTPS for authorised callers), and graceful
+//! shutdown.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::start::{BundleLimitArgs, RegistryOptions, Replica, read_ca_files, start_operations_server};
+use super::start::{
+    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
+    parse_bind_address, read_ca_files, start_operations_servers,
+};
 use crate::{
-    apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    apply::{
+        identity::{InstallIdentity, InstallerClients, ServiceAccountClients},
+        revision::RevisionStore,
+    },
     bundle::render::WebhookProvider,
-    catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient},
+    catalog::{
+        DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
+    },
     controller::{
         cluster_extension::{self, Context},
         metrics::Metrics,
@@ -28,9 +37,37 @@ pub struct ControllerArgs {
     /// Namespace of the controller's own objects: revision records and the leader Lease.
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, env = "OLMV1_METRICS_ADDR", default_value = "127.0.0.1:8080")]
+    /// Address of the /metrics server (upstream's flag; `--metrics-addr` is its old name): HTTPS
+    /// for callers allowed `get` on /metrics with --tls-cert and --tls-key; otherwise plain HTTP,
+    /// on a loopback address or with --metrics-insecure.
+    #[arg(
+        long = "metrics-bind-address",
+        alias = "metrics-addr",
+        env = "OLMV1_METRICS_ADDR",
+        default_value = "127.0.0.1:8080",
+        value_parser = parse_bind_address
+    )]
     pub metrics_addr: SocketAddr,
+    /// Address of the /healthz and /readyz server (plain HTTP, no authentication).
+    #[arg(
+        long = "health-probe-bind-address",
+        env = "OLMV1_PROBE_ADDR",
+        default_value = "127.0.0.1:8090",
+        value_parser = parse_bind_address
+    )]
+    pub probe_addr: SocketAddr,
+    /// Serve /metrics in plain HTTP to anyone, on any address (local runs without certificates).
+    #[arg(long)]
+    pub metrics_insecure: bool,
+    /// The metrics server's certificate (PEM); with --tls-key, /metrics is served over HTTPS.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The metrics server's key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The TLS profile.
+    #[command(flatten)]
+    pub tls: TlsProfileArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica).
     #[arg(long, env = "OLMV1_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
@@ -62,6 +99,10 @@ pub struct ControllerArgs {
     /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
     #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// The global pull secret and the controller's ServiceAccount pull secrets.
     #[command(flatten)]
     pub pull_secrets: PullSecretArgs,
@@ -77,6 +118,17 @@ pub struct ControllerArgs {
         default_value = "cert-manager"
     )]
     pub webhook_provider: WebhookProvider,
+    /// Whose identity writes bundle content: each extension's spec.serviceAccount
+    /// (`service-account`, least privilege; an extension without one is not installed), or the
+    /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
+    /// needs the RBAC of config/controller-identity).
+    #[arg(
+        long,
+        env = "OLMV1_INSTALL_IDENTITY",
+        value_enum,
+        default_value = "service-account"
+    )]
+    pub install_identity: InstallIdentity,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -92,7 +144,7 @@ pub async fn run(args: ControllerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             error!("{message}");
-            eprintln!("olmv1 controller: {message}");
+            errln!("olmv1 controller: {message}");
             ExitCode::FAILURE
         }
     }
@@ -102,6 +154,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let ControllerArgs {
         system_namespace,
         metrics_addr,
+        probe_addr,
+        metrics_insecure,
+        tls_cert,
+        tls_key,
+        tls,
         leader_elect,
         concurrency,
         cache_dir,
@@ -109,24 +166,30 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         insecure_registries,
         ca_files,
         auth_file,
+        registries_conf,
         pull_secrets,
         bundle_limits,
         webhook_provider,
+        install_identity,
         upgradeable,
         max_jsonl_line_bytes,
     } = args;
+    let profile = tls.profile()?;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
 
-    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?)
-        .map_err(|e| e.to_string())?
-        .with_max_line_bytes(max_jsonl_line_bytes);
-    let registry_config = RegistryOptions {
+    let catalog_client =
+        CatalogClient::with_min_tls_version(&read_ca_files(&ca_files)?, profile.client_min_version())
+            .map_err(|e| e.to_string())?
+            .with_max_line_bytes(max_jsonl_line_bytes);
+    let mut registry_config = RegistryOptions {
         insecure_registries,
         ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
         auth_file: auth_file.as_deref(),
     }
     .config()?;
+    registry_config.min_tls_version = profile.client_min_version();
+    registry_config.registries_conf = load_registries_conf(registries_conf.as_deref())?;
     let pull = PullOptions {
         registry: registry_config,
         limits: bundle_limits.limits(),
@@ -138,15 +201,24 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
-    let (readiness, server) = start_operations_server(metrics_addr, registry);
+    let metrics_tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
+    let operations = OperationsSettings {
+        probe_addr,
+        metrics_addr,
+        metrics_insecure,
+        tls: metrics_tls.as_ref(),
+        profile: &profile,
+    };
+    let (readiness, server) = start_operations_servers(operations, registry, &replica.config).await?;
 
     replica.acquire().await?;
 
     // Registry credentials from the pull secrets, kept current (shared with `pull`).
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
-    let identities =
+    let service_accounts =
         ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
+    let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
     let ctx = Arc::new(Context {
         webhook_provider,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
@@ -160,7 +232,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         )
     });
     readiness.set_ready(true);
-    info!(%system_namespace, "olmv1 controller started");
+    info!(%system_namespace, ?install_identity, "olmv1 controller started");
 
     let gating = tokio::spawn(upgradeable::run(
         client.clone(),
@@ -174,7 +246,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             info!("controllers stopped");
         }
         lost = replica.lost() => return Err(lost),
-        result = server => return Err(format!("operations server stopped: {result:?}")),
+        stopped = server => return Err(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),
     }
     Ok(())
 }

@@ -156,16 +156,18 @@ pub async fn upgrade(args: UpgradeArgs) -> ExitCode {
     if let Some(p) = &args.upgrade_constraint_policy {
         catalog["upgradeConstraintPolicy"] = json!(p);
     }
-    let object = json!({
+    let mut object = json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
         "metadata": {"name": args.extension},
         "spec": {
             "namespace": current.spec.namespace,
-            "serviceAccount": {"name": current.spec.service_account.name},
             "source": {"sourceType": "Catalog", "catalog": catalog}
         }
     });
+    if let Some(account) = &current.spec.service_account {
+        object["spec"]["serviceAccount"] = json!(account);
+    }
     let installed = cluster::installed_bundle(&current);
     write_or_show("upgrade", object, installed, args.dry_run, &args.sources).await
 }

@@ -116,7 +116,10 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
                     "image": resolution.bundle.image,
                     "deprecated": resolution.bundle_deprecated(),
                 });
-                outln!("{out}");
+                match crate::admin::terminal::to_json_line(&out) {
+                    Ok(text) => outln!("{text}"),
+                    Err(e) => return usage_error(&e.to_string()),
+                }
             } else {
                 outln!(
                     "{} {} {}",
@@ -128,7 +131,7 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::from(1)
         }
     }
@@ -166,7 +169,7 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("olmv1 resolve: {message}");
+    errln!("olmv1 resolve: {message}");
     ExitCode::from(2)
 }
 

@@ -12,6 +12,7 @@ use crate::{
         client::CatalogClient,
         source::{CatalogSpec, load_catalogs},
     },
+    cmd::start::load_registries_conf,
     image::PullOptions,
     resolve::{CatalogInput, InstalledBundle, ResolveRequest},
 };
@@ -44,6 +45,11 @@ pub struct SourceArgs {
     /// Where pulled images are cached.
     #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
     pub cache_dir: Option<PathBuf>,
+
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -99,10 +105,12 @@ impl SourceArgs {
 }
 
 impl SourceArgs {
-    /// How images are pulled (cache, insecure registries, CAs); unreadable CA files are an error.
+    /// How images are pulled (cache, insecure registries, CAs, registries.conf); unreadable CA
+    /// files and an unreadable or invalid registries.conf are an error.
     pub fn pull_options_checked(&self) -> Result<PullOptions, String> {
         let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
         pull.registry.insecure_registries = self.insecure_registries.clone();
+        pull.registry.registries_conf = load_registries_conf(self.registries_conf.as_deref())?;
         for file in &self.ca_files {
             pull.registry
                 .add_ca_path(file)
@@ -269,7 +277,8 @@ fn find_installed(package: &str, spec: &str, catalogs: &[SourcedCatalog]) -> Res
         }
     }
     Err(format!(
-        "--installed {spec:?}: no bundle of package {package:?} has that name or version"
+        "--installed {spec:?}: no bundle of package {package:?} has that name or version (a bundle \
+         the catalogs no longer carry is given as BUNDLE_NAME@VERSION)"
     ))
 }
 
@@ -278,9 +287,9 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON.
+/// Prints `value` as indented JSON (no raw control character; the strings exact).
 pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match serde_json::to_string_pretty(value) {
+    match crate::admin::terminal::to_json_pretty(value) {
         Ok(text) => {
             outln!("{text}");
             ExitCode::SUCCESS
@@ -291,7 +300,7 @@ pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
 
 /// Prints `olmv1 COMMAND: MESSAGE` on stderr; exit status 2 (bad input or unreadable sources).
 pub fn fail(command: &str, message: &str) -> ExitCode {
-    eprintln!("olmv1 {command}: {message}");
+    errln!("olmv1 {command}: {message}");
     ExitCode::from(2)
 }
 
@@ -299,7 +308,7 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
 pub fn warn_unreadable(command: &str, catalogs: &[SourcedCatalog]) {
     for c in catalogs {
         if let Some(problem) = &c.problem {
-            eprintln!(
+            errln!(
                 "olmv1 {command}: warning: catalog {:?} skipped: {problem}",
                 c.input.name
             );

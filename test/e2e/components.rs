@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
     time::Duration,
@@ -134,9 +135,46 @@ struct Components {
     controller: Mutex<Option<Child>>,
     /// Where catalogd serves catalogs.
     catalogd_address: String,
-    /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
-    catalogd_operations: String,
-    controller_operations: String,
+    /// Where catalogd and the controller serve `/metrics` and their probes.
+    catalogd_operations: Operations,
+    controller_operations: Operations,
+    /// The controller's metrics certificate, and the CA that signed it.
+    metrics_tls: support::TestTls,
+}
+
+/// The addresses (`host:port`) of a component's metrics and probe servers.
+#[derive(Clone)]
+pub struct Operations {
+    /// `/metrics`.
+    pub metrics: String,
+    /// `/healthz` and `/readyz`.
+    pub probes: String,
+}
+
+impl Operations {
+    fn free() -> Self {
+        Self {
+            metrics: format!("127.0.0.1:{}", support::free_port()),
+            probes: format!("127.0.0.1:{}", support::free_port()),
+        }
+    }
+
+    /// Ports the system picks (nothing reads them).
+    fn unread() -> Self {
+        Self {
+            metrics: "127.0.0.1:0".into(),
+            probes: "127.0.0.1:0".into(),
+        }
+    }
+
+    fn args(&self) -> [&str; 4] {
+        [
+            "--metrics-bind-address",
+            &self.metrics,
+            "--health-probe-bind-address",
+            &self.probes,
+        ]
+    }
 }
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
@@ -166,27 +204,33 @@ pub fn ensure_running() {
             "config/manager/namespace.yaml",
             "config/rbac/controller.yaml",
             "config/rbac/catalogd.yaml",
+            "config/rbac/metrics.yaml",
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
         let catalogd_address = format!("127.0.0.1:{}", support::free_port());
-        let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
+        // catalogd serves catalogs in plain HTTP here, and so its metrics (on loopback); the
+        // controller serves its metrics over HTTPS to callers allowed get /metrics, as installed.
+        let catalogd_operations = Operations::free();
         let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
-        let controller_operations = format!("127.0.0.1:{}", support::free_port());
-        let controller = spawn_controller("controller", &controller_operations, &[]);
+        let metrics_tls = support::TestTls::generate(&scratch_dir("metrics-tls"));
+        let controller_operations = Operations::free();
+        let controller = spawn_controller("controller", &controller_operations, &metrics_tls, &[]);
         Components {
             catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
             catalogd_address,
             catalogd_operations,
             controller_operations,
+            metrics_tls,
         }
     });
 }
 
 /// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
-fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -> Child {
+fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "catalogd",
         "--catalogs-server-addr",
@@ -200,11 +244,12 @@ fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -
         // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
         "--selector",
         "!olmv1.test/catalogd",
-        "--metrics-addr",
-        operations,
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
+        "--registries-conf",
+        &registries_conf,
     ];
+    args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
     spawn("catalogd", name, &args)
 }
@@ -215,18 +260,67 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
+/// A registry name that resolves nowhere: the components pull it from [`mirror_location`]
+/// (`test/e2e/mirrors.rs`).
+pub const MIRRORED_REGISTRY: &str = "mirrored.registry.invalid";
+/// A registry the components' registries.conf blocks.
+pub const BLOCKED_REGISTRY: &str = "blocked.registry.invalid";
+/// A registry name that resolves nowhere, mirrored for references by digest only.
+pub const DIGEST_ONLY_REGISTRY: &str = "digest-only.registry.invalid";
+
+/// Where the mirrors of [`MIRRORED_REGISTRY`] and [`DIGEST_ONLY_REGISTRY`] are: a path of the
+/// test registry that nothing else uses.
+pub fn mirror_location() -> String {
+    format!("{}/mirrored", support::registry())
+}
+
+/// The containers-registries.conf(5) both components read (`--registries-conf`): the machine's
+/// /etc/containers/registries.conf is never used or changed.
+pub fn registries_conf_path() -> String {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = scratch_dir("registries-conf").join("registries.conf");
+        let mirror = mirror_location();
+        let text = format!(
+            "[[registry]]\nlocation = \"{MIRRORED_REGISTRY}\"\n\n[[registry.mirror]]\nlocation = \"{mirror}\"\n\n\
+             [[registry]]\nlocation = \"{BLOCKED_REGISTRY}\"\nblocked = true\n\n\
+             [[registry]]\nlocation = \"{DIGEST_ONLY_REGISTRY}\"\nmirror-by-digest-only = true\n\n\
+             [[registry.mirror]]\nlocation = \"{mirror}\"\n"
+        );
+        std::fs::write(&path, text).expect("write registries.conf");
+        path
+    })
+    .to_str()
+    .unwrap()
+    .to_string()
+}
+
 /// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 
-/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
-fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
+fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
+    spawn_controller_as("controller", name, operations, tls, extra)
+}
+
+/// [`spawn_controller`] as ServiceAccount `olmv1-<role>`.
+fn spawn_controller_as(
+    role: &str,
+    name: &str,
+    operations: &Operations,
+    tls: &support::TestTls,
+    extra: &[&str],
+) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "controller",
         "--system-namespace",
         SYSTEM_NAMESPACE,
-        "--metrics-addr",
-        operations,
+        "--tls-cert",
+        tls.serving.cert.to_str().unwrap(),
+        "--tls-key",
+        tls.serving.key.to_str().unwrap(),
         "--cache-dir",
         cache.to_str().unwrap(),
         "--global-pull-secret",
@@ -234,9 +328,12 @@ fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
         // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
         "--bundle-cache-grace",
         BUNDLE_CACHE_GRACE_SECONDS,
+        "--registries-conf",
+        &registries_conf,
     ];
+    args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
-    spawn("controller", name, &args)
+    spawn(role, name, &args)
 }
 
 /// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
@@ -287,6 +384,7 @@ pub fn restart_controller() {
     *components.controller.lock().unwrap() = Some(spawn_controller(
         "controller",
         &components.controller_operations,
+        &components.metrics_tls,
         &[],
     ));
 }
@@ -312,6 +410,11 @@ pub struct SharedComponentsStopped {
 /// Stops the shared catalogd and controller. Only for a test holding [`exclusive_cluster`].
 pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
     stop_shared(share, true, true)
+}
+
+/// Stops the shared controller only (a test runs its own). Only with [`exclusive_cluster`].
+pub fn stop_shared_controller(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, false, true)
 }
 
 /// Stops the shared catalogd only (catalogs unreachable). Only with [`exclusive_cluster`].
@@ -349,9 +452,36 @@ impl Drop for SharedComponentsStopped {
             *components.controller.lock().unwrap() = Some(spawn_controller(
                 "controller",
                 &components.controller_operations,
+                &components.metrics_tls,
                 &[],
             ));
         }
+    }
+}
+
+/// Starts a catalogd that reconciles no ClusterCatalog (its selector matches none), serving
+/// at a free address, for tests of its servers; killed when dropped.
+pub fn start_idle_catalogd(name: &str, operations: &Operations, extra: &[&str]) -> Replica {
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "catalogd",
+        "--catalogs-server-addr",
+        &address,
+        "--external-address",
+        &address,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--selector",
+        "olmv1.test/none=none",
+    ];
+    args.extend_from_slice(&operations.args());
+    args.extend_from_slice(extra);
+    let child = spawn("catalogd", name, &args);
+    Replica {
+        name: name.into(),
+        child,
+        address,
     }
 }
 
@@ -366,16 +496,29 @@ pub struct Replica {
 impl Replica {
     /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
     pub fn start(role: &str, name: &str) -> Replica {
-        let operations = format!("127.0.0.1:{}", support::free_port());
+        let operations = Operations::unread();
         let address = format!("127.0.0.1:{}", support::free_port());
+        let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
         let child = match role {
-            "controller" => spawn_controller(name, &operations, &["--leader-elect"]),
+            "controller" => spawn_controller(name, &operations, tls, &["--leader-elect"]),
             _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
         };
         Replica {
             name: name.into(),
             child,
             address,
+        }
+    }
+
+    /// Starts controller replica `name` (no leader election) as ServiceAccount `olmv1-<role>`,
+    /// whose RBAC the test provides, with `extra` arguments.
+    pub fn controller_as(role: &str, name: &str, extra: &[&str]) -> Replica {
+        let operations = Operations::unread();
+        let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
+        Replica {
+            name: name.into(),
+            child: spawn_controller_as(role, name, &operations, tls, extra),
+            address: String::new(),
         }
     }
 
@@ -407,12 +550,86 @@ impl Drop for Replica {
     }
 }
 
-/// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
-pub fn operations_address(role: &str) -> String {
+/// The addresses of the metrics and probe servers of `catalogd` or `controller`.
+pub fn operations(role: &str) -> Operations {
     let components = COMPONENTS.get().expect("components are running");
     match role {
         "catalogd" => components.catalogd_operations.clone(),
         _ => components.controller_operations.clone(),
+    }
+}
+
+/// The CA that signed the controller's metrics certificate.
+pub fn metrics_ca() -> Vec<u8> {
+    let components = COMPONENTS.get().expect("components are running");
+    std::fs::read(&components.metrics_tls.ca_cert).unwrap()
+}
+
+/// The ServiceAccount bound to olmv1-metrics-reader, as a Prometheus would be.
+pub const METRICS_READER: &str = "olmv1-e2e-metrics-reader";
+
+/// A token of [`METRICS_READER`] (created with its ClusterRoleBinding on first use).
+pub fn metrics_reader_token() -> String {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            support::kubectl_apply(&format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {METRICS_READER}\n  namespace: {SYSTEM_NAMESPACE}\n\
+                 ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {METRICS_READER}\n\
+                 roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: olmv1-metrics-reader\n\
+                 subjects:\n  - kind: ServiceAccount\n    name: {METRICS_READER}\n    namespace: {SYSTEM_NAMESPACE}\n"
+            ))
+            .ok();
+            service_account_token(SYSTEM_NAMESPACE, METRICS_READER)
+        })
+        .clone()
+}
+
+/// A token (1 h) of ServiceAccount `namespace/name`.
+pub fn service_account_token(namespace: &str, name: &str) -> String {
+    support::kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])
+        .ok()
+        .trim()
+        .to_string()
+}
+
+/// `GET https://<addr>/metrics` trusting `ca`, with `token` as bearer if any: (status, body).
+pub async fn get_metrics(addr: &str, ca: &[u8], token: Option<&str>) -> Result<(u16, String), String> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca).map_err(|e| e.to_string())?)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut request = client.get(format!("https://{addr}/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("GET https://{addr}/metrics: {e}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+/// The `/metrics` text of `catalogd` (plain HTTP on loopback) or the controller (HTTPS, as the
+/// metrics reader).
+pub async fn scrape_metrics(role: &str) -> Result<String, String> {
+    let addr = operations(role).metrics;
+    let (status, body) = match role {
+        "catalogd" => {
+            let response = reqwest::get(format!("http://{addr}/metrics"))
+                .await
+                .map_err(|e| e.to_string())?;
+            (
+                response.status().as_u16(),
+                response.text().await.map_err(|e| e.to_string())?,
+            )
+        }
+        _ => get_metrics(&addr, &metrics_ca(), Some(&metrics_reader_token())).await?,
+    };
+    match status {
+        200 => Ok(body),
+        _ => Err(format!("GET {addr}/metrics answered {status}: {body}")),
     }
 }
 
@@ -442,6 +659,39 @@ pub fn log_tail(role: &str) -> String {
     let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Applies the controller's RBAC of install overlay `config/<overlay>` (as `kubectl kustomize`
+/// renders it) to ServiceAccount `olmv1-<role>` instead of `olmv1-controller`, with the names
+/// changed alike: a controller started as that account runs with exactly the overlay's rules,
+/// and the shared controller's are untouched.
+pub fn apply_overlay_controller_rbac(overlay: &str, role: &str) {
+    let overlay_dir = support::repo_root().join("config").join(overlay);
+    let rendered = support::kubectl(&["kustomize", overlay_dir.to_str().unwrap()]).ok();
+    let rbac_kinds = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    let account = format!("olmv1-{role}");
+    let controllers: Vec<String> = rendered
+        .split("\n---\n")
+        .filter(|doc| {
+            doc.lines()
+                .any(|line| rbac_kinds.iter().any(|kind| line == format!("kind: {kind}")))
+                && doc.contains("olmv1-controller")
+        })
+        .map(|doc| doc.replace("olmv1-controller", &account))
+        .collect();
+    assert!(
+        controllers
+            .iter()
+            .any(|doc| doc.contains("kind: ClusterRoleBinding")),
+        "config/{overlay} binds the controller to no ClusterRole:\n{rendered}"
+    );
+    support::kubectl_apply(&controllers.join("\n---\n")).ok();
 }
 
 /// A namespace with a ServiceAccount `installer` bound to cluster-admin: what the OLM v1 docs
@@ -682,6 +932,8 @@ pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &
 /// One write the API server's audit log recorded.
 #[derive(Debug)]
 pub struct AuditWrite {
+    /// Who made it (`system:serviceaccount:<ns>:<name>` for a ServiceAccount).
+    pub user: String,
     pub verb: String,
     /// `resource` or `resource/subresource`.
     pub resource: String,
@@ -732,6 +984,7 @@ impl AuditLog {
                 None => object["resource"].as_str().unwrap_or_default().to_string(),
             };
             by_replica.entry(name.to_string()).or_default().push(AuditWrite {
+                user: event["user"]["username"].as_str().unwrap_or_default().to_string(),
                 verb: event["verb"].as_str().unwrap_or_default().to_string(),
                 resource,
                 namespace: object["namespace"].as_str().map(str::to_string),
