@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cmd;
 pub mod confined;
 pub mod controller;
+pub mod dependencies;
 pub mod egress;
 pub mod go_format;
 pub mod image;
@@ -29,8 +30,9 @@ mod layers {
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" | "admin" | "operations" => 4,
-            "cmd" => 5,
+            "dependencies" => 4,
+            "controller" | "admin" | "operations" => 5,
+            "cmd" => 6,
             _ => return None,
         })
     }

@@ -19,6 +19,7 @@ mod hostile;
 mod install;
 mod install_identity;
 mod lifecycle;
+mod mirrors;
 mod openshift;
 mod operations;
 mod pull_secrets;
