@@ -683,6 +683,8 @@ pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &
 #[derive(Debug)]
 pub struct AuditWrite {
     pub verb: String,
+    /// The authenticated user, e.g. `system:serviceaccount:<ns>:<name>`.
+    pub user: String,
     /// `resource` or `resource/subresource`.
     pub resource: String,
     pub namespace: Option<String>,
@@ -733,6 +735,7 @@ impl AuditLog {
             };
             by_replica.entry(name.to_string()).or_default().push(AuditWrite {
                 verb: event["verb"].as_str().unwrap_or_default().to_string(),
+                user: event["user"]["username"].as_str().unwrap_or_default().to_string(),
                 resource,
                 namespace: object["namespace"].as_str().map(str::to_string),
                 name: object["name"].as_str().map(str::to_string),

@@ -15,6 +15,7 @@ mod gating;
 mod ha;
 mod hostile;
 mod install;
+mod installer;
 mod lifecycle;
 mod openshift;
 mod pull_secrets;
