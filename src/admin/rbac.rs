@@ -149,7 +149,10 @@ pub fn policy_rules(grants: &[Access]) -> Vec<PolicyRule> {
                             .insert(name.clone());
                     }
                     None => {
-                        unnamed.entry((group.clone(), verbs)).or_default().insert(resource);
+                        unnamed
+                            .entry((group.clone(), verbs))
+                            .or_default()
+                            .insert(resource);
                     }
                 }
             }
@@ -307,7 +310,10 @@ impl fmt::Display for RbacDiff {
 
 /// The grants the installer's Roles and ClusterRoles in the cluster hold (their rules as
 /// requests, where they apply).
-pub fn grants_of_roles(cluster_rules: &[PolicyRule], namespaced: &[(String, Vec<PolicyRule>)]) -> Vec<Access> {
+pub fn grants_of_roles(
+    cluster_rules: &[PolicyRule],
+    namespaced: &[(String, Vec<PolicyRule>)],
+) -> Vec<Access> {
     let mut out: BTreeSet<Access> = crate::apply::preflight::rule_accesses(cluster_rules, None)
         .into_iter()
         .collect();
@@ -333,7 +339,12 @@ mod tests {
         t.insert("apps", "v1", "Deployment", info("deployments", true));
         let rbac = "rbac.authorization.k8s.io";
         t.insert(rbac, "v1", "ClusterRole", info("clusterroles", false));
-        t.insert(rbac, "v1", "ClusterRoleBinding", info("clusterrolebindings", false));
+        t.insert(
+            rbac,
+            "v1",
+            "ClusterRoleBinding",
+            info("clusterrolebindings", false),
+        );
         t.insert(rbac, "v1", "Role", info("roles", true));
         t.insert(rbac, "v1", "RoleBinding", info("rolebindings", true));
         t
@@ -399,7 +410,10 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("pods"), "{text}");
-        assert!(text.contains("create, delete, get, patch configmaps \"cfg\" in namespace \"ops\""), "{text}");
+        assert!(
+            text.contains("create, delete, get, patch configmaps \"cfg\" in namespace \"ops\""),
+            "{text}"
+        );
     }
 
     #[test]
@@ -452,19 +466,37 @@ mod tests {
         let cluster: BTreeSet<Access> = by_scope(&grants).remove(&None).unwrap().into_iter().collect();
         assert_eq!(expanded, cluster);
         let role_rules: Vec<PolicyRule> = serde_json::from_value(objects[3]["rules"].clone()).unwrap();
-        assert!(role_rules.iter().all(|r| r.resource_names.is_some()), "{role_rules:?}");
+        assert!(
+            role_rules.iter().all(|r| r.resource_names.is_some()),
+            "{role_rules:?}"
+        );
     }
 
     #[test]
     fn covering_follows_rbac_matching() {
         let named = Access::resource("get", "", "pods", Some("a"), Some("p"));
         assert!(covers(&Access::resource("*", "", "pods", None, None), &named));
-        assert!(covers(&Access::resource("get", "*", "*", Some("a"), None), &named));
-        assert!(!covers(&Access::resource("get", "", "pods", Some("b"), None), &named));
-        assert!(!covers(&named, &Access::resource("get", "", "pods", Some("a"), None)));
+        assert!(covers(
+            &Access::resource("get", "*", "*", Some("a"), None),
+            &named
+        ));
+        assert!(!covers(
+            &Access::resource("get", "", "pods", Some("b"), None),
+            &named
+        ));
+        assert!(!covers(
+            &named,
+            &Access::resource("get", "", "pods", Some("a"), None)
+        ));
         let status = Access::resource("update", "", "pods/status", None, None);
-        assert!(covers(&Access::resource("update", "", "*/status", None, None), &status));
-        assert!(!covers(&Access::resource("update", "", "pods", None, None), &status));
+        assert!(covers(
+            &Access::resource("update", "", "*/status", None, None),
+            &status
+        ));
+        assert!(!covers(
+            &Access::resource("update", "", "pods", None, None),
+            &status
+        ));
         assert!(covers(
             &Access::non_resource("get", "/metrics*"),
             &Access::non_resource("get", "/metrics/x")

@@ -278,7 +278,10 @@ async fn update_installer(
     let (new, change) = match computed {
         Ok(found) => found,
         Err(e) if !ours => {
-            outln!("# permissions of {}: not computed: {e}", current.spec.service_account.name);
+            outln!(
+                "# permissions of {}: not computed: {e}",
+                current.spec.service_account.name
+            );
             return Ok(());
         }
         Err(e) => return Err(e),
@@ -394,10 +397,7 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
             current.spec.namespace
         );
         if !installer_objects.is_empty() {
-            outln!(
-                "# dry run: then its installer: {}",
-                installer_objects.join(", ")
-            );
+            outln!("# dry run: then its installer: {}", installer_objects.join(", "));
         }
         return ExitCode::SUCCESS;
     }
@@ -431,7 +431,12 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
                     ),
                 );
             }
-            Err(e) => return fail("uninstall", &format!("reading ClusterExtension {:?}: {e}", args.extension)),
+            Err(e) => {
+                return fail(
+                    "uninstall",
+                    &format!("reading ClusterExtension {:?}: {e}", args.extension),
+                );
+            }
         }
     }
     match installer::remove_installer(&client, &args.extension).await {

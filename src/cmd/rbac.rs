@@ -27,7 +27,7 @@ use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
 use crate::catalog::{Bundle, SCHEMA_BUNDLE};
 use crate::image::pull_to_dir;
-use crate::resolve::{CatalogSelector, InstalledBundle, ResolveRequest, Resolution, resolve};
+use crate::resolve::{CatalogSelector, InstalledBundle, Resolution, ResolveRequest, resolve};
 
 /// The field manager of the installer objects the command line writes.
 const FIELD_MANAGER: &str = super::install::FIELD_MANAGER;
@@ -118,7 +118,11 @@ impl Installer {
 }
 
 /// Resolves `target` from `sources`, renders the bundle and computes its installer.
-pub async fn compute_installer(client: &Client, target: &Target<'_>, sources: &SourceArgs) -> Result<Installer, String> {
+pub async fn compute_installer(
+    client: &Client,
+    target: &Target<'_>,
+    sources: &SourceArgs,
+) -> Result<Installer, String> {
     let ext = target.extension;
     let name = ext.name_any();
     let catalogs = sources.load().await?;
@@ -135,8 +139,13 @@ pub async fn compute_installer(client: &Client, target: &Target<'_>, sources: &S
         .as_ref()
         .and_then(|c| c.inline.clone())
         .map(Value::Object);
-    let rendered = render_with_provider(&bundle, &ext.spec.namespace, config.as_ref(), target.webhook_provider)
-        .map_err(|e| format!("bundle {}: {e}", resolution.bundle.name))?;
+    let rendered = render_with_provider(
+        &bundle,
+        &ext.spec.namespace,
+        config.as_ref(),
+        target.webhook_provider,
+    )
+    .map_err(|e| format!("bundle {}: {e}", resolution.bundle.name))?;
     let resources = discover_resources(client, &ClusterLookups::new(), &rendered)
         .await
         .map_err(|e| e.to_string())?;
@@ -195,7 +204,11 @@ async fn load_bundle(
 
 /// The ClusterExtension `olmv1 rbac EXTENSION` and `--diff` start from: the installed one with
 /// the flags' version and channels.
-fn with_overrides(ext: &ClusterExtension, version: Option<&str>, channels: &[String]) -> Result<ClusterExtension, String> {
+fn with_overrides(
+    ext: &ClusterExtension,
+    version: Option<&str>,
+    channels: &[String],
+) -> Result<ClusterExtension, String> {
     let mut value = serde_json::to_value(ext).map_err(|e| e.to_string())?;
     if let Some(v) = version {
         value["spec"]["source"]["catalog"]["version"] = json!(v);
@@ -207,7 +220,11 @@ fn with_overrides(ext: &ClusterExtension, version: Option<&str>, channels: &[Str
 }
 
 /// The installed revision's objects (empty when nothing is installed).
-pub async fn installed_objects(client: &Client, system_namespace: &str, extension: &str) -> Result<Vec<ObjectRef>, String> {
+pub async fn installed_objects(
+    client: &Client,
+    system_namespace: &str,
+    extension: &str,
+) -> Result<Vec<ObjectRef>, String> {
     RevisionStore::new(client.clone(), system_namespace)
         .load(extension)
         .await
@@ -229,9 +246,15 @@ pub async fn run(args: RbacArgs) -> ExitCode {
 async fn run_inner(args: &RbacArgs) -> Result<String, String> {
     let client = kube_client().await?;
     if let Some(package) = &args.package {
-        let namespace = args.namespace.clone().ok_or("--namespace is required with --package")?;
+        let namespace = args
+            .namespace
+            .clone()
+            .ok_or("--namespace is required with --package")?;
         let name = args.name.clone().unwrap_or_else(|| package.clone());
-        let service_account = args.service_account.clone().unwrap_or_else(|| installer_name(&name));
+        let service_account = args
+            .service_account
+            .clone()
+            .unwrap_or_else(|| installer_name(&name));
         let mut catalog = json!({"packageName": package});
         if let Some(v) = &args.version {
             catalog["version"] = json!(v);
@@ -286,7 +309,10 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
             installer.resolution.bundle.status_version
         ));
     }
-    let name = args.extension.as_deref().ok_or("an EXTENSION, --package or --diff is required")?;
+    let name = args
+        .extension
+        .as_deref()
+        .ok_or("an EXTENSION, --package or --diff is required")?;
     let current = cluster::cluster_extension(&client, name)
         .await
         .map_err(|e| e.to_string())?;
@@ -304,7 +330,9 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
         allow_escalate: args.allow_escalate,
         webhook_provider: args.webhook_provider,
     };
-    compute_installer(&client, &target, &args.sources).await?.yaml(name)
+    compute_installer(&client, &target, &args.sources)
+        .await?
+        .yaml(name)
 }
 
 /// The installer for upgrading `current` to `desired`, and how its permissions change: from
@@ -336,7 +364,9 @@ pub async fn upgrade_diff(
         Some(grants) => grants,
         None => {
             let Some(installed) = installed else {
-                return Err(format!("ClusterExtension {name:?} has nothing installed to compare with"));
+                return Err(format!(
+                    "ClusterExtension {name:?} has nothing installed to compare with"
+                ));
             };
             // The installed bundle again: its exact version, needing no upgrade edge.
             let mut pinned = with_overrides(current, Some(&installed.version), &[])?;
@@ -366,7 +396,10 @@ pub async fn held_grants(client: &Client, extension: &str) -> Result<Option<Vec<
         .list(&selector)
         .await
         .map_err(err)?;
-    let roles = Api::<Role>::all(client.clone()).list(&selector).await.map_err(err)?;
+    let roles = Api::<Role>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?;
     if cluster_roles.items.is_empty() && roles.items.is_empty() {
         return Ok(None);
     }
@@ -457,9 +490,9 @@ pub async fn apply_installer(client: &Client, extension: &str, objects: &[Value]
         })?;
     }
     let keep = |kind: &str, ns: Option<&str>| {
-        objects.iter().any(|o| {
-            o["kind"] == kind && o["metadata"]["namespace"].as_str() == ns
-        })
+        objects
+            .iter()
+            .any(|o| o["kind"] == kind && o["metadata"]["namespace"].as_str() == ns)
     };
     remove_installer_where(client, extension, |kind, ns| !keep(kind, ns), false).await
 }
@@ -474,20 +507,52 @@ pub async fn installer_in_cluster(client: &Client, extension: &str) -> Result<Ve
     let mut found = Vec::new();
     let selector = ListParams::default().labels(&format!("{LABEL_INSTALLER_FOR}={extension}"));
     let err = |e: kube::Error| format!("listing the installer of {extension:?}: {e}");
-    for a in Api::<ServiceAccount>::all(client.clone()).list(&selector).await.map_err(err)? {
-        found.push(format!("{}/serviceaccount/{}", a.namespace().unwrap_or_default(), a.name_any()));
+    for a in Api::<ServiceAccount>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
+        found.push(format!(
+            "{}/serviceaccount/{}",
+            a.namespace().unwrap_or_default(),
+            a.name_any()
+        ));
     }
-    for r in Api::<ClusterRole>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for r in Api::<ClusterRole>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         found.push(format!("clusterrole/{}", r.name_any()));
     }
-    for r in Api::<ClusterRoleBinding>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for r in Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         found.push(format!("clusterrolebinding/{}", r.name_any()));
     }
-    for r in Api::<Role>::all(client.clone()).list(&selector).await.map_err(err)? {
-        found.push(format!("{}/role/{}", r.namespace().unwrap_or_default(), r.name_any()));
+    for r in Api::<Role>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
+        found.push(format!(
+            "{}/role/{}",
+            r.namespace().unwrap_or_default(),
+            r.name_any()
+        ));
     }
-    for r in Api::<RoleBinding>::all(client.clone()).list(&selector).await.map_err(err)? {
-        found.push(format!("{}/rolebinding/{}", r.namespace().unwrap_or_default(), r.name_any()));
+    for r in Api::<RoleBinding>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
+        found.push(format!(
+            "{}/rolebinding/{}",
+            r.namespace().unwrap_or_default(),
+            r.name_any()
+        ));
     }
     Ok(found)
 }
@@ -505,35 +570,82 @@ async fn remove_installer_where(
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         other => other,
     };
-    for b in Api::<ClusterRoleBinding>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for b in Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         if remove("ClusterRoleBinding", None) {
-            gone(Api::<ClusterRoleBinding>::all(client.clone()).delete(&b.name_any(), &params).await.map(drop)).map_err(err)?;
+            gone(
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .delete(&b.name_any(), &params)
+                    .await
+                    .map(drop),
+            )
+            .map_err(err)?;
         }
     }
-    for r in Api::<ClusterRole>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for r in Api::<ClusterRole>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         if remove("ClusterRole", None) {
-            gone(Api::<ClusterRole>::all(client.clone()).delete(&r.name_any(), &params).await.map(drop)).map_err(err)?;
+            gone(
+                Api::<ClusterRole>::all(client.clone())
+                    .delete(&r.name_any(), &params)
+                    .await
+                    .map(drop),
+            )
+            .map_err(err)?;
         }
     }
-    for b in Api::<RoleBinding>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for b in Api::<RoleBinding>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         let ns = b.namespace().unwrap_or_default();
         if remove("RoleBinding", Some(&ns)) {
-            gone(Api::<RoleBinding>::namespaced(client.clone(), &ns).delete(&b.name_any(), &params).await.map(drop))
-                .map_err(err)?;
+            gone(
+                Api::<RoleBinding>::namespaced(client.clone(), &ns)
+                    .delete(&b.name_any(), &params)
+                    .await
+                    .map(drop),
+            )
+            .map_err(err)?;
         }
     }
-    for r in Api::<Role>::all(client.clone()).list(&selector).await.map_err(err)? {
+    for r in Api::<Role>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(err)?
+    {
         let ns = r.namespace().unwrap_or_default();
         if remove("Role", Some(&ns)) {
-            gone(Api::<Role>::namespaced(client.clone(), &ns).delete(&r.name_any(), &params).await.map(drop))
-                .map_err(err)?;
+            gone(
+                Api::<Role>::namespaced(client.clone(), &ns)
+                    .delete(&r.name_any(), &params)
+                    .await
+                    .map(drop),
+            )
+            .map_err(err)?;
         }
     }
     if with_account {
-        for a in Api::<ServiceAccount>::all(client.clone()).list(&selector).await.map_err(err)? {
+        for a in Api::<ServiceAccount>::all(client.clone())
+            .list(&selector)
+            .await
+            .map_err(err)?
+        {
             let ns = a.namespace().unwrap_or_default();
-            gone(Api::<ServiceAccount>::namespaced(client.clone(), &ns).delete(&a.name_any(), &params).await.map(drop))
-                .map_err(err)?;
+            gone(
+                Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+                    .delete(&a.name_any(), &params)
+                    .await
+                    .map(drop),
+            )
+            .map_err(err)?;
         }
     }
     Ok(())

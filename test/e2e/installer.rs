@@ -63,13 +63,21 @@ fn controller_bookkeeping(w: &components::AuditWrite) -> bool {
 async fn installer_objects(client: &kube::Client, extension: &str) -> Vec<String> {
     let lp = ListParams::default().labels(&format!("{LABEL_INSTALLER_FOR}={extension}"));
     let mut found = Vec::new();
-    for a in Api::<ServiceAccount>::all(client.clone()).list(&lp).await.unwrap() {
+    for a in Api::<ServiceAccount>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
         found.push(format!("serviceaccount/{}", a.metadata.name.unwrap()));
     }
     for r in Api::<ClusterRole>::all(client.clone()).list(&lp).await.unwrap() {
         found.push(format!("clusterrole/{}", r.metadata.name.unwrap()));
     }
-    for r in Api::<ClusterRoleBinding>::all(client.clone()).list(&lp).await.unwrap() {
+    for r in Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
         found.push(format!("clusterrolebinding/{}", r.metadata.name.unwrap()));
     }
     for r in Api::<Role>::all(client.clone()).list(&lp).await.unwrap() {
@@ -107,7 +115,11 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
     // Without a terminal and without --yes it refuses, writing nothing.
     let refused = install(&[]);
     assert_eq!(refused.code, Some(2), "{}", refused.stdout);
-    assert!(refused.stderr.contains("stdin is not a terminal"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("stdin is not a terminal"),
+        "{}",
+        refused.stderr
+    );
     assert!(installer_objects(&s.client, &s.extension).await.is_empty());
 
     // --dry-run prints the installer and the ClusterExtension, and writes nothing.
@@ -123,7 +135,10 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
     let audit = components::AuditLog::open();
     let before = audit.end();
     let out = install(&["--yes"]).ok();
-    assert!(out.contains(&format!("clusterextension/{} applied", s.extension)), "{out}");
+    assert!(
+        out.contains(&format!("clusterextension/{} applied", s.extension)),
+        "{out}"
+    );
     let ext = components::wait_installed(&s.client, &s.extension, "1.0.0").await;
     assert_eq!(ext.spec.service_account.name, installer);
     let mut objects = installer_objects(&s.client, &s.extension).await;
@@ -148,7 +163,10 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
         .collect();
     let deployment = fixtures::deployment_name(&s.package);
     let crd = fixtures::crd_name(&s.package);
-    for (resource, name) in [("deployments", deployment.as_str()), ("customresourcedefinitions", crd.as_str())] {
+    for (resource, name) in [
+        ("deployments", deployment.as_str()),
+        ("customresourcedefinitions", crd.as_str()),
+    ] {
         assert!(
             bundle_writes
                 .iter()
@@ -157,12 +175,18 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
         );
     }
     let foreign: Vec<_> = bundle_writes.iter().filter(|w| w.user != user).collect();
-    assert!(foreign.is_empty(), "bundle writes not made as {user}: {foreign:#?}");
+    assert!(
+        foreign.is_empty(),
+        "bundle writes not made as {user}: {foreign:#?}"
+    );
 
     // The upgrade to 2.0.0 adds its ConfigMap: shown, then applied with --yes, and it converges.
     let settings = format!("{}-settings", s.package);
     let dry = olmv1(&["upgrade", &s.extension, "--version", "2.0.0", "--dry-run"]).ok();
-    let added = format!("+ create, delete, patch configmaps {settings:?} in namespace {:?}", s.namespace);
+    let added = format!(
+        "+ create, delete, patch configmaps {settings:?} in namespace {:?}",
+        s.namespace
+    );
     assert!(dry.contains(&added), "{dry}");
     let diff = olmv1(&["rbac", "--diff", &s.extension, "--version", "2.0.0"]).ok();
     assert!(diff.contains(&added), "{diff}");
