@@ -90,7 +90,9 @@ async fn run() {
             &addr,
             "--cache-dir",
             scratch.join("catalogd").to_str().unwrap(),
-            "--metrics-addr",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
             "127.0.0.1:0",
         ],
     );
@@ -106,8 +108,10 @@ async fn run() {
             "controller",
             "--system-namespace",
             SYSTEM_NAMESPACE,
-            "--metrics-addr",
+            "--metrics-bind-address",
             &format!("127.0.0.1:{}", support::free_port()),
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
             "--cache-dir",
             scratch.join("controller").to_str().unwrap(),
             "--concurrency",
@@ -301,7 +305,7 @@ fn controller_metrics_addr(controller: &Child) -> String {
         .split(|b| *b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let at = args.iter().position(|a| a == "--metrics-addr").unwrap();
+    let at = args.iter().position(|a| a == "--metrics-bind-address").unwrap();
     args[at + 1].clone()
 }
 

@@ -1,11 +1,39 @@
 # Shell shared by the benchmark scripts (hack/bench-vs-upstream.sh, hack/bench-scale.sh) and
-# hack/interop.sh; source
-# it after setting `here` (this directory) and `repo`. Not a script of its own.
+# hack/interop.sh; source it after setting `here` (this directory) and `repo`. Not a script of its
+# own.
 # shellcheck shell=bash disable=SC2034,SC2154 # variables set for and by the sourcing script
+# shellcheck source=hack/versions.env
+source "$here/versions.env"
 
 bench_log() { echo "$(basename "$0" .sh): $*" >&2; }
 bench_die() { bench_log "error: $*"; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# The upstream inputs of hack/interop.sh and hack/bench-vs-upstream.sh, which this repository does
+# not build: UPSTREAM_BIN, a directory holding upstream's `operator-controller` and `catalogd`
+# binaries, and UPSTREAM_SRC, a checkout of upstream at the same commit, read only for its CRDs
+# (helm/olmv1/base/.../crd/experimental). Both from the environment or $1 $2; sets `upstream_bin` and
+# `upstream_src` (absolute), or fails naming what is missing. docs/upstream.md says which commit.
+upstream_inputs() {
+  upstream_bin=${1:-${UPSTREAM_BIN:-}}
+  upstream_src=${2:-${UPSTREAM_SRC:-}}
+  local usage="usage: UPSTREAM_BIN=DIR UPSTREAM_SRC=DIR $0 (or $0 UPSTREAM_BIN UPSTREAM_SRC): DIR of upstream's operator-controller and catalogd binaries, and a checkout of upstream at the commit docs/upstream.md names (for its CRDs); this repository does not build upstream"
+  [[ -n $upstream_bin ]] || bench_die "UPSTREAM_BIN is not set; $usage"
+  [[ -n $upstream_src ]] || bench_die "UPSTREAM_SRC is not set; $usage"
+  local b
+  for b in operator-controller catalogd; do
+    [[ -x "$upstream_bin/$b" && -f "$upstream_bin/$b" ]] ||
+      bench_die "UPSTREAM_BIN=$upstream_bin has no executable $b; $usage"
+  done
+  [[ -f "$upstream_src/helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml" ]] ||
+    bench_die "UPSTREAM_SRC=$upstream_src has no helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml (not an operator-controller checkout of the pinned commit?); $usage"
+  upstream_bin=$(cd "$upstream_bin" && pwd) upstream_src=$(cd "$upstream_src" && pwd)
+  # The figures in docs/ were measured against UPSTREAM_COMMIT; say so when the checkout is elsewhere.
+  local head
+  if head=$(git -C "$upstream_src" rev-parse HEAD 2>/dev/null) && [[ $head != "$UPSTREAM_COMMIT" ]]; then
+    bench_log "note: UPSTREAM_SRC is at $head, not at $UPSTREAM_COMMIT (hack/versions.env), which docs/upstream.md's figures are from"
+  fi
+}
 
 # Builds olmv1 ($OLMV1_BENCH_PROFILE: release, or `debug` for an upper bound) and the benchmark
 # driver (the `interop` example, debug); sets `profile`, `olmv1` and `driver`.
@@ -61,7 +89,8 @@ start_catalogd() {
   tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/config/manager/catalogd.yaml" | sed -n 's/^ *value: //p')
   [[ -n $tunables ]] || bench_die "config/manager/catalogd.yaml sets no GLIBC_TUNABLES"
   GLIBC_TUNABLES=$tunables start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" \
-    --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-addr "127.0.0.1:$(free_port)"
+    --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-bind-address "127.0.0.1:$(free_port)" \
+    --health-probe-bind-address 127.0.0.1:0
 }
 
 # The load average and the time, for the figures' captions.

@@ -83,7 +83,8 @@ else
   metrics="http://127.0.0.1:$metrics_port/metrics"
   start_controller() {
     KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller --system-namespace olmv1-system \
-      --cache-dir "$work/controller-cache" --metrics-addr "127.0.0.1:$metrics_port"
+      --cache-dir "$work/controller-cache" --metrics-bind-address "127.0.0.1:$metrics_port" \
+      --health-probe-bind-address 127.0.0.1:0
   }
   start_controller
   bench_log "install: $extensions extensions ($(load_note))"

@@ -4,8 +4,10 @@
 # Not a test; the figures go to docs/benchmarks.md. Needs root (upstream's in-pod token path,
 # resetting a process's peak RSS).
 #
-# Usage: hack/bench-vs-upstream.sh UPSTREAM_SRC BOXCUTTER_SRC
-#        (or OLMV1_UPSTREAM_SRC / OLMV1_BOXCUTTER_SRC); OLMV1_BENCH_IDLE_SECONDS (default 600).
+# Usage: UPSTREAM_BIN=DIR UPSTREAM_SRC=DIR hack/bench-vs-upstream.sh
+#        (or hack/bench-vs-upstream.sh UPSTREAM_BIN UPSTREAM_SRC); OLMV1_BENCH_IDLE_SECONDS (default 600).
+#   UPSTREAM_BIN  a directory holding upstream's `operator-controller` and `catalogd` binaries
+#   UPSTREAM_SRC  a checkout of upstream at the same commit: its CRDs are read from it
 #
 # Controller: olmv1 catalogd serves the load catalog (101 one-Deployment packages); each
 # controller in turn, as a ServiceAccount bound to cluster-admin (so that the API server counts its
@@ -25,12 +27,7 @@ source "$here/bench-lib.sh"
 log() { bench_log "$@"; }
 die() { bench_die "$@"; }
 
-src=${1:-${OLMV1_UPSTREAM_SRC:-}}
-box=${2:-${OLMV1_BOXCUTTER_SRC:-}}
-[[ -n $src && -n $box && -d $src && -d $box ]] ||
-  die "the upstream checkouts are missing; usage: hack/bench-vs-upstream.sh UPSTREAM_SRC BOXCUTTER_SRC (docs/upstream.md)"
-upstream_bin=$("$here/upstream.sh" "$src" "$box")
-src=$(cd "$src" && pwd)
+upstream_inputs "$@" # sets upstream_bin, upstream_src
 idle=${OLMV1_BENCH_IDLE_SECONDS:-600}
 
 "$here/install-deps.sh"
@@ -46,7 +43,7 @@ work="$OLMV1_ENV_DIR/bench"
 mkdir -p "$work"
 
 # upstream-up.sh installs the CRDs, the system namespace and the PKI; catalogd is started later.
-"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src"
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src"
 controller_identity "$work/controller.kubeconfig"
 
 log "publishing the load catalog and the shared catalogs"
@@ -62,7 +59,7 @@ sleep 2
 stop_olmv1 catalogd
 log "catalogd: upstream"
 UPSTREAM_CATALOGD_ARGS=--feature-gates=APIV1MetasHandler=true \
-  "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
+  "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" catalogd
 "$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of catalogd@upstream)" \
   --ca "$OLMV1_ENV_DIR/upstream/pki/ca.crt" "$work/upstream-catalogd.json"
 "$here/upstream-up.sh" --stop "$env_file" catalogd
@@ -80,13 +77,14 @@ kubectl wait --for=condition=Serving clustercatalog/bench-load --timeout=300s >/
 
 log "controller: olmv1 (uptime: $(uptime))"
 KUBECONFIG="$work/controller.kubeconfig" start_olmv1 controller --system-namespace olmv1-system \
-  --cache-dir "$work/olmv1-controller-cache" --metrics-addr "127.0.0.1:$(free_port)"
+  --cache-dir "$work/olmv1-controller-cache" --metrics-bind-address "127.0.0.1:$(free_port)" \
+  --health-probe-bind-address 127.0.0.1:0
 "$driver" bench-controller --pid "$(pid_of olmv1@controller)" --idle-seconds "$idle" "$work/olmv1-controller.json"
 "$driver" bench-clean
 stop_olmv1 controller
 
 log "controller: upstream (uptime: $(uptime))"
-"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" operator-controller
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" operator-controller
 "$driver" bench-controller --pid "$(pid_of operator-controller@upstream)" --idle-seconds "$idle" \
   "$work/upstream-controller.json"
 "$driver" bench-clean

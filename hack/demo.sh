@@ -59,9 +59,9 @@ up() {
   catalogd_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   start_olmv1 catalogd catalogd --catalogs-server-addr "127.0.0.1:$catalogd_port" \
     --external-address "127.0.0.1:$catalogd_port" --cache-dir "$OLMV1_ENV_DIR/catalogd-cache" \
-    --metrics-addr 127.0.0.1:0
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0
   start_olmv1 controller controller --system-namespace olmv1-system --cache-dir "$OLMV1_ENV_DIR/controller-cache" \
-    --metrics-addr 127.0.0.1:0
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0
   log "started olmv1 catalogd (http://127.0.0.1:$catalogd_port) and olmv1 controller; logs in $OLMV1_ENV_DIR/logs"
 
   kubectl create namespace example --dry-run=client -o yaml | kubectl apply -f - >/dev/null

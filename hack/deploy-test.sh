@@ -8,9 +8,11 @@
 #      the Deployments' pods: the Deployment's args, read-only root file system, the image's non-root
 #      user, an emptyDir-like cache, the install manifest's ServiceAccount token and the cluster CA
 #      at /var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/PORT; catalogd
-#      serves TLS with the certificate of the Secret catalogd-service-cert and the controller trusts
-#      the CA of Secret olmv1-ca (written here in cert-manager's layout: cert-manager itself does not
-#      run on the local control plane);
+#      serves TLS with the certificate of the Secret catalogd-service-cert, the controller serves
+#      /metrics with that of olmv1-controller-cert and trusts the CA of Secret olmv1-ca (written
+#      here in cert-manager's layout: cert-manager itself does not run on the local control plane);
+#      /metrics of both answers 401 without a token and 200 to a ServiceAccount bound to
+#      olmv1-metrics-reader, the probes answer without one;
 #   4. installs the demo operator (hack/demo/) through them and waits for Installed=True;
 #   5. upgrades olmv1 to a second image (another digest), re-applies the manifest, restarts the
 #      components from it and checks that the installed extension is untouched and still Installed.
@@ -86,6 +88,13 @@ for crd in certificates issuers; do
   kubectl apply --server-side -f "$cm_dir/deploy/crds/cert-manager.io_$crd.yaml" >/dev/null
 done
 kubectl wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io crd/issuers.cert-manager.io >/dev/null
+# The OpenShift overlay's ServiceMonitors need prometheus-operator's CRDs (its Go module).
+po_dir=$(cd "$OLMV1_ENV_DIR" && GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+for crd in servicemonitors prometheusrules; do
+  kubectl apply --server-side -f "$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_$crd.yaml" >/dev/null
+done
+kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
 manifest="$OLMV1_ENV_DIR/olmv1.yaml"
 "$here/manifest.sh" "$image" default >"$manifest"
 "$here/manifest.sh" "$image" openshift >"$OLMV1_ENV_DIR/olmv1-openshift.yaml"
@@ -102,8 +111,9 @@ kubectl apply --server-side -f "$manifest" >"$OLMV1_ENV_DIR/apply.txt" ||
 kubectl apply --server-side --dry-run=server -f "$manifest" >/dev/null ||
   die "server-side dry run of the installed manifest refused"
 # The OpenShift overlay is accepted as well (its service CA annotations need no CRDs; its Role
-# for the global pull secret lives in openshift-config, which every OpenShift cluster has), and
-# both components read that secret.
+# for the global pull secret lives in openshift-config, which every OpenShift cluster has; its
+# ServiceMonitors are checked against prometheus-operator's CRDs), and both components read that
+# secret.
 kubectl create namespace openshift-config --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.yaml" >/dev/null ||
   die "the OpenShift install manifest is refused (server-side dry run)"
@@ -114,8 +124,9 @@ kubectl -n "$ns" wait --for=condition=Available --timeout=120s deployment/olmv1-
   die "the Deployments did not become Available"
 log "Deployments Available on the kwok node ($((SECONDS - step))s)"
 
-# What cert-manager would write: Secret olmv1-ca (the CA) and catalogd-service-cert (the serving
-# certificate for catalogd's Service, here also for 127.0.0.1: the containers use host networking).
+# What cert-manager would write: Secret olmv1-ca (the CA), catalogd-service-cert and
+# olmv1-controller-cert (the serving certificates of the two Services, here also for 127.0.0.1:
+# the containers use host networking).
 pki="$OLMV1_ENV_DIR/olmv1-pki"
 mkdir -p "$pki"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=olmv1-ca \
@@ -126,26 +137,35 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=ca
 printf 'subjectAltName=DNS:catalogd-service.olmv1-system.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/ext"
 openssl x509 -req -in "$pki/tls.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 1 \
   -extfile "$pki/ext" -out "$pki/tls.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=olmv1-controller-service \
+  -keyout "$pki/controller.key" -out "$pki/controller.csr" 2>/dev/null
+printf 'subjectAltName=DNS:olmv1-controller-service.olmv1-system.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/controller.ext"
+openssl x509 -req -in "$pki/controller.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 1 \
+  -extfile "$pki/controller.ext" -out "$pki/controller.crt" 2>/dev/null
 kubectl -n "$ns" create secret generic olmv1-ca --type=kubernetes.io/tls \
   --from-file=ca.crt="$pki/ca.crt" --from-file=tls.crt="$pki/ca.crt" --from-file=tls.key="$pki/ca.key" >/dev/null
 kubectl -n "$ns" create secret generic catalogd-service-cert --type=kubernetes.io/tls \
   --from-file=ca.crt="$pki/ca.crt" --from-file=tls.crt="$pki/tls.crt" --from-file=tls.key="$pki/tls.key" >/dev/null
+kubectl -n "$ns" create secret generic olmv1-controller-cert --type=kubernetes.io/tls \
+  --from-file=ca.crt="$pki/ca.crt" --from-file=tls.crt="$pki/controller.crt" --from-file=tls.key="$pki/controller.key" >/dev/null
 
 # 3. The components under podman, as the kubelet would start the Deployments' pods.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 catalogd_port=$(free_port) catalogd_metrics=$(free_port) controller_metrics=$(free_port)
-# pod_args DEPLOYMENT: the container's args from the applied Deployment, one per line, with the
-# listen addresses moved to free loopback ports (host networking on a shared machine).
+catalogd_probes=$(free_port) controller_probes=$(free_port)
+# pod_args DEPLOYMENT METRICS PROBES: the container's args from the applied Deployment, one per
+# line, with the listen addresses moved to free loopback ports (host networking on a shared machine).
 pod_args() {
   kubectl -n "$ns" get deployment "$1" -o jsonpath='{.spec.template.spec.containers[0].args}' |
     python3 -c '
 import json, sys
-port, metrics = sys.argv[1], sys.argv[2]
+port, metrics, probes = sys.argv[1], sys.argv[2], sys.argv[3]
 for arg in json.load(sys.stdin):
     key = arg.split("=", 1)[0]
     arg = {"--catalogs-server-addr": f"{key}=127.0.0.1:{port}", "--external-address": f"{key}=127.0.0.1:{port}",
-           "--metrics-addr": f"{key}=127.0.0.1:{metrics}"}.get(key, arg)
-    print(arg)' "$2" "$3"
+           "--metrics-bind-address": f"{key}=127.0.0.1:{metrics}",
+           "--health-probe-bind-address": f"{key}=127.0.0.1:{probes}"}.get(key, arg)
+    print(arg)' "$catalogd_port" "$2" "$3"
 }
 # secret_volume NAME DIR KEY...: the Secret's keys as files, read back from the API server.
 secret_volume() {
@@ -168,6 +188,7 @@ sa_volume() {
 }
 secret_volume catalogd-service-cert "$OLMV1_ENV_DIR/volumes/serving-cert" tls.crt tls.key
 secret_volume olmv1-ca "$OLMV1_ENV_DIR/volumes/catalogd-ca" ca.crt
+secret_volume olmv1-controller-cert "$OLMV1_ENV_DIR/volumes/metrics-cert" tls.crt tls.key
 sa_volume olmv1-catalogd "$OLMV1_ENV_DIR/volumes/catalogd-sa"
 sa_volume olmv1-controller "$OLMV1_ENV_DIR/volumes/controller-sa"
 
@@ -176,7 +197,11 @@ run_component() {
   local name=$1 sa=$2 cache=$3 ref=$4 deployment args
   shift 4
   deployment="olmv1-$name"
-  mapfile -t args < <(pod_args "$deployment" "$catalogd_port" "$([[ $name == catalogd ]] && echo "$catalogd_metrics" || echo "$controller_metrics")")
+  if [[ $name == catalogd ]]; then
+    mapfile -t args < <(pod_args "$deployment" "$catalogd_metrics" "$catalogd_probes")
+  else
+    mapfile -t args < <(pod_args "$deployment" "$controller_metrics" "$controller_probes")
+  fi
   local mounts=(-v "$OLMV1_ENV_DIR/volumes/$sa:/var/run/secrets/kubernetes.io/serviceaccount:ro")
   for m in "$@"; do mounts+=(-v "$m:ro"); done
   podman_ run -d --name "$deployment" --network host --read-only --read-only-tmpfs=false \
@@ -197,9 +222,10 @@ start_components() { # IMAGE
   run_component catalogd catalogd-sa /var/cache/catalogd "$1" \
     "$OLMV1_ENV_DIR/volumes/serving-cert:/var/run/olmv1/serving-cert"
   run_component controller controller-sa /var/cache/olmv1 "$1" \
-    "$OLMV1_ENV_DIR/volumes/catalogd-ca:/var/run/olmv1/catalogd-ca"
+    "$OLMV1_ENV_DIR/volumes/catalogd-ca:/var/run/olmv1/catalogd-ca" \
+    "$OLMV1_ENV_DIR/volumes/metrics-cert:/var/run/olmv1/metrics-cert"
   local deadline=$((SECONDS + 120)) port
-  for port in "$catalogd_metrics" "$controller_metrics"; do
+  for port in "$catalogd_probes" "$controller_probes"; do
     until curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
       [[ $(podman_ inspect -f '{{.State.Running}}' olmv1-catalogd) == true ]] || die "the catalogd container exited"
       [[ $(podman_ inspect -f '{{.State.Running}}' olmv1-controller) == true ]] || die "the controller container exited"
@@ -216,6 +242,23 @@ stop_components() {
 step=$SECONDS
 start_components "$image"
 log "catalogd and controller run from $image under podman, ready ($((SECONDS - step))s)"
+# /metrics over HTTPS: refused without a token, served to a ServiceAccount bound to
+# olmv1-metrics-reader.
+kubectl -n "$ns" create serviceaccount metrics-scraper >/dev/null
+kubectl create clusterrolebinding olmv1-deploy-test-metrics-scraper --clusterrole=olmv1-metrics-reader \
+  --serviceaccount="$ns:metrics-scraper" >/dev/null
+scraper_token=$(kubectl -n "$ns" create token metrics-scraper --duration=1h)
+for port in "$catalogd_metrics" "$controller_metrics"; do
+  code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$pki/ca.crt" "https://127.0.0.1:$port/metrics")
+  [[ $code == 401 ]] || die "/metrics on 127.0.0.1:$port answered $code without a token (expected 401)"
+  deadline=$((SECONDS + 60))
+  until curl -fsS --cacert "$pki/ca.crt" -H "Authorization: Bearer $scraper_token" "https://127.0.0.1:$port/metrics" |
+    grep -q '_reconcile_total'; do
+    ((SECONDS < deadline)) || die "/metrics on 127.0.0.1:$port did not serve the metrics reader"
+    sleep 1
+  done
+done
+log "/metrics over HTTPS: 401 without a token, served to olmv1-metrics-reader"
 
 # 4. The demo operator, end to end.
 step=$SECONDS

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # olmv1 side by side with upstream operator-controller and catalogd (issue 15). Not part of
-# hack/test.sh: it needs checkouts of upstream that CI cannot fetch (see docs/upstream.md).
+# hack/test.sh: it needs upstream's binaries, which this repository does not build (see
+# docs/upstream.md).
 #
-# Usage: hack/interop.sh UPSTREAM_SRC BOXCUTTER_SRC
-#        (or OLMV1_UPSTREAM_SRC / OLMV1_BOXCUTTER_SRC in the environment)
+# Usage: UPSTREAM_BIN=DIR UPSTREAM_SRC=DIR hack/interop.sh   (or hack/interop.sh UPSTREAM_BIN UPSTREAM_SRC)
+#   UPSTREAM_BIN  a directory holding upstream's `operator-controller` and `catalogd` binaries
+#   UPSTREAM_SRC  a checkout of upstream at the same commit: its CRDs are read from it
 #
 # On one local control plane with upstream's CRDs, one controller at a time:
 #   1. upstream catalogd serves; olmv1 controller installs a real operator from the shared
@@ -22,16 +24,7 @@ source "$here/bench-lib.sh" # start_olmv1, stop_olmv1, start_catalogd, free_port
 log() { echo "interop: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-src=${1:-${OLMV1_UPSTREAM_SRC:-}}
-box=${2:-${OLMV1_BOXCUTTER_SRC:-}}
-if [[ -z $src || -z $box || ! -d $src || ! -d $box ]]; then
-  die "the upstream checkouts are missing (got UPSTREAM_SRC='${src}' BOXCUTTER_SRC='${box}').
-  Usage: hack/interop.sh UPSTREAM_SRC BOXCUTTER_SRC, with checkouts of
-  github.com/operator-framework/operator-controller and github.com/package-operator/boxcutter at the
-  revisions of hack/versions.env (UPSTREAM_COMMIT, UPSTREAM_BOXCUTTER_VERSION); docs/upstream.md says how."
-fi
-upstream_bin=$("$here/upstream.sh" "$src" "$box")
-src=$(cd "$src" && pwd)
+upstream_inputs "$@" # sets upstream_bin, upstream_src
 
 "$here/install-deps.sh"
 log "building olmv1 and the interop driver"
@@ -55,8 +48,7 @@ source "$env_file"
 work="$OLMV1_ENV_DIR/interop"
 mkdir -p "$work"
 
-
-"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" catalogd
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" catalogd
 # shellcheck disable=SC1091
 source "$OLMV1_ENV_DIR/upstream/catalogd.env"
 "$driver" publish "$work/plan.json"
@@ -64,14 +56,14 @@ source "$OLMV1_ENV_DIR/upstream/catalogd.env"
 
 log "1. upstream catalogd -> olmv1 controller"
 start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
-  --metrics-addr "127.0.0.1:$(free_port)" --ca-file "$UPSTREAM_CA_CERT"
+  --metrics-bind-address "127.0.0.1:$(free_port)" --health-probe-bind-address 127.0.0.1:0 --ca-file "$UPSTREAM_CA_CERT"
 "$driver" real "$work/plan.json" --label olmv1
 
 log "2. differences table: olmv1 controller"
 "$driver" scenarios "$work/olmv1.json"
 stop_olmv1 controller
 log "2. differences table: upstream operator-controller"
-"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$src" operator-controller
+"$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" operator-controller
 "$driver" scenarios "$work/upstream.json"
 "$driver" catalogs --delete "$work/plan.json"
 

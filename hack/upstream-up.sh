@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts upstream OLM v1 (`catalogd`, `operator-controller`, built by hack/upstream.sh) as plain
-# processes against a local control plane started by hack/local-up.sh, with what they need:
+# Starts upstream OLM v1 (`catalogd`, `operator-controller`: binaries the caller provides; this
+# repository does not build them) as plain processes against a local control plane started by hack/local-up.sh, with what they need:
 #   - their CRDs from the same source tree (ClusterCatalog and the experimental ClusterExtension,
 #     the flavour with spec.config that olmv1's own CRD matches), Established;
 #   - the system namespace `olmv1-system` and a ServiceAccount per component, whose token is placed
@@ -15,7 +15,8 @@
 # Usage: hack/upstream-up.sh ENV_FILE UPSTREAM_BIN UPSTREAM_SRC [catalogd] [operator-controller]
 #        hack/upstream-up.sh --stop ENV_FILE [catalogd] [operator-controller]
 # UPSTREAM_CATALOGD_ARGS / UPSTREAM_OPERATOR_CONTROLLER_ARGS: extra flags (e.g. --feature-gates=...).
-# ENV_FILE is hack/local-up.sh's; UPSTREAM_BIN is what hack/upstream.sh prints. Pid files go to the
+# ENV_FILE is hack/local-up.sh's; UPSTREAM_BIN the directory of both binaries; UPSTREAM_SRC a
+# checkout of upstream at their commit (its CRDs). Pid files go to the
 # environment's pids/ (hack/local-down.sh stops them with the rest), logs to its logs/, and
 # $OLMV1_ENV_DIR/upstream/env.sh gets UPSTREAM_CATALOGD_URL and UPSTREAM_CA_CERT.
 set -euo pipefail

@@ -12,7 +12,9 @@ pub mod controller;
 pub mod go_format;
 pub mod image;
 pub mod leader;
+pub mod operations;
 pub mod resolve;
+pub mod tls_profile;
 pub mod version;
 
 /// The layers of DESIGN.md's "Shape": a module imports only modules of lower layers.
@@ -22,11 +24,11 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" => 0,
+            "go_format" | "backoff" | "tls_profile" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" | "admin" => 4,
+            "controller" | "admin" | "operations" => 4,
             "cmd" => 5,
             _ => return None,
         })

@@ -146,6 +146,58 @@ async fn standalone_serves_over_tls_with_a_test_ca() {
     );
 }
 
+#[tokio::test]
+async fn a_rotated_serving_certificate_is_served_without_a_restart() {
+    // The files the server reads, as a Secret volume holds them; replaced by renames as the
+    // kubelet swaps a rotated Secret in.
+    let served = tempfile::tempdir().unwrap();
+    let generate = |name: &str| {
+        let dir = served.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        support::TestTls::generate(&dir)
+    };
+    let first = generate("first");
+    let (cert, key) = (served.path().join("tls.crt"), served.path().join("tls.key"));
+    std::fs::copy(&first.serving.cert, &cert).unwrap();
+    std::fs::copy(&first.serving.key, &key).unwrap();
+    let port = support::free_port();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = Command::new(support::olmv1_bin());
+    command.args(["catalogd", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    command
+        .arg("--catalog")
+        .arg(format!("fixture={}", fixture("catalog-v2").display()));
+    command.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(&key);
+    let mut catalogd = spawn_catalogd(command, work, port);
+    catalogd.wait_listening().await;
+    let url = format!("https://127.0.0.1:{port}/catalogs/fixture");
+    let trusting = |ca: &Path| CatalogClient::new(&[std::fs::read(ca).unwrap()]).unwrap();
+    trusting(&first.ca_cert)
+        .fetch_all(&url)
+        .await
+        .expect("the first certificate is served");
+
+    let second = generate("second");
+    for (from, to) in [(&second.serving.key, &key), (&second.serving.cert, &cert)] {
+        let staged = to.with_extension("new");
+        std::fs::copy(from, &staged).unwrap();
+        std::fs::rename(&staged, to).unwrap();
+    }
+    let rotated = trusting(&second.ca_cert);
+    wait_for(
+        "the server to serve the rotated certificate",
+        Duration::from_secs(90),
+        || async {
+            rotated
+                .fetch_all(&url)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e}; log: {}", catalogd.log()))
+        },
+    )
+    .await;
+}
+
 /// `olmv1 catalogd` in cluster mode, reconciling the ClusterCatalogs labelled `selector`.
 async fn run_cluster_catalogd(selector: &str, extra: &[&str]) -> Catalogd {
     let env = support::env();
@@ -161,6 +213,12 @@ async fn run_cluster_catalogd(selector: &str, extra: &[&str]) -> Catalogd {
         &address,
     ]);
     command.args(["--selector", selector, "--poll-interval-unit-seconds", "1"]);
+    command.args([
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        "127.0.0.1:0",
+    ]);
     command.arg("--cache-dir").arg(work.path().join("cache"));
     command.args(extra);
     command.env("RUST_LOG", "info,olmv1=debug");

@@ -41,7 +41,19 @@ impl CatalogClient {
     /// A client with system roots plus the given extra CA certificates (PEM), a 5-minute timeout
     /// and the default body bound.
     pub fn new(extra_ca_pem: &[Vec<u8>]) -> Result<CatalogClient, CatalogError> {
-        let mut builder = reqwest::Client::builder().timeout(DEFAULT_TIMEOUT).gzip(true);
+        Self::with_min_tls_version(extra_ca_pem, crate::tls_profile::TlsVersion::Tls12)
+    }
+
+    /// As [`CatalogClient::new`], accepting no TLS version below `min_tls_version` (the TLS
+    /// profile's).
+    pub fn with_min_tls_version(
+        extra_ca_pem: &[Vec<u8>],
+        min_tls_version: crate::tls_profile::TlsVersion,
+    ) -> Result<CatalogClient, CatalogError> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(DEFAULT_TIMEOUT)
+            .gzip(true)
+            .min_tls_version(min_tls_version.for_reqwest());
         for pem in extra_ca_pem {
             let cert = reqwest::Certificate::from_pem(pem).map_err(|e| CatalogError::Http {
                 url: String::new(),

@@ -895,12 +895,25 @@ pub struct TlsFiles {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<CatalogStore>,
-    tls: Option<TlsFiles>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     limits: ServeLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let acceptor = tls.as_ref().map(tls_acceptor).transpose()?;
     let app = router_with_limits(store, &limits);
+    serve_app(listener, app, tls, limits, shutdown).await;
+    Ok(())
+}
+
+/// Serves `app` on `listener` (HTTPS with `acceptor`) until `shutdown` completes, with the
+/// connection cap, header-read and idle timeouts of `limits` (the catalog server's and the
+/// metrics server's connection handling).
+pub async fn serve_app(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    limits: ServeLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
@@ -937,7 +950,6 @@ pub async fn serve(
         });
     }
     let _ = stop.send(true);
-    Ok(())
 }
 
 /// Serves HTTP/1.1 on one connection until it ends, sits idle past the limit, or the server stops.
@@ -1036,29 +1048,96 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
     }
 }
 
-/// Builds a rustls acceptor (TLS 1.2+) from PEM files.
-pub fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, ServerError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|iter| iter.collect::<Result<_, _>>())
-        .map_err(|e| ServerError::Tls(format!("reading certificate {}: {e}", files.cert.display())))?;
-    if certs.is_empty() {
-        return Err(ServerError::Tls(format!(
-            "no certificate in {}",
-            files.cert.display()
-        )));
-    }
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .map_err(|e| ServerError::Tls(format!("reading key {}: {e}", files.key.display())))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| ServerError::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| ServerError::Tls(format!("certificate and key do not match: {e}")))?;
+/// Builds a rustls acceptor from PEM files, offering what `profile` allows; the files are read
+/// again when they change.
+pub fn tls_acceptor(
+    files: &TlsFiles,
+    profile: &crate::tls_profile::TlsProfile,
+) -> Result<tokio_rustls::TlsAcceptor, ServerError> {
+    let certificates = Arc::new(ReloadingCertificate::load(files.clone())?);
+    let config = profile
+        .server_config(certificates)
+        .map_err(|e| ServerError::Tls(e.to_string()))?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// How often a handshake may look at the certificate files' modification times.
+const CERTIFICATE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A serving certificate read from PEM files, and read again after they change: cert-manager and
+/// the OpenShift service CA rotate the mounted Secret in place (upstream's servers watch the
+/// files too). A rotation that cannot be read keeps the previous certificate.
+#[derive(Debug)]
+struct ReloadingCertificate {
+    files: TlsFiles,
+    current: std::sync::Mutex<LoadedCertificate>,
+}
+
+#[derive(Debug)]
+struct LoadedCertificate {
+    key: Arc<rustls::sign::CertifiedKey>,
+    modified: Option<std::time::SystemTime>,
+    checked: std::time::Instant,
+}
+
+impl ReloadingCertificate {
+    fn load(files: TlsFiles) -> Result<Self, ServerError> {
+        let modified = Self::modified(&files);
+        let key = Arc::new(Self::read(&files)?);
+        Ok(Self {
+            files,
+            current: std::sync::Mutex::new(LoadedCertificate {
+                key,
+                modified,
+                checked: std::time::Instant::now(),
+            }),
+        })
+    }
+
+    /// The later modification time of the two files (following the Secret volume's links).
+    fn modified(files: &TlsFiles) -> Option<std::time::SystemTime> {
+        let time = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        time(&files.cert).max(time(&files.key))
+    }
+
+    fn read(files: &TlsFiles) -> Result<rustls::sign::CertifiedKey, ServerError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
+            .and_then(|iter| iter.collect::<Result<_, _>>())
+            .map_err(|e| ServerError::Tls(format!("reading certificate {}: {e}", files.cert.display())))?;
+        if certs.is_empty() {
+            return Err(ServerError::Tls(format!(
+                "no certificate in {}",
+                files.cert.display()
+            )));
+        }
+        let key = PrivateKeyDer::from_pem_file(&files.key)
+            .map_err(|e| ServerError::Tls(format!("reading key {}: {e}", files.key.display())))?;
+        rustls::sign::CertifiedKey::from_der(certs, key, &rustls::crypto::ring::default_provider())
+            .map_err(|e| ServerError::Tls(format!("certificate and key do not match: {e}")))
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ReloadingCertificate {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.checked.elapsed() >= CERTIFICATE_CHECK_INTERVAL {
+            current.checked = std::time::Instant::now();
+            let modified = Self::modified(&self.files);
+            if modified != current.modified {
+                match Self::read(&self.files) {
+                    Ok(key) => {
+                        tracing::info!(certificate = %self.files.cert.display(), "serving certificate reloaded");
+                        current.key = Arc::new(key);
+                        current.modified = modified;
+                    }
+                    Err(error) => tracing::warn!(%error, "keeping the previous serving certificate"),
+                }
+            }
+        }
+        Some(current.key.clone())
+    }
 }
 
 #[cfg(test)]

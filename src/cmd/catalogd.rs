@@ -7,9 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::start::{RegistryOptions, Replica, shutdown_signal, start_operations_server};
+use super::start::{
+    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address, shutdown_signal,
+    start_operations_servers,
+};
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
-use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve};
+use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve, tls_acceptor};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::ReconcileMetrics;
 use crate::image::pull_secret::{self, PullSecretArgs};
@@ -43,9 +46,28 @@ pub struct ClusterArgs {
     /// Address the catalog server listens on (`:8443` means all interfaces).
     #[arg(long, default_value = ":8443")]
     pub catalogs_server_addr: String,
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, env = "OLMV1_CATALOGD_METRICS_ADDR", default_value = "127.0.0.1:8081")]
+    /// Address of the /metrics server (upstream's flag; `--metrics-addr` is its old name): HTTPS
+    /// with the catalog server's certificate, for callers allowed `get` on /metrics; plain HTTP
+    /// without one, on a loopback address or with --metrics-insecure.
+    #[arg(
+        long = "metrics-bind-address",
+        alias = "metrics-addr",
+        env = "OLMV1_CATALOGD_METRICS_ADDR",
+        default_value = "127.0.0.1:8081",
+        value_parser = parse_bind_address
+    )]
     pub metrics_addr: SocketAddr,
+    /// Address of the /healthz and /readyz server (plain HTTP, no authentication).
+    #[arg(
+        long = "health-probe-bind-address",
+        env = "OLMV1_CATALOGD_PROBE_ADDR",
+        default_value = "127.0.0.1:8091",
+        value_parser = parse_bind_address
+    )]
+    pub probe_addr: SocketAddr,
+    /// Serve /metrics in plain HTTP to anyone, on any address (local runs without certificates).
+    #[arg(long)]
+    pub metrics_insecure: bool,
     /// Host (and port) clients reach the server at; published in `status.urls.base` as
     /// `<scheme>://<external-address>/catalogs/<name>`.
     #[arg(long, default_value = "catalogd-service.olmv1-system.svc")]
@@ -59,6 +81,9 @@ pub struct ClusterArgs {
     /// Serving key (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// The TLS profile of the catalog and metrics servers.
+    #[command(flatten)]
+    pub tls: TlsProfileArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
     #[command(flatten)]
@@ -131,6 +156,9 @@ pub struct ServeArgs {
     /// Serving key (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// The TLS profile of the catalog server.
+    #[command(flatten)]
+    pub tls: TlsProfileArgs,
     /// Where the served content is written (a temporary directory by default).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -194,7 +222,9 @@ pub async fn run(args: CatalogdArgs) -> ExitCode {
 }
 
 async fn run_standalone(args: ServeArgs) -> Result<(), String> {
+    let profile = args.tls.profile()?;
     let tls = tls_files(args.tls_cert, args.tls_key);
+    let acceptor = catalog_acceptor(tls.as_ref(), &profile)?;
     let temp;
     let root = match args.cache_dir {
         Some(dir) => dir,
@@ -229,20 +259,23 @@ async fn run_standalone(args: ServeArgs) -> Result<(), String> {
     }
     let listener = bind(&args.listen).await?;
     announce(&listener, tls.is_some());
-    serve(listener, store, tls, args.limits.limits(), shutdown_signal())
+    serve(listener, store, acceptor, args.limits.limits(), shutdown_signal())
         .await
         .map_err(|e| e.to_string())
 }
 
 async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
+    let profile = args.tls.profile()?;
     let tls = tls_files(args.tls_cert, args.tls_key);
+    let acceptor = catalog_acceptor(tls.as_ref(), &profile)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let store = Arc::new(
         CatalogStore::new(&args.cache_dir.join("catalogs"))
             .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?
             .with_max_line_bytes(args.limits.max_jsonl_line_bytes),
     );
-    let registry_config = args.registry.registry_config()?;
+    let mut registry_config = args.registry.registry_config()?;
+    registry_config.min_tls_version = profile.client_min_version();
     let credentials = registry_config.credentials.clone();
     let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
     let replica = Replica::connect(
@@ -269,16 +302,30 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         &mut metrics_registry,
         "olmv1_clustercatalog",
     ));
-    let (readiness, _operations) = start_operations_server(args.metrics_addr, metrics_registry);
+    let operations = OperationsSettings {
+        probe_addr: args.probe_addr,
+        metrics_addr: args.metrics_addr,
+        metrics_insecure: args.metrics_insecure,
+        tls: tls.as_ref(),
+        profile: &profile,
+    };
+    let (readiness, operations) =
+        start_operations_servers(operations, metrics_registry, &replica.config).await?;
     let context = Arc::new(
         Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
     );
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, store, tls, args.limits.limits(), async move {
-        let _ = server_stopped.await;
-    }));
+    let server = tokio::spawn(serve(
+        listener,
+        store,
+        acceptor,
+        args.limits.limits(),
+        async move {
+            let _ = server_stopped.await;
+        },
+    ));
     tokio::select! {
         acquired = replica.acquire() => acquired?,
         () = shutdown_signal() => {
@@ -293,6 +340,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let lost = tokio::select! {
         () = cluster_catalog::run(context) => None,
         lost = replica.lost() => Some(lost),
+        stopped = operations => Some(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),
     };
     let _ = stop_server.send(());
     if let Some(lost) = lost {
@@ -302,6 +350,15 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) => Err(format!("catalog server task failed: {e}")),
     }
+}
+
+/// The catalog server's TLS under `profile` (none without a certificate).
+fn catalog_acceptor(
+    tls: Option<&TlsFiles>,
+    profile: &crate::tls_profile::TlsProfile,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    tls.map(|files| tls_acceptor(files, profile).map_err(|e| format!("catalog server: {e}")))
+        .transpose()
 }
 
 fn tls_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<TlsFiles> {

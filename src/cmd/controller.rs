@@ -1,16 +1,22 @@
 //! `olmv1 controller`: runs the ClusterExtension controller and the Upgradeable reconciler, with
-//! leader election, `/healthz` `/readyz` `/metrics`, and graceful shutdown.
+//! leader election, `/healthz` `/readyz`, `/metrics` (HTTPS for authorised callers), and graceful
+//! shutdown.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use super::start::{BundleLimitArgs, RegistryOptions, Replica, read_ca_files, start_operations_server};
+use super::start::{
+    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address,
+    read_ca_files, start_operations_servers,
+};
 use crate::{
     apply::{identity::ServiceAccountClients, revision::RevisionStore},
     bundle::render::WebhookProvider,
-    catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient},
+    catalog::{
+        DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
+    },
     controller::{
         cluster_extension::{self, Context},
         metrics::Metrics,
@@ -28,9 +34,37 @@ pub struct ControllerArgs {
     /// Namespace of the controller's own objects: revision records and the leader Lease.
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, env = "OLMV1_METRICS_ADDR", default_value = "127.0.0.1:8080")]
+    /// Address of the /metrics server (upstream's flag; `--metrics-addr` is its old name): HTTPS
+    /// for callers allowed `get` on /metrics with --tls-cert and --tls-key; otherwise plain HTTP,
+    /// on a loopback address or with --metrics-insecure.
+    #[arg(
+        long = "metrics-bind-address",
+        alias = "metrics-addr",
+        env = "OLMV1_METRICS_ADDR",
+        default_value = "127.0.0.1:8080",
+        value_parser = parse_bind_address
+    )]
     pub metrics_addr: SocketAddr,
+    /// Address of the /healthz and /readyz server (plain HTTP, no authentication).
+    #[arg(
+        long = "health-probe-bind-address",
+        env = "OLMV1_PROBE_ADDR",
+        default_value = "127.0.0.1:8090",
+        value_parser = parse_bind_address
+    )]
+    pub probe_addr: SocketAddr,
+    /// Serve /metrics in plain HTTP to anyone, on any address (local runs without certificates).
+    #[arg(long)]
+    pub metrics_insecure: bool,
+    /// The metrics server's certificate (PEM); with --tls-key, /metrics is served over HTTPS.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The metrics server's key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The TLS profile.
+    #[command(flatten)]
+    pub tls: TlsProfileArgs,
     /// Elect a leader on a Lease before reconciling (for more than one replica).
     #[arg(long, env = "OLMV1_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
@@ -102,6 +136,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let ControllerArgs {
         system_namespace,
         metrics_addr,
+        probe_addr,
+        metrics_insecure,
+        tls_cert,
+        tls_key,
+        tls,
         leader_elect,
         concurrency,
         cache_dir,
@@ -115,18 +154,21 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         upgradeable,
         max_jsonl_line_bytes,
     } = args;
+    let profile = tls.profile()?;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
 
-    let catalog_client = CatalogClient::new(&read_ca_files(&ca_files)?)
-        .map_err(|e| e.to_string())?
-        .with_max_line_bytes(max_jsonl_line_bytes);
-    let registry_config = RegistryOptions {
+    let catalog_client =
+        CatalogClient::with_min_tls_version(&read_ca_files(&ca_files)?, profile.client_min_version())
+            .map_err(|e| e.to_string())?
+            .with_max_line_bytes(max_jsonl_line_bytes);
+    let mut registry_config = RegistryOptions {
         insecure_registries,
         ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
         auth_file: auth_file.as_deref(),
     }
     .config()?;
+    registry_config.min_tls_version = profile.client_min_version();
     let pull = PullOptions {
         registry: registry_config,
         limits: bundle_limits.limits(),
@@ -138,7 +180,15 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
-    let (readiness, server) = start_operations_server(metrics_addr, registry);
+    let metrics_tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
+    let operations = OperationsSettings {
+        probe_addr,
+        metrics_addr,
+        metrics_insecure,
+        tls: metrics_tls.as_ref(),
+        profile: &profile,
+    };
+    let (readiness, server) = start_operations_servers(operations, registry, &replica.config).await?;
 
     replica.acquire().await?;
 
@@ -174,7 +224,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             info!("controllers stopped");
         }
         lost = replica.lost() => return Err(lost),
-        result = server => return Err(format!("operations server stopped: {result:?}")),
+        stopped = server => return Err(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),
     }
     Ok(())
 }

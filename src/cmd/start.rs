@@ -1,5 +1,6 @@
 //! Start-up shared by the commands: logging, the parent watch, the replica's identity, clients and
-//! leader loop, registry options, the operations server (`/metrics`, `/healthz`, `/readyz`), signals.
+//! leader loop, registry options, the TLS profile, the operations servers (`/healthz` `/readyz`;
+//! `/metrics`), signals.
 
 use std::{
     net::SocketAddr,
@@ -11,9 +12,11 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use crate::{
-    controller::metrics::{Readiness, serve_operations},
+    catalog::server::{TlsFiles, tls_acceptor},
     image::{RegistryConfig, UnpackLimits},
     leader::{LeaderElector, Leadership, identify, replica_identity},
+    operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
+    tls_profile::TlsProfile,
 };
 
 /// Structured logs on stderr; `RUST_LOG` filters (default `info`), `OLMV1_LOG_FORMAT=json` for JSON.
@@ -108,15 +111,112 @@ pub fn read_ca_files(files: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
         .collect()
 }
 
-/// Starts the operations server on `addr`; the process is not ready until
-/// [`Readiness::set_ready`].
-pub fn start_operations_server(
-    addr: SocketAddr,
+/// Upstream's TLS profile flags (`--tls-profile` and the custom profile's three).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TlsProfileArgs {
+    /// TLS profile of every TLS server of this command (old, intermediate, modern, custom:
+    /// upstream's names and values); its registry and catalog clients accept no lower version than
+    /// the profile's minimum.
+    #[arg(long, env = "OLMV1_TLS_PROFILE", default_value = "intermediate")]
+    pub tls_profile: String,
+    /// Lowest version of the custom profile: TLSv1.2 (default) or TLSv1.3.
+    #[arg(long, value_name = "VERSION")]
+    pub tls_custom_version: Option<String>,
+    /// Cipher suites of the custom profile, comma-separated IANA (Go) or OpenSSL names.
+    #[arg(long, value_name = "CIPHERS", value_delimiter = ',')]
+    pub tls_custom_ciphers: Vec<String>,
+    /// Curves of the custom profile, comma-separated: X25519, prime256v1 (secp256r1), secp384r1.
+    #[arg(long, value_name = "CURVES", value_delimiter = ',')]
+    pub tls_custom_curves: Vec<String>,
+}
+
+impl TlsProfileArgs {
+    /// The profile these flags describe; the error names the flag and the cause.
+    pub fn profile(&self) -> Result<TlsProfile, String> {
+        let profile = TlsProfile::from_flags(
+            &self.tls_profile,
+            self.tls_custom_version.as_deref(),
+            &self.tls_custom_ciphers,
+            &self.tls_custom_curves,
+        )
+        .map_err(|e| format!("invalid TLS profile: {e}"))?;
+        tracing::info!("{}", profile.describe());
+        Ok(profile)
+    }
+}
+
+/// A listen address; Go-style `:PORT` means every interface (as upstream's flags).
+pub fn parse_bind_address(addr: &str) -> Result<SocketAddr, String> {
+    let full = match addr.starts_with(':') {
+        true => format!("0.0.0.0{addr}"),
+        false => addr.to_string(),
+    };
+    full.parse()
+        .map_err(|e| format!("invalid listen address {addr:?}: {e}"))
+}
+
+/// Where and how the operations servers listen.
+pub struct OperationsSettings<'a> {
+    /// `/healthz` and `/readyz`, plain HTTP.
+    pub probe_addr: SocketAddr,
+    /// `/metrics`.
+    pub metrics_addr: SocketAddr,
+    /// Serve `/metrics` in plain HTTP to anyone, whatever the address.
+    pub metrics_insecure: bool,
+    /// The metrics server's certificate: HTTPS, callers reviewed by the API server.
+    pub tls: Option<&'a TlsFiles>,
+    /// The TLS profile of the metrics server.
+    pub profile: &'a TlsProfile,
+}
+
+impl OperationsSettings<'_> {
+    fn access(&self, config: &Config) -> Result<MetricsAccess, String> {
+        if self.metrics_insecure {
+            return Ok(MetricsAccess::Open);
+        }
+        if let Some(files) = self.tls {
+            let tls = tls_acceptor(files, self.profile).map_err(|e| format!("metrics server: {e}"))?;
+            // Its own client: every replica serves metrics, leading or not.
+            let client = Client::try_from(config.clone())
+                .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+            let reviewer = std::sync::Arc::new(AccessReviewer::new(client));
+            return Ok(MetricsAccess::Reviewed { tls, reviewer });
+        }
+        match self.metrics_addr.ip().is_loopback() {
+            true => Ok(MetricsAccess::Open),
+            false => Err(format!(
+                "--metrics-bind-address {} is reachable from other hosts: give --tls-cert and --tls-key \
+                 (HTTPS, callers the API server allows get /metrics) or --metrics-insecure (plain HTTP, anyone)",
+                self.metrics_addr
+            )),
+        }
+    }
+}
+
+/// Starts the probe and metrics servers; the process is not ready until
+/// [`Readiness::set_ready`]. The task ends (with the reason) only when a server stops.
+pub async fn start_operations_servers(
+    settings: OperationsSettings<'_>,
     registry: Registry,
-) -> (Readiness, JoinHandle<std::io::Result<()>>) {
+    config: &Config,
+) -> Result<(Readiness, JoinHandle<String>), String> {
+    let access = settings.access(config)?;
+    let bind = |addr: SocketAddr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listening on {addr}: {e}"))
+    };
+    let probes = bind(settings.probe_addr).await?;
+    let metrics = bind(settings.metrics_addr).await?;
     let readiness = Readiness::default();
-    let server = tokio::spawn(serve_operations(addr, registry, readiness.clone()));
-    (readiness, server)
+    let served = readiness.clone();
+    let servers = tokio::spawn(async move {
+        tokio::select! {
+            result = serve_probes(probes, served) => format!("the probe server stopped: {result:?}"),
+            () = serve_metrics(metrics, registry, access) => "the metrics server stopped".to_string(),
+        }
+    });
+    Ok((readiness, servers))
 }
 
 /// A replica's connection to the cluster: its identity, a client that stops with the Lease, and

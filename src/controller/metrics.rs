@@ -1,18 +1,10 @@
-//! Prometheus metrics of the ClusterExtension controller, and the `/metrics` `/healthz`
-//! `/readyz` server every long-running olmv1 command exposes.
+//! Prometheus metrics of the ClusterExtension and ClusterCatalog reconcilers (the operations
+//! module serves them).
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Instant,
-};
+use std::{sync::Mutex, time::Instant};
 
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
@@ -194,70 +186,5 @@ pub struct ReconcileTimer<'a> {
 impl Drop for ReconcileTimer<'_> {
     fn drop(&mut self) {
         self.metrics.duration.observe(self.start.elapsed().as_secs_f64());
-    }
-}
-
-/// Readiness shared between the controllers and the operations server.
-#[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    /// Marks the process ready (after it leads and its watches run).
-    pub fn set_ready(&self, ready: bool) {
-        self.0.store(ready, Ordering::SeqCst);
-    }
-
-    fn is_ready(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-#[derive(Clone)]
-struct ServerState {
-    registry: Arc<Registry>,
-    readiness: Readiness,
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
-pub async fn serve_operations(
-    addr: SocketAddr,
-    registry: Registry,
-    readiness: Readiness,
-) -> std::io::Result<()> {
-    let state = ServerState {
-        registry: Arc::new(registry),
-        readiness,
-    };
-    let app = Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz_handler))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    axum::serve(listener, app).await
-}
-
-async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    let mut body = String::new();
-    match encode(&mut body, &state.registry) {
-        Ok(()) => (
-            StatusCode::OK,
-            [(
-                "content-type",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-async fn readyz_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
     }
 }

@@ -79,6 +79,8 @@ pub struct RegistryConfig {
     pub max_manifest_bytes: u64,
     /// Largest blob accepted.
     pub max_blob_bytes: u64,
+    /// The lowest TLS version accepted (the TLS profile's; TLS 1.2 by default).
+    pub min_tls_version: crate::tls_profile::TlsVersion,
 }
 
 impl Default for RegistryConfig {
@@ -93,6 +95,7 @@ impl Default for RegistryConfig {
             platform: Platform::default(),
             max_manifest_bytes: 4 << 20,
             max_blob_bytes: 4 << 30,
+            min_tls_version: crate::tls_profile::TlsVersion::Tls12,
         }
     }
 }
@@ -226,7 +229,8 @@ impl RegistryClient {
             .no_gzip()
             .connect_timeout(config.timeout)
             .read_timeout(config.timeout)
-            .use_rustls_tls();
+            .use_rustls_tls()
+            .min_tls_version(config.min_tls_version.for_reqwest());
         if !config.extra_ca_pem.is_empty() {
             let certs = reqwest::Certificate::from_pem_bundle(&config.extra_ca_pem).map_err(|e| {
                 ImageError::Config {

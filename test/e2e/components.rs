@@ -134,9 +134,46 @@ struct Components {
     controller: Mutex<Option<Child>>,
     /// Where catalogd serves catalogs.
     catalogd_address: String,
-    /// `/metrics`, `/healthz`, `/readyz` of catalogd and of the controller.
-    catalogd_operations: String,
-    controller_operations: String,
+    /// Where catalogd and the controller serve `/metrics` and their probes.
+    catalogd_operations: Operations,
+    controller_operations: Operations,
+    /// The controller's metrics certificate, and the CA that signed it.
+    metrics_tls: support::TestTls,
+}
+
+/// The addresses (`host:port`) of a component's metrics and probe servers.
+#[derive(Clone)]
+pub struct Operations {
+    /// `/metrics`.
+    pub metrics: String,
+    /// `/healthz` and `/readyz`.
+    pub probes: String,
+}
+
+impl Operations {
+    fn free() -> Self {
+        Self {
+            metrics: format!("127.0.0.1:{}", support::free_port()),
+            probes: format!("127.0.0.1:{}", support::free_port()),
+        }
+    }
+
+    /// Ports the system picks (nothing reads them).
+    fn unread() -> Self {
+        Self {
+            metrics: "127.0.0.1:0".into(),
+            probes: "127.0.0.1:0".into(),
+        }
+    }
+
+    fn args(&self) -> [&str; 4] {
+        [
+            "--metrics-bind-address",
+            &self.metrics,
+            "--health-probe-bind-address",
+            &self.probes,
+        ]
+    }
 }
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
@@ -166,26 +203,31 @@ pub fn ensure_running() {
             "config/manager/namespace.yaml",
             "config/rbac/controller.yaml",
             "config/rbac/catalogd.yaml",
+            "config/rbac/metrics.yaml",
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
         let catalogd_address = format!("127.0.0.1:{}", support::free_port());
-        let catalogd_operations = format!("127.0.0.1:{}", support::free_port());
+        // catalogd serves catalogs in plain HTTP here, and so its metrics (on loopback); the
+        // controller serves its metrics over HTTPS to callers allowed get /metrics, as installed.
+        let catalogd_operations = Operations::free();
         let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
-        let controller_operations = format!("127.0.0.1:{}", support::free_port());
-        let controller = spawn_controller("controller", &controller_operations, &[]);
+        let metrics_tls = support::TestTls::generate(&scratch_dir("metrics-tls"));
+        let controller_operations = Operations::free();
+        let controller = spawn_controller("controller", &controller_operations, &metrics_tls, &[]);
         Components {
             catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
             catalogd_address,
             catalogd_operations,
             controller_operations,
+            metrics_tls,
         }
     });
 }
 
 /// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
-fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -> Child {
+fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
         "catalogd",
@@ -200,11 +242,10 @@ fn spawn_catalogd(name: &str, address: &str, operations: &str, extra: &[&str]) -
         // Not the catalogs of test/catalogd.rs, which runs its own catalogd.
         "--selector",
         "!olmv1.test/catalogd",
-        "--metrics-addr",
-        operations,
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
     ];
+    args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
     spawn("catalogd", name, &args)
 }
@@ -218,15 +259,17 @@ const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret"
 /// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 
-/// Starts `olmv1 controller`, its log in `logs/<name>.log`.
-fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
+/// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
+fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
         "controller",
         "--system-namespace",
         SYSTEM_NAMESPACE,
-        "--metrics-addr",
-        operations,
+        "--tls-cert",
+        tls.serving.cert.to_str().unwrap(),
+        "--tls-key",
+        tls.serving.key.to_str().unwrap(),
         "--cache-dir",
         cache.to_str().unwrap(),
         "--global-pull-secret",
@@ -235,6 +278,7 @@ fn spawn_controller(name: &str, operations: &str, extra: &[&str]) -> Child {
         "--bundle-cache-grace",
         BUNDLE_CACHE_GRACE_SECONDS,
     ];
+    args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
     spawn("controller", name, &args)
 }
@@ -287,6 +331,7 @@ pub fn restart_controller() {
     *components.controller.lock().unwrap() = Some(spawn_controller(
         "controller",
         &components.controller_operations,
+        &components.metrics_tls,
         &[],
     ));
 }
@@ -349,9 +394,36 @@ impl Drop for SharedComponentsStopped {
             *components.controller.lock().unwrap() = Some(spawn_controller(
                 "controller",
                 &components.controller_operations,
+                &components.metrics_tls,
                 &[],
             ));
         }
+    }
+}
+
+/// Starts a catalogd that reconciles no ClusterCatalog (its selector matches none), serving
+/// at a free address, for tests of its servers; killed when dropped.
+pub fn start_idle_catalogd(name: &str, operations: &Operations, extra: &[&str]) -> Replica {
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let cache = scratch_dir(name);
+    let mut args = vec![
+        "catalogd",
+        "--catalogs-server-addr",
+        &address,
+        "--external-address",
+        &address,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--selector",
+        "olmv1.test/none=none",
+    ];
+    args.extend_from_slice(&operations.args());
+    args.extend_from_slice(extra);
+    let child = spawn("catalogd", name, &args);
+    Replica {
+        name: name.into(),
+        child,
+        address,
     }
 }
 
@@ -366,10 +438,11 @@ pub struct Replica {
 impl Replica {
     /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
     pub fn start(role: &str, name: &str) -> Replica {
-        let operations = format!("127.0.0.1:{}", support::free_port());
+        let operations = Operations::unread();
         let address = format!("127.0.0.1:{}", support::free_port());
+        let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
         let child = match role {
-            "controller" => spawn_controller(name, &operations, &["--leader-elect"]),
+            "controller" => spawn_controller(name, &operations, tls, &["--leader-elect"]),
             _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
         };
         Replica {
@@ -407,12 +480,86 @@ impl Drop for Replica {
     }
 }
 
-/// The `host:port` of the `/metrics` `/healthz` `/readyz` server of `catalogd` or `controller`.
-pub fn operations_address(role: &str) -> String {
+/// The addresses of the metrics and probe servers of `catalogd` or `controller`.
+pub fn operations(role: &str) -> Operations {
     let components = COMPONENTS.get().expect("components are running");
     match role {
         "catalogd" => components.catalogd_operations.clone(),
         _ => components.controller_operations.clone(),
+    }
+}
+
+/// The CA that signed the controller's metrics certificate.
+pub fn metrics_ca() -> Vec<u8> {
+    let components = COMPONENTS.get().expect("components are running");
+    std::fs::read(&components.metrics_tls.ca_cert).unwrap()
+}
+
+/// The ServiceAccount bound to olmv1-metrics-reader, as a Prometheus would be.
+pub const METRICS_READER: &str = "olmv1-e2e-metrics-reader";
+
+/// A token of [`METRICS_READER`] (created with its ClusterRoleBinding on first use).
+pub fn metrics_reader_token() -> String {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            support::kubectl_apply(&format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {METRICS_READER}\n  namespace: {SYSTEM_NAMESPACE}\n\
+                 ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {METRICS_READER}\n\
+                 roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: olmv1-metrics-reader\n\
+                 subjects:\n  - kind: ServiceAccount\n    name: {METRICS_READER}\n    namespace: {SYSTEM_NAMESPACE}\n"
+            ))
+            .ok();
+            service_account_token(SYSTEM_NAMESPACE, METRICS_READER)
+        })
+        .clone()
+}
+
+/// A token (1 h) of ServiceAccount `namespace/name`.
+pub fn service_account_token(namespace: &str, name: &str) -> String {
+    support::kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])
+        .ok()
+        .trim()
+        .to_string()
+}
+
+/// `GET https://<addr>/metrics` trusting `ca`, with `token` as bearer if any: (status, body).
+pub async fn get_metrics(addr: &str, ca: &[u8], token: Option<&str>) -> Result<(u16, String), String> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca).map_err(|e| e.to_string())?)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut request = client.get(format!("https://{addr}/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("GET https://{addr}/metrics: {e}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+/// The `/metrics` text of `catalogd` (plain HTTP on loopback) or the controller (HTTPS, as the
+/// metrics reader).
+pub async fn scrape_metrics(role: &str) -> Result<String, String> {
+    let addr = operations(role).metrics;
+    let (status, body) = match role {
+        "catalogd" => {
+            let response = reqwest::get(format!("http://{addr}/metrics"))
+                .await
+                .map_err(|e| e.to_string())?;
+            (
+                response.status().as_u16(),
+                response.text().await.map_err(|e| e.to_string())?,
+            )
+        }
+        _ => get_metrics(&addr, &metrics_ca(), Some(&metrics_reader_token())).await?,
+    };
+    match status {
+        200 => Ok(body),
+        _ => Err(format!("GET {addr}/metrics answered {status}: {body}")),
     }
 }
 

@@ -217,13 +217,7 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
         "the restarted controller to reconcile the extension",
         components::INSTALL_TIMEOUT,
         || async {
-            let url = format!("http://{}/metrics", components::operations_address("controller"));
-            let metrics = reqwest::get(&url)
-                .await
-                .map_err(|e| e.to_string())?
-                .text()
-                .await
-                .map_err(|e| e.to_string())?;
+            let metrics = components::scrape_metrics("controller").await?;
             if metrics.contains(&installed) {
                 Ok(())
             } else {
@@ -305,27 +299,36 @@ async fn the_components_serve_health_readiness_and_metrics() {
     let s = Scenario::new("operations", two_versions).await;
     s.apply_extension(json!({})).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
-    let get = |role: &str, path: &str| {
-        let url = format!("http://{}{path}", components::operations_address(role));
-        async move {
-            let response = reqwest::get(&url)
-                .await
-                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-            (response.status().as_u16(), response.text().await.unwrap())
-        }
-    };
+    // The probes answer anyone, in plain HTTP, on their own port (another test may be
+    // restarting the controller: wait for it).
     for role in ["catalogd", "controller"] {
-        assert_eq!(get(role, "/healthz").await.0, 200, "{role} /healthz");
-        assert_eq!(get(role, "/readyz").await.0, 200, "{role} /readyz");
+        for path in ["/healthz", "/readyz"] {
+            let url = format!("http://{}{path}", components::operations(role).probes);
+            support::wait_for(
+                &format!("{role} {path} to answer 200"),
+                components::INSTALL_TIMEOUT,
+                || async {
+                    match reqwest::get(&url).await.map(|r| r.status()) {
+                        Ok(status) if status == 200 => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            )
+            .await;
+        }
     }
-    let (status, catalogd) = get("catalogd", "/metrics").await;
-    assert_eq!(status, 200);
+    let catalogd = support::wait_for("catalogd /metrics", components::INSTALL_TIMEOUT, || {
+        components::scrape_metrics("catalogd")
+    })
+    .await;
     assert!(
         catalogd.contains("olmv1_clustercatalog_reconcile_total"),
         "{catalogd}"
     );
-    let (status, controller) = get("controller", "/metrics").await;
-    assert_eq!(status, 200);
+    let controller = support::wait_for("controller /metrics", components::INSTALL_TIMEOUT, || {
+        components::scrape_metrics("controller")
+    })
+    .await;
     assert!(
         controller.contains("olmv1_clusterextension_reconcile_total"),
         "{controller}"

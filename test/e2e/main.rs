@@ -18,6 +18,7 @@ mod install;
 mod installer;
 mod lifecycle;
 mod openshift;
+mod operations;
 mod pull_secrets;
 mod real;
 mod upgrade;

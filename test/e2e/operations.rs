@@ -1,0 +1,354 @@
+//! The components as platform parts: `/metrics` over HTTPS only for callers the API server allows
+//! `get` on `/metrics` (TokenReview + SubjectAccessReview), probes open on their own port, and
+//! the TLS profile (`--tls-profile`) on catalogd's catalog server and on a metrics server, checked
+//! with `openssl s_client` offering only what a profile forbids, then what it allows.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::components::{self, Operations};
+use crate::fixtures::scratch_dir;
+use crate::support;
+
+/// How long a component has to start listening on a busy machine.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `GET /metrics` until the server answers (it may be restarting), then its status and body.
+async fn metrics_answer(addr: &str, ca: &[u8], token: Option<&str>) -> (u16, String) {
+    support::wait_for(&format!("/metrics on {addr} to answer"), START_TIMEOUT, || {
+        components::get_metrics(addr, ca, token)
+    })
+    .await
+}
+
+/// The reader's token is served once the API server's RBAC has the binding (and the component's
+/// short-lived denial, if it asked before, has expired).
+async fn wait_served(addr: &str, ca: &[u8], token: &str, metric: &str) {
+    support::wait_for(
+        &format!("/metrics on {addr} to serve the metrics reader"),
+        Duration::from_secs(90),
+        || async move {
+            match components::get_metrics(addr, ca, Some(token)).await? {
+                (200, body) if body.contains(metric) => Ok(()),
+                (status, body) => Err(format!("{status}: {body}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// What every reviewed metrics server answers: 401 without a token or with one the API server
+/// does not accept, 403 for a ServiceAccount without the role, the metrics for the reader; no
+/// plain HTTP.
+async fn check_metrics_access(addr: &str, ca: &[u8], metric: &str) {
+    let (status, body) = metrics_answer(addr, ca, None).await;
+    assert_eq!(status, 401, "no token: {body}");
+    let (status, body) = metrics_answer(addr, ca, Some("not-a-token")).await;
+    assert_eq!(status, 401, "a token the API server does not know: {body}");
+
+    let stranger = "olmv1-e2e-no-metrics";
+    support::kubectl_apply(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {stranger}\n  namespace: {}\n",
+        components::SYSTEM_NAMESPACE
+    ))
+    .ok();
+    let token = components::service_account_token(components::SYSTEM_NAMESPACE, stranger);
+    let (status, body) = metrics_answer(addr, ca, Some(&token)).await;
+    assert_eq!(
+        status, 403,
+        "a ServiceAccount without olmv1-metrics-reader: {body}"
+    );
+    assert!(!body.contains(metric), "{body}");
+
+    wait_served(addr, ca, &components::metrics_reader_token(), metric).await;
+
+    let plain = reqwest::get(format!("http://{addr}/metrics")).await;
+    assert!(
+        plain.map(|r| r.status() != 200).unwrap_or(true),
+        "/metrics must not be served in plain HTTP on {addr}"
+    );
+}
+
+#[tokio::test]
+async fn the_controllers_metrics_are_served_only_to_callers_allowed_get_metrics() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let operations = components::operations("controller");
+    check_metrics_access(
+        &operations.metrics,
+        &components::metrics_ca(),
+        "olmv1_clusterextension_reconcile_total",
+    )
+    .await;
+    // The probes answer the kubelet, which has no token.
+    for path in ["/healthz", "/readyz"] {
+        let url = format!("http://{}{path}", operations.probes);
+        let status = support::wait_for(&format!("{url} to answer"), START_TIMEOUT, || async {
+            reqwest::get(&url).await.map(|r| r.status())
+        })
+        .await;
+        assert_eq!(status, 200, "{url}");
+    }
+}
+
+/// `openssl s_client` handshakes with `addr` offering only `offer` (s_client options):
+/// whether the server accepted.
+fn handshake(addr: &str, offer: &[&str]) -> bool {
+    let output = Command::new("timeout")
+        .args(["30", "openssl", "s_client", "-connect", addr])
+        .args(offer)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl s_client (hack/install-deps.sh installs openssl)");
+    output.status.success()
+}
+
+/// What a client offers, and whether the profile lets it in.
+struct Offer {
+    what: &'static str,
+    args: &'static [&'static str],
+    accepted: bool,
+}
+
+const fn refused(what: &'static str, args: &'static [&'static str]) -> Offer {
+    Offer {
+        what,
+        args,
+        accepted: false,
+    }
+}
+
+const fn accepted(what: &'static str, args: &'static [&'static str]) -> Offer {
+    Offer {
+        what,
+        args,
+        accepted: true,
+    }
+}
+
+/// A profile's flags and the offers checked against it (the test certificate is RSA).
+fn profiles() -> Vec<(&'static str, Vec<&'static str>, Vec<Offer>)> {
+    vec![
+        (
+            "modern",
+            vec!["--tls-profile", "modern"],
+            vec![
+                refused("TLS 1.2", &["-tls1_2"]),
+                refused("TLS 1.3 with only P-521", &["-tls1_3", "-groups", "P-521"]),
+                accepted("TLS 1.3", &["-tls1_3"]),
+            ],
+        ),
+        (
+            "intermediate",
+            vec!["--tls-profile", "intermediate"],
+            vec![
+                refused("TLS 1.1", &["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"]),
+                refused(
+                    "TLS 1.2 with only a CBC suite (removed)",
+                    &["-tls1_2", "-cipher", "ECDHE-RSA-AES128-SHA"],
+                ),
+                refused(
+                    "TLS 1.3 with only P-521 (not listed)",
+                    &["-tls1_3", "-groups", "P-521"],
+                ),
+                accepted(
+                    "TLS 1.2 with an ECDHE AES-GCM suite",
+                    &["-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256"],
+                ),
+                accepted("TLS 1.3", &["-tls1_3"]),
+            ],
+        ),
+        (
+            "old",
+            vec!["--tls-profile", "old"],
+            vec![
+                refused(
+                    "TLS 1.3 with only P-521 (not listed)",
+                    &["-tls1_3", "-groups", "P-521"],
+                ),
+                // Upstream's old profile allows these; rustls has no implementation (docs).
+                refused(
+                    "TLS 1.2 with only an RSA key exchange suite (not implemented)",
+                    &["-tls1_2", "-cipher", "AES128-SHA"],
+                ),
+                accepted(
+                    "TLS 1.2 with an ECDHE ChaCha20 suite",
+                    &["-tls1_2", "-cipher", "ECDHE-RSA-CHACHA20-POLY1305"],
+                ),
+                accepted("TLS 1.3", &["-tls1_3"]),
+            ],
+        ),
+        (
+            "custom",
+            vec![
+                "--tls-profile",
+                "custom",
+                "--tls-custom-version",
+                "TLSv1.2",
+                "--tls-custom-ciphers",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "--tls-custom-curves",
+                "secp384r1",
+            ],
+            vec![
+                refused(
+                    "TLS 1.2 with a suite not listed",
+                    &[
+                        "-tls1_2",
+                        "-cipher",
+                        "ECDHE-RSA-AES256-GCM-SHA384",
+                        "-groups",
+                        "P-384",
+                    ],
+                ),
+                refused(
+                    "TLS 1.2 with the suite but a curve not listed",
+                    &[
+                        "-tls1_2",
+                        "-cipher",
+                        "ECDHE-RSA-AES128-GCM-SHA256",
+                        "-groups",
+                        "X25519",
+                    ],
+                ),
+                refused(
+                    "TLS 1.3 with a curve not listed",
+                    &["-tls1_3", "-groups", "X25519"],
+                ),
+                accepted(
+                    "TLS 1.2 with the suite and curve",
+                    &[
+                        "-tls1_2",
+                        "-cipher",
+                        "ECDHE-RSA-AES128-GCM-SHA256",
+                        "-groups",
+                        "P-384",
+                    ],
+                ),
+                accepted("TLS 1.3 with the curve", &["-tls1_3", "-groups", "P-384"]),
+            ],
+        ),
+    ]
+}
+
+fn check_offers(server: &str, addr: &str, offers: &[Offer]) -> Vec<String> {
+    offers
+        .iter()
+        .filter(|offer| handshake(addr, offer.args) != offer.accepted)
+        .map(|offer| {
+            format!(
+                "{server}: {} was {}",
+                offer.what,
+                if offer.accepted { "refused" } else { "accepted" }
+            )
+        })
+        .collect()
+}
+
+/// A server process, killed when dropped.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// Waits until `server` accepts TCP connections on `addr`; fails at once if it exits.
+async fn wait_listening(server: &mut Server, addr: &str) {
+    support::wait_for(&format!("{addr} to listen"), START_TIMEOUT, || {
+        let exited = server.0.try_wait().ok().flatten();
+        async move {
+            if let Some(status) = exited {
+                panic!("the server for {addr} exited ({status}); its error is on stderr");
+            }
+            tokio::net::TcpStream::connect(addr).await.map(|_| ())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_catalog_server_offers_exactly_what_each_tls_profile_allows() {
+    let dir = scratch_dir("tls-profiles");
+    let tls = support::TestTls::generate(&scratch_dir("tls-profiles-pki"));
+    let catalog = support::repo_root().join("test/fixtures/images/catalog-v2");
+    let mut wrong = Vec::new();
+    for (name, flags, offers) in profiles() {
+        let addr = format!("127.0.0.1:{}", support::free_port());
+        let mut server = Server(
+            Command::new(support::olmv1_bin())
+                .args(["catalogd", "serve", "--listen", &addr])
+                .arg("--catalog")
+                .arg(format!("fixture={}", catalog.display()))
+                .arg("--cache-dir")
+                .arg(dir.join(name))
+                .arg("--tls-cert")
+                .arg(&tls.serving.cert)
+                .arg("--tls-key")
+                .arg(&tls.serving.key)
+                .args(&flags)
+                .env("OLMV1_EXIT_WITH_PARENT", "1")
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("olmv1 catalogd serve"),
+        );
+        wait_listening(&mut server, &addr).await;
+        wrong.extend(check_offers(&format!("catalog server, {name}"), &addr, &offers));
+        drop(server);
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[tokio::test]
+async fn a_metrics_server_follows_the_tls_profile_and_reviews_its_callers() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let dir = scratch_dir("tls-metrics");
+    let tls = support::TestTls::generate(&dir);
+    let ca = std::fs::read(&tls.ca_cert).unwrap();
+    let mut wrong = Vec::new();
+    // For each profile, a catalogd that reconciles no ClusterCatalog: its metrics server (and
+    // its catalog server) under the profile; the last one's callers are reviewed too.
+    for (name, flags, offers) in profiles() {
+        let operations = Operations {
+            metrics: format!("127.0.0.1:{}", support::free_port()),
+            probes: format!("127.0.0.1:{}", support::free_port()),
+        };
+        let mut extra = vec![
+            "--tls-cert",
+            tls.serving.cert.to_str().unwrap(),
+            "--tls-key",
+            tls.serving.key.to_str().unwrap(),
+        ];
+        extra.extend(flags);
+        let catalogd = components::start_idle_catalogd(&format!("catalogd-{name}"), &operations, &extra);
+        let ready = format!("http://{}/readyz", operations.probes);
+        support::wait_for(
+            &format!("the {name} catalogd to be ready"),
+            START_TIMEOUT,
+            || async {
+                match reqwest::get(&ready).await.map(|r| r.status()) {
+                    Ok(status) if status == 200 => Ok(()),
+                    other => Err(format!("{other:?}; log: {}", catalogd.log())),
+                }
+            },
+        )
+        .await;
+        wrong.extend(check_offers(
+            &format!("catalogd metrics server, {name}"),
+            &operations.metrics,
+            &offers,
+        ));
+        wrong.extend(check_offers(
+            &format!("catalogd catalog server, {name}"),
+            &catalogd.address,
+            &offers,
+        ));
+        if name == "custom" {
+            check_metrics_access(&operations.metrics, &ca, "olmv1_clustercatalog_reconcile_total").await;
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
