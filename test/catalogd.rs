@@ -827,14 +827,48 @@ async fn half_sent_stalled_and_excess_requests_are_bounded_and_metas_stream() {
 
 #[tokio::test]
 async fn connections_over_the_limit_are_closed_unanswered() {
-    use tokio::io::AsyncWriteExt;
-    let catalogd =
-        serve_standalone_with("fixture", &fixture("catalog-v1"), &["--max-connections", "4"]).await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Long header-read and idle timeouts: a held connection must not be closed (freeing its slot)
+    // however slowly the machine runs the test.
+    let catalogd = serve_standalone_with(
+        "fixture",
+        &fixture("catalog-v1"),
+        &[
+            "--max-connections",
+            "4",
+            "--header-read-timeout-seconds",
+            "600",
+            "--idle-timeout-seconds",
+            "600",
+        ],
+    )
+    .await;
     let addr = catalogd.url.trim_start_matches("http://").to_string();
     let request = b"GET /catalogs/fixture/api/v1/all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    // Four connections that each got an answer and stay open (keep-alive) hold the four slots.
+    // Connected but unanswered is not enough: the server may still hold an earlier connection
+    // (wait_listening's probe) that it has not yet seen closed, and then refuse one of these and
+    // free that slot for the fifth.
+    let keep_alive = b"GET /nosuch HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    while held.len() < 4 {
+        let stream = wait_for(
+            "a held connection to be answered",
+            Duration::from_secs(90),
+            || async {
+                let mut stream = tokio::net::TcpStream::connect(&addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                stream.write_all(keep_alive).await.map_err(|e| e.to_string())?;
+                let mut first = [0u8; 8];
+                match tokio::time::timeout(Duration::from_secs(60), stream.read_exact(&mut first)).await {
+                    Ok(Ok(_)) if &first == b"HTTP/1.1" => Ok(stream),
+                    other => Err(format!("closed unanswered or garbled: {other:?} {first:?}")),
+                }
+            },
+        )
+        .await;
+        held.push(stream);
     }
     let mut excess = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let _ = excess.write_all(request).await;

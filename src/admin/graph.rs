@@ -40,6 +40,8 @@ pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgra
             }
         }
     }
+    // A bundle the catalog pruned is still the start of its edges.
+    nodes.insert(&upgrades.installed.bundle);
     let mut out = String::new();
     let _ = writeln!(out, "digraph {:?} {{", upgrades.package);
     let _ = writeln!(out, "  rankdir=LR;");
@@ -53,6 +55,7 @@ pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgra
             .bundle(name)
             .and_then(|b| b.version.as_ref().ok())
             .map(|v| v.status_version())
+            .or_else(|| (*name == upgrades.installed.bundle).then(|| upgrades.installed.version.clone()))
             .unwrap_or_default();
         let (fill, extra) = if *name == upgrades.installed.bundle {
             ("lightblue", ", penwidth=2")

@@ -10,5 +10,6 @@ pub mod graph;
 pub mod rbac;
 pub mod search;
 pub mod table;
+pub mod terminal;
 pub mod upgrades;
 pub mod versions;

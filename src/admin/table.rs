@@ -1,6 +1,9 @@
-//! Aligned text tables for people; colour only when the output is a terminal.
+//! Aligned text tables for people; colour only when the output is a terminal; cells escaped
+//! (see `terminal`) and wrapped at a bounded width.
 
 use std::fmt::Write as _;
+
+use super::terminal::escape_cell;
 
 /// How a cell is highlighted (only on a terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,39 +50,81 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// The table as text, columns separated by three spaces; `colour` adds ANSI colours.
+    /// The table as text, columns separated by three spaces; `colour` adds ANSI colours. Every
+    /// cell is escaped ([`escape_cell`]) before it is measured, so a hostile name can neither
+    /// act on the terminal nor misalign a column; a cell wider than [`MAX_CELL_CHARS`] wraps
+    /// onto the following lines of its column.
     pub fn render(&self, colour: bool) -> String {
         let columns = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (i, (cell, _)) in row.iter().enumerate().take(columns) {
-                widths[i] = widths[i].max(cell.chars().count());
+        let header: Vec<(String, Tone)> = self.header.iter().map(|h| (h.clone(), Tone::Plain)).collect();
+        // Per row, per cell: its lines.
+        let rows: Vec<Vec<(Vec<String>, Tone)>> = std::iter::once(&header)
+            .chain(&self.rows)
+            .map(|row| {
+                row.iter()
+                    .take(columns)
+                    .map(|(cell, tone)| (wrap(&escape_cell(cell), MAX_CELL_CHARS), *tone))
+                    .collect()
+            })
+            .collect();
+        let mut widths = vec![0; columns];
+        for row in &rows {
+            for (i, (lines, _)) in row.iter().enumerate() {
+                for line in lines {
+                    widths[i] = widths[i].max(line.chars().count());
+                }
             }
         }
         let mut out = String::new();
-        let header: Vec<(String, Tone)> = self.header.iter().map(|h| (h.clone(), Tone::Plain)).collect();
-        for row in std::iter::once(&header).chain(&self.rows) {
-            let mut line = String::new();
-            for (i, (cell, tone)) in row.iter().enumerate().take(columns) {
-                let last = i + 1 == row.len().min(columns);
-                let pad = if last {
-                    0
-                } else {
-                    widths[i] - cell.chars().count() + 3
-                };
-                let _ = match (colour, tone) {
-                    (true, Tone::Good) => write!(line, "\x1b[32m{cell}\x1b[0m"),
-                    (true, Tone::Warn) => write!(line, "\x1b[33m{cell}\x1b[0m"),
-                    (true, Tone::Bad) => write!(line, "\x1b[31m{cell}\x1b[0m"),
-                    _ => write!(line, "{cell}"),
-                };
-                line.push_str(&" ".repeat(pad));
+        for row in &rows {
+            let height = row.iter().map(|(lines, _)| lines.len()).max().unwrap_or(1);
+            for j in 0..height {
+                let mut line = String::new();
+                for (i, (lines, tone)) in row.iter().enumerate() {
+                    let piece = lines.get(j).map(String::as_str).unwrap_or_default();
+                    let last = i + 1 == row.len();
+                    let pad = if last {
+                        0
+                    } else {
+                        widths[i] - piece.chars().count() + 3
+                    };
+                    let _ = match (colour && !piece.is_empty(), tone) {
+                        (true, Tone::Good) => write!(line, "\x1b[32m{piece}\x1b[0m"),
+                        (true, Tone::Warn) => write!(line, "\x1b[33m{piece}\x1b[0m"),
+                        (true, Tone::Bad) => write!(line, "\x1b[31m{piece}\x1b[0m"),
+                        _ => write!(line, "{piece}"),
+                    };
+                    line.push_str(&" ".repeat(pad));
+                }
+                out.push_str(line.trim_end());
+                out.push('\n');
             }
-            out.push_str(line.trim_end());
-            out.push('\n');
         }
         out
     }
+}
+
+/// The widest a cell may be, in characters of its escaped form; a wider one wraps.
+pub const MAX_CELL_CHARS: usize = 64;
+
+/// `cell` cut into lines of at most `width` characters, after a comma or a space when the line
+/// has one (`versions`' SKIPS, messages), else at the width.
+fn wrap(cell: &str, width: usize) -> Vec<String> {
+    let mut rest: Vec<char> = cell.chars().collect();
+    let mut lines = Vec::new();
+    while rest.len() > width {
+        let cut = (1..width)
+            .rev()
+            .find(|&i| matches!(rest[i - 1], ',' | ' '))
+            .unwrap_or(width);
+        let line: String = rest.drain(..cut).collect();
+        lines.push(line.trim_end().to_string());
+        while rest.first() == Some(&' ') {
+            rest.remove(0);
+        }
+    }
+    lines.push(rest.into_iter().collect());
+    lines
 }
 
 #[cfg(test)]
@@ -99,5 +144,53 @@ mod tests {
             "NAME          VERSION\na             1.0.0\nlonger-name   2.0.0\n"
         );
         assert!(t.render(true).contains("\x1b[32m2.0.0\x1b[0m"));
+    }
+
+    #[test]
+    fn hostile_cells_are_escaped_and_measured_escaped() {
+        let mut t = Table::new(&["NAME", "VERSION"]);
+        t.row(["evil\x1b]0;PWNED\x07\x1b[31mRED\u{9b}\n", "1.0.0"]);
+        t.row(["ok", "2.0.0"]);
+        let text = t.render(false);
+        assert_eq!(
+            text,
+            "NAME                                        VERSION\n\
+             evil\\x1b]0;PWNED\\x07\\x1b[31mRED\\u009b\\x0a   1.0.0\n\
+             ok                                          2.0.0\n"
+        );
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'));
+    }
+
+    #[test]
+    fn wide_cells_wrap_in_their_column_after_a_comma_or_space() {
+        let skips: Vec<String> = (0..12).map(|i| format!("example.v1.{i}.0")).collect();
+        let mut t = Table::new(&["BUNDLE", "SKIPS", "END"]);
+        t.row(["example.v2.0.0".to_string(), skips.join(","), "x".to_string()]);
+        let text = t.render(false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() > 2, "{text}");
+        for line in &lines {
+            assert!(
+                line.chars().count() <= "example.v2.0.0".len() + 3 + MAX_CELL_CHARS + 3 + 3,
+                "{line}"
+            );
+        }
+        // Every skip is there, whole, and the continuation lines leave the other columns empty.
+        let joined: String = lines[1..]
+            .iter()
+            .map(|l| {
+                l.trim_start_matches("example.v2.0.0")
+                    .trim()
+                    .trim_end_matches(" x")
+                    .trim()
+            })
+            .collect();
+        assert_eq!(joined, skips.join(","));
+        assert!(
+            lines[2].starts_with(&" ".repeat("example.v2.0.0".len() + 3)),
+            "{text}"
+        );
+        // A cell with no comma or space is cut at the width.
+        assert_eq!(wrap(&"a".repeat(10), 4), ["aaaa", "aaaa", "aa"]);
     }
 }

@@ -34,6 +34,22 @@ pub struct Target {
     pub deprecated: bool,
 }
 
+/// The installed bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Installed {
+    /// Bundle name.
+    pub bundle: String,
+    /// Version as status reports it.
+    pub version: String,
+    /// The first consulted catalog that carries it; none when no catalog does any more
+    /// (catalogs prune old bundles, and the resolver still upgrades from one that an upgrade
+    /// edge names or a skipRange covers).
+    pub catalog: Option<String>,
+    /// Whether the bundle is deprecated (false when no catalog carries it).
+    pub deprecated: bool,
+}
+
 /// The shortest way to a later version that is not reachable now.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -65,7 +81,7 @@ pub struct Upgrades {
     /// The package.
     pub package: String,
     /// The installed bundle.
-    pub installed: Target,
+    pub installed: Installed,
     /// Versions reachable now in one step, highest first.
     pub reachable: Vec<Target>,
     /// Later versions (higher than the installed one) not reachable now, each with its
@@ -84,9 +100,6 @@ pub enum UpgradesError {
     /// Nothing is installed.
     #[error("no installed bundle: upgrades are listed from an installed bundle")]
     NotInstalled,
-    /// The installed bundle is in none of the catalogs.
-    #[error("installed bundle {0:?} is not in any selected catalog")]
-    UnknownInstalled(String),
 }
 
 impl UpgradesError {
@@ -212,9 +225,6 @@ pub fn upgrades(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<U
             }
         }
     }
-    let installed_catalog =
-        installed_catalog.ok_or_else(|| UpgradesError::UnknownInstalled(installed.name.clone()))?;
-
     let reachable = one_step(request, &installed, catalogs, prepared.range.as_ref())?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
@@ -287,7 +297,7 @@ pub fn upgrades(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<U
         .is_some_and(|(t, _)| t.deprecated);
     Ok(Upgrades {
         package: request.package.clone(),
-        installed: Target {
+        installed: Installed {
             bundle: installed.name.clone(),
             version: installed.version.clone(),
             catalog: installed_catalog,

@@ -215,7 +215,7 @@ pub async fn run(args: CatalogdArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("olmv1 catalogd: {message}");
+            errln!("olmv1 catalogd: {message}");
             ExitCode::FAILURE
         }
     }

@@ -126,7 +126,7 @@ pub async fn run(args: ControllerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             error!("{message}");
-            eprintln!("olmv1 controller: {message}");
+            errln!("olmv1 controller: {message}");
             ExitCode::FAILURE
         }
     }

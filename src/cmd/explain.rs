@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 use super::sources::{Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
 use crate::{
-    admin::table::{Table, Tone},
+    admin::{
+        table::{Table, Tone},
+        terminal::TerminalText,
+    },
     resolve::explain::{CatalogVerdict, Explanation, explain},
 };
 
@@ -33,7 +36,7 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     let explanation = match explain(&request, &inputs) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             return ExitCode::from(1);
         }
     };
@@ -45,14 +48,15 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     if args.output == Output::Json {
         print_json(&explanation);
     } else {
-        out!("{}", render_text(&explanation, colour()));
+        super::write_terminal(&render_text(&explanation, colour()));
     }
     code
 }
 
 /// The text form: the verdict, the catalogs, then every bundle with its first excluding rule.
-pub fn render_text(e: &Explanation, colour: bool) -> String {
-    let mut out = match (&e.chosen, &e.error) {
+pub fn render_text(e: &Explanation, colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
+    out.push_str(&match (&e.chosen, &e.error) {
         (Some(c), _) => format!(
             "{}: resolves to {} {} from catalog {}{}\n",
             e.package,
@@ -63,8 +67,8 @@ pub fn render_text(e: &Explanation, colour: bool) -> String {
         ),
         (None, Some(message)) => format!("{}: no resolution: {message}\n", e.package),
         (None, None) => format!("{}: no resolution\n", e.package),
-    };
-    out.push('\n');
+    });
+    out.push_str("\n");
     let mut t = Table::new(&["CATALOG", "PRIORITY", "CONSULTED", "CANDIDATE"]);
     for c in &e.catalogs {
         let verdict = match c.verdict {
@@ -80,11 +84,11 @@ pub fn render_text(e: &Explanation, colour: bool) -> String {
             (c.candidate.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
         ]);
     }
-    out.push_str(&t.render(colour));
+    out.push_table(&t, colour);
     if e.bundles.is_empty() {
         return out;
     }
-    out.push('\n');
+    out.push_str("\n");
     let mut t = Table::new(&["CATALOG", "BUNDLE", "VERSION", "VERDICT"]);
     for b in &e.bundles {
         let verdict = match &b.excluded_by {
@@ -109,6 +113,6 @@ pub fn render_text(e: &Explanation, colour: bool) -> String {
             verdict,
         ]);
     }
-    out.push_str(&t.render(colour));
+    out.push_table(&t, colour);
     out
 }

@@ -104,7 +104,7 @@ pub async fn run(cmd: ImageCommand) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(message) => {
-                eprintln!("olmv1 image push: {message}");
+                errln!("olmv1 image push: {message}");
                 ExitCode::FAILURE
             }
         },

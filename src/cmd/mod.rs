@@ -1,5 +1,9 @@
 //! Owns the command line: each command's flags and process start-up, one module per command.
 //! May import every other module; nothing imports it (it is the top layer).
+//!
+//! Every byte a command writes for people passes [`write_stdout`] or [`write_stderr`], which
+//! escape control characters (catalog, bundle and cluster text never reaches the terminal raw;
+//! see `admin::terminal`). Only [`write_terminal`] writes a table's colours.
 
 /// `print!` for command output: see [`write_stdout`].
 macro_rules! out {
@@ -9,6 +13,11 @@ macro_rules! out {
 /// `println!` for command output: see [`write_stdout`].
 macro_rules! outln {
     ($($arg:tt)*) => { $crate::cmd::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprintln!` for messages: see [`write_stderr`].
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cmd::write_stderr(&format!("{}\n", format_args!($($arg)*))) };
 }
 
 pub mod catalogd;
@@ -29,6 +38,8 @@ pub mod versions;
 use std::{io::Write, process::ExitCode};
 
 use clap::{Parser, Subcommand};
+
+use crate::admin::terminal::{TerminalText, escape_text};
 
 /// The `olmv1` command line.
 #[derive(Parser, Debug)]
@@ -120,10 +131,19 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Writes command output to stdout. A reader that went away (`olmv1 versions ... | head -1`)
-/// ends the command quietly with status 0, as other command-line tools do, rather than with
-/// `print!`'s panic.
+/// Writes command output to stdout, its control characters but newline and tab escaped
+/// ([`escape_text`]). A reader that went away (`olmv1 versions ... | head -1`) ends the command
+/// quietly with status 0, as other command-line tools do, rather than with `print!`'s panic.
 pub fn write_stdout(text: &str) {
+    write_raw_stdout(&escape_text(text));
+}
+
+/// Writes text built for the terminal (escaped, with a table's colours) to stdout.
+pub fn write_terminal(text: &TerminalText) {
+    write_raw_stdout(text.as_str());
+}
+
+fn write_raw_stdout(text: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -132,6 +152,14 @@ pub fn write_stdout(text: &str) {
         eprintln!("olmv1: writing the output: {e}");
         std::process::exit(1);
     }
+}
+
+/// Writes a message to stderr, its control characters but newline and tab escaped: error
+/// messages quote bundle, package and catalog names.
+pub fn write_stderr(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    // Nothing better can be done when stderr is gone.
+    let _ = stderr.write_all(escape_text(text).as_bytes());
 }
 
 #[cfg(test)]

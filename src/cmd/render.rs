@@ -75,7 +75,7 @@ pub async fn run(args: RenderArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(message) => {
-            eprintln!("olmv1 render: {message}");
+            errln!("olmv1 render: {message}");
             ExitCode::from(1)
         }
     }
@@ -188,7 +188,7 @@ pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String,
     match format {
         OutputFormat::Json => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            serde_json::to_string_pretty(&list)
+            crate::admin::terminal::to_json_pretty(&list)
                 .map(|s| s + "\n")
                 .map_err(|e| e.to_string())
         }

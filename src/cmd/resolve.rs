@@ -106,7 +106,10 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
                     "image": resolution.bundle.image,
                     "deprecated": resolution.bundle_deprecated(),
                 });
-                outln!("{out}");
+                match crate::admin::terminal::to_json_line(&out) {
+                    Ok(text) => outln!("{text}"),
+                    Err(e) => return usage_error(&e.to_string()),
+                }
             } else {
                 outln!(
                     "{} {} {}",
@@ -118,14 +121,14 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::from(1)
         }
     }
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("olmv1 resolve: {message}");
+    errln!("olmv1 resolve: {message}");
     ExitCode::from(2)
 }
 

@@ -6,7 +6,8 @@ use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadab
 use crate::{
     admin::{
         search::{ManifestSource, PackageSummary, describe_bundle, search},
-        table::{Table, Tone},
+        table::{MAX_CELL_CHARS, Table, Tone},
+        terminal::TerminalText,
     },
     bundle::registry_v1::RegistryV1Bundle,
     image::pull_to_dir,
@@ -58,7 +59,7 @@ pub async fn run(args: SearchArgs) -> ExitCode {
                     Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
                     Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
                 },
-                Err(e) => eprintln!("olmv1 search: warning: pulling bundle image {image:?}: {e}"),
+                Err(e) => errln!("olmv1 search: warning: pulling bundle image {image:?}: {e}"),
             }
         }
     }
@@ -67,10 +68,12 @@ pub async fn run(args: SearchArgs) -> ExitCode {
         return print_json(&rows);
     }
     if rows.is_empty() {
-        eprintln!("no package matches {text:?}");
+        errln!("no package matches {text:?}");
         return ExitCode::SUCCESS;
     }
-    out!("{}", table(&rows).render(colour()));
+    let mut text = TerminalText::new();
+    text.push_table(&table(&rows), colour());
+    super::write_terminal(&text);
     ExitCode::SUCCESS
 }
 
@@ -108,7 +111,10 @@ fn table(rows: &[PackageSummary]) -> Table {
                 ("unknown (manifests not read)".to_string(), Tone::Warn)
             }
             None => ("yes".to_string(), Tone::Good),
-            Some(reason) => (format!("no: {}", first_line(reason)), Tone::Bad),
+            Some(reason) => (
+                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
+                Tone::Bad,
+            ),
         };
         t.toned_row(vec![
             (r.package.clone(), Tone::Plain),
@@ -141,10 +147,11 @@ fn table(rows: &[PackageSummary]) -> Table {
     t
 }
 
-fn first_line(text: &str) -> String {
+/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
+fn first_line(text: &str, width: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > 70 {
-        format!("{}...", line.chars().take(67).collect::<String>())
+    if line.chars().count() > width {
+        format!("{}...", line.chars().take(width - 3).collect::<String>())
     } else {
         line.to_string()
     }

@@ -269,7 +269,8 @@ fn find_installed(package: &str, spec: &str, catalogs: &[SourcedCatalog]) -> Res
         }
     }
     Err(format!(
-        "--installed {spec:?}: no bundle of package {package:?} has that name or version"
+        "--installed {spec:?}: no bundle of package {package:?} has that name or version (a bundle \
+         the catalogs no longer carry is given as BUNDLE_NAME@VERSION)"
     ))
 }
 
@@ -278,9 +279,9 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON.
+/// Prints `value` as indented JSON (no raw control character; the strings exact).
 pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match serde_json::to_string_pretty(value) {
+    match crate::admin::terminal::to_json_pretty(value) {
         Ok(text) => {
             outln!("{text}");
             ExitCode::SUCCESS
@@ -291,7 +292,7 @@ pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
 
 /// Prints `olmv1 COMMAND: MESSAGE` on stderr; exit status 2 (bad input or unreadable sources).
 pub fn fail(command: &str, message: &str) -> ExitCode {
-    eprintln!("olmv1 {command}: {message}");
+    errln!("olmv1 {command}: {message}");
     ExitCode::from(2)
 }
 
@@ -299,7 +300,7 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
 pub fn warn_unreadable(command: &str, catalogs: &[SourcedCatalog]) {
     for c in catalogs {
         if let Some(problem) = &c.problem {
-            eprintln!(
+            errln!(
                 "olmv1 {command}: warning: catalog {:?} skipped: {problem}",
                 c.input.name
             );

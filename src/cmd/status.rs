@@ -12,6 +12,7 @@ use crate::{
     admin::{
         cluster::{self, SourcedCatalog},
         table::{Table, Tone},
+        terminal::TerminalText,
         upgrades::upgrades,
     },
     resolve::{CatalogInput, ResolveRequest, resolve},
@@ -142,7 +143,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     if args.output == Output::Json {
         return print_json(&rows);
     }
-    out!("{}", render_text(&rows, colour()));
+    super::write_terminal(&render_text(&rows, colour()));
     ExitCode::SUCCESS
 }
 
@@ -151,7 +152,7 @@ fn condition<'a>(s: &'a ExtensionStatus, type_: &str) -> Option<&'a ConditionSum
 }
 
 /// The text form: one table row per extension, then the messages of failing conditions.
-pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> String {
+pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
     let mut t = Table::new(&[
         "NAME",
         "PACKAGE",
@@ -217,9 +218,10 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> String {
             notes.push_str(&format!("{} resolution: {e}\n", r.name));
         }
     }
-    let mut out = t.render(colour);
+    let mut out = TerminalText::new();
+    out.push_table(&t, colour);
     if !notes.is_empty() {
-        out.push('\n');
+        out.push_str("\n");
         out.push_str(&notes);
     }
     out

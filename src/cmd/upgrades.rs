@@ -7,6 +7,7 @@ use super::sources::{RequestArgs, SourceArgs, colour, fail, load_request, print_
 use crate::admin::{
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
+    terminal::TerminalText,
     upgrades::{Upgrades, upgrades},
 };
 
@@ -53,16 +54,23 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
     match args.output {
         UpgradesOutput::Json => print_json(&answer),
         UpgradesOutput::Text => {
-            out!("{}", render_text(&answer, colour()));
+            super::write_terminal(&render_text(&answer, colour()));
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
+            // The installed bundle's catalog; when none carries it any more, the catalog of
+            // the first version reachable now, else the first with the package.
+            let catalog = answer
+                .installed
+                .catalog
+                .as_ref()
+                .or(answer.reachable.first().map(|t| &t.catalog));
             let Some(package) = inputs
                 .iter()
-                .find(|c| c.name == answer.installed.catalog)
-                .and_then(|c| c.index.package(&request.package))
+                .filter(|c| catalog.is_none_or(|name| c.name == *name))
+                .find_map(|c| c.index.package(&request.package))
             else {
-                return fail("upgrades", "the installed bundle's catalog is gone");
+                return fail("upgrades", "no selected catalog has the package");
             };
             let dot = upgrade_dot(package, &request.channels, &answer);
             if args.output == UpgradesOutput::Dot {
@@ -82,11 +90,18 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
 
 /// The text form: the installed bundle, then one table of reachable, stepped and unreachable
 /// versions.
-pub fn render_text(u: &Upgrades, colour: bool) -> String {
-    let mut out = format!(
-        "{} installed: {} {} (catalog {})\n",
-        u.package, u.installed.bundle, u.installed.version, u.installed.catalog
-    );
+pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
+    out.push_str(&format!(
+        "{} installed: {} {} ({})\n",
+        u.package,
+        u.installed.bundle,
+        u.installed.version,
+        match &u.installed.catalog {
+            Some(c) => format!("catalog {c}"),
+            None => "no selected catalog carries it any more".to_string(),
+        }
+    ));
     let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
     let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
     for r in &u.reachable {
@@ -125,7 +140,7 @@ pub fn render_text(u: &Upgrades, colour: bool) -> String {
     if t.is_empty() {
         out.push_str("no other version is reachable and none is later\n");
     } else {
-        out.push_str(&t.render(colour));
+        out.push_table(&t, colour);
     }
     out
 }

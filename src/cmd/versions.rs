@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
 use crate::admin::{
     table::{Table, Tone},
+    terminal::TerminalText,
     versions::{PackageVersions, versions},
 };
 
@@ -42,16 +43,16 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
     if args.output == Output::Json {
         return print_json(&found);
     }
-    out!("{}", render_text(&found, colour()));
+    super::write_terminal(&render_text(&found, colour()));
     ExitCode::SUCCESS
 }
 
 /// The text form: per catalog a header line, then one table of every channel's entries.
-pub fn render_text(found: &[PackageVersions], colour: bool) -> String {
-    let mut out = String::new();
+pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
     for (i, p) in found.iter().enumerate() {
         if i > 0 {
-            out.push('\n');
+            out.push_str("\n");
         }
         out.push_str(&format!(
             "{} in catalog {} (default channel {})\n",
@@ -98,7 +99,7 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> String {
                 ]);
             }
         }
-        out.push_str(&t.render(colour));
+        out.push_table(&t, colour);
     }
     out
 }

@@ -182,6 +182,77 @@ fn upgrades_are_the_resolvers_answers_with_paths_to_later_versions() {
     );
 }
 
+/// Catalogs prune old bundles: kubecost-operator.v3.2.2 is no longer in certified v4.16, but
+/// v3.2.3 and v3.2.4 still skip it. `upgrades` and `explain` answer from it as the resolver does.
+#[test]
+fn upgrades_and_explain_start_from_a_bundle_the_real_certified_v4_16_catalog_pruned() {
+    let catalog = format!(
+        "certified={}",
+        support::shared_catalogs_root()
+            .join("certified-operators-v4.16")
+            .display()
+    );
+    let request = [
+        "--package",
+        "kubecost-operator",
+        "--installed",
+        "kubecost-operator.v3.2.2@3.2.2",
+        "--catalog",
+        &catalog,
+    ];
+    let with = |command: &str, extra: &[&str]| {
+        let mut args = vec![command];
+        args.extend_from_slice(&request);
+        args.extend_from_slice(extra);
+        olmv1(&args)
+    };
+    // The resolver's answer, as the controller would install it.
+    let resolved = with("resolve", &["-o", "json"]).ok();
+    let resolved: Value = serde_json::from_str(&resolved).unwrap();
+    assert_eq!(resolved["bundle"]["name"], "kubecost-operator.v3.2.4");
+
+    let u = json_of(with("upgrades", &["-o", "json"]));
+    assert_eq!(
+        u["installed"],
+        json!({"bundle": "kubecost-operator.v3.2.2", "version": "3.2.2", "catalog": null, "deprecated": false})
+    );
+    let reachable: Vec<&str> = u["reachable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["bundle"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reachable,
+        ["kubecost-operator.v3.2.4", "kubecost-operator.v3.2.3"]
+    );
+    assert_eq!(u["paths"], json!([]));
+    assert_eq!(u["unreachable"], json!([]));
+    let text = with("upgrades", &[]).ok();
+    assert!(
+        text.starts_with(
+            "kubecost-operator installed: kubecost-operator.v3.2.2 3.2.2 (no selected catalog carries it any more)\n"
+        ),
+        "{text}"
+    );
+    let dot = with("upgrades", &["-o", "dot"]).ok();
+    assert!(
+        dot.contains("\"kubecost-operator.v3.2.2\" -> \"kubecost-operator.v3.2.4\" [style=dashed];"),
+        "{dot}"
+    );
+
+    let e = json_of(with("explain", &["-o", "json"]));
+    assert_eq!(e["chosen"]["bundle"], "kubecost-operator.v3.2.4");
+    assert_eq!(e["error"], Value::Null);
+    let text = with("explain", &[]).ok();
+    assert!(
+        text.starts_with(
+            "kubecost-operator: resolves to kubecost-operator.v3.2.4 3.2.4 from catalog certified"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn explain_names_the_first_rule_that_excluded_each_bundle() {
     let stable = format!("stable={}", fixture("stable"));

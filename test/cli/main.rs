@@ -6,5 +6,6 @@
 mod support;
 
 mod commands;
+mod hostile;
 mod sample;
 mod snapshots;
