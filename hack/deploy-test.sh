@@ -98,6 +98,7 @@ kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monit
 manifest="$OLMV1_ENV_DIR/olmv1.yaml"
 "$here/manifest.sh" "$image" default >"$manifest"
 "$here/manifest.sh" "$image" openshift >"$OLMV1_ENV_DIR/olmv1-openshift.yaml"
+"$here/manifest.sh" "$image" controller-identity >"$OLMV1_ENV_DIR/olmv1-controller-identity.yaml"
 grep -q "image: $image\$" "$manifest" || die "the manifest does not pin $image"
 ! grep -E '^\s+image: ' "$manifest" | grep -v -q "@sha256:" || die "the manifest has an image not pinned by digest"
 # Dry run first. The namespace does not exist yet, so the only refusals allowed are of namespaced
@@ -119,6 +120,13 @@ kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.
   die "the OpenShift install manifest is refused (server-side dry run)"
 [[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||
   die "the OpenShift install manifest does not give both components the global pull secret"
+# So is upstream's model (config/controller-identity): the controller installs with its own
+# identity, bound to cluster-admin; the default manifest above never binds it.
+kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-controller-identity.yaml" >/dev/null ||
+  die "the controller-identity install manifest is refused (server-side dry run)"
+grep -q -- '- --install-identity=controller$' "$OLMV1_ENV_DIR/olmv1-controller-identity.yaml" ||
+  die "the controller-identity install manifest does not run the controller with --install-identity controller"
+! grep -q -- 'name: cluster-admin$' "$manifest" || die "the default install manifest grants cluster-admin"
 log "install manifest applied: $(wc -l <"$OLMV1_ENV_DIR/apply.txt") objects"
 kubectl -n "$ns" wait --for=condition=Available --timeout=120s deployment/olmv1-controller deployment/olmv1-catalogd >/dev/null ||
   die "the Deployments did not become Available"

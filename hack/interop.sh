@@ -10,11 +10,13 @@
 # On one local control plane with upstream's CRDs, one controller at a time:
 #   1. upstream catalogd serves; olmv1 controller installs a real operator from the shared
 #      catalogs (rebuilt from olm.bundle.object) and upgrades it along the catalog's edge;
-#   2. the differences table: every scenario (test/interop/scenarios.rs) run by olmv1 controller,
-#      then by upstream operator-controller, against the same catalogs;
+#   2. the differences table: every scenario (test/interop/scenarios.rs) run by olmv1 controller
+#      (with installer ServiceAccounts), again by olmv1 controller in upstream's model
+#      (--install-identity controller) with upstream v1.11's YAML (no serviceAccount), then by
+#      upstream operator-controller with that YAML, against the same catalogs;
 #   3. olmv1 catalogd serves; upstream operator-controller installs and upgrades the real operator;
-#   4. the records are compared field by field: the command fails on any difference that
-#      docs/upstream.md does not list with its reason.
+#   4. the records are compared field by field, both olmv1 runs against upstream's: the command
+#      fails on any difference that docs/upstream.md does not list with its reason.
 # OLMV1_KEEP_ENV=1 leaves the environment running at the end (its env file is printed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,9 +64,14 @@ start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-
 log "2. differences table: olmv1 controller"
 "$driver" scenarios "$work/olmv1.json"
 stop_olmv1 controller
-log "2. differences table: upstream operator-controller"
+log "2. differences table: olmv1 controller --install-identity controller, upstream's YAML"
+start_olmv1 controller --system-namespace olmv1-system --cache-dir "$work/olmv1-controller-cache" \
+  --metrics-addr "127.0.0.1:$(free_port)" --ca-file "$UPSTREAM_CA_CERT" --install-identity controller
+"$driver" scenarios --without-service-account "$work/olmv1-controller-identity.json"
+stop_olmv1 controller
+log "2. differences table: upstream operator-controller, upstream's YAML"
 "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" operator-controller
-"$driver" scenarios "$work/upstream.json"
+"$driver" scenarios --without-service-account "$work/upstream.json"
 "$driver" catalogs --delete "$work/plan.json"
 
 log "3. olmv1 catalogd -> upstream operator-controller"
@@ -77,4 +84,7 @@ stop_olmv1 catalogd
 
 log "4. comparing"
 "$driver" compare "$work/olmv1.json" "$work/upstream.json" --docs "$repo/docs/upstream.md" | tee "$work/table.txt"
+log "4. comparing: olmv1 in upstream's model, like with like"
+"$driver" compare "$work/olmv1-controller-identity.json" "$work/upstream.json" --docs "$repo/docs/upstream.md" |
+  tee "$work/table-controller-identity.txt"
 log "ok: both directions install and upgrade; every difference is listed in docs/upstream.md"

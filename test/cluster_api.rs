@@ -461,6 +461,103 @@ async fn clusterextension_namespace_and_package_are_immutable() {
     api.delete(&name, &DeleteParams::default()).await.expect("delete");
 }
 
+/// The message of an API refusal of a patch.
+async fn patch_refusal(api: &Api<DynamicObject>, name: &str, patch: Value) -> String {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => panic!("{name}: the API server accepted {patch}"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("{name}: not an API refusal: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn clusterextension_service_account_is_optional_and_its_name_immutable_once_set() {
+    let client = support::client().await;
+    let api = extensions(&client);
+
+    // Upstream v1.11's YAML (its sample's shape): no serviceAccount at all.
+    let without = support::fresh_name("no-sa");
+    let mut obj = extension_json(&without);
+    obj["spec"].as_object_mut().unwrap().remove("serviceAccount");
+    let created = create(&api, obj.clone())
+        .await
+        .expect("a ClusterExtension without serviceAccount is accepted");
+    assert!(created.data["spec"].get("serviceAccount").is_none());
+    // A name may be given later: there was none to keep.
+    let added = api
+        .patch(
+            &without,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"serviceAccount": {"name": "later-installer"}}})),
+        )
+        .await
+        .expect("a service account may be named later");
+    assert_eq!(added.data["spec"]["serviceAccount"]["name"], "later-installer");
+    api.delete(&without, &DeleteParams::default())
+        .await
+        .expect("delete");
+
+    // minProperties: 1 -- serviceAccount, when present, names an account.
+    let mut empty = obj.clone();
+    empty["metadata"]["name"] = json!(support::fresh_name("empty-sa"));
+    empty["spec"]["serviceAccount"] = json!({});
+    assert_create_refused(
+        &api,
+        "empty serviceAccount",
+        empty,
+        &["spec.serviceAccount", "should have at least 1 properties"],
+    )
+    .await;
+    let mut blank = obj.clone();
+    blank["metadata"]["name"] = json!(support::fresh_name("blank-sa"));
+    blank["spec"]["serviceAccount"] = json!({"name": ""});
+    assert_create_refused(
+        &api,
+        "empty serviceAccount name",
+        blank,
+        &["spec.serviceAccount.name", "should be at least 1 chars long"],
+    )
+    .await;
+
+    // Set: the name cannot change, nor be removed alone (that leaves an empty serviceAccount)...
+    let name = support::fresh_name("sa-set");
+    create(&api, extension_json(&name)).await.expect("create");
+    let message = patch_refusal(
+        &api,
+        &name,
+        json!({"spec": {"serviceAccount": {"name": "other-installer"}}}),
+    )
+    .await;
+    assert!(
+        message.contains("spec.serviceAccount.name")
+            && message.contains("name is immutable once set but may be cleared"),
+        "{message}"
+    );
+    let message = patch_refusal(&api, &name, json!({"spec": {"serviceAccount": {"name": null}}})).await;
+    assert!(
+        message.contains("spec.serviceAccount") && message.contains("should have at least 1 properties"),
+        "{message}"
+    );
+    // ... but serviceAccount may be cleared.
+    let cleared = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"serviceAccount": null}})),
+        )
+        .await
+        .expect("serviceAccount may be cleared");
+    assert!(
+        cleared.data["spec"].get("serviceAccount").is_none(),
+        "{:?}",
+        cleared.data["spec"]
+    );
+    api.delete(&name, &DeleteParams::default()).await.expect("delete");
+}
+
 #[tokio::test]
 async fn clusterextension_status_release_is_checked_with_upstream_message() {
     let client = support::client().await;

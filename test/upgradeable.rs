@@ -111,9 +111,9 @@ async fn set_cluster_version(client: &Client, version: &str) {
 async fn create_cluster_extension(client: &Client, name: &str, namespace: &str) {
     let spec = ClusterExtensionSpec {
         namespace: namespace.to_owned(),
-        service_account: ServiceAccountReference {
+        service_account: Some(ServiceAccountReference {
             name: "installer".to_owned(),
-        },
+        }),
         source: SourceConfig {
             source_type: SourceType::Catalog,
             catalog: Some(CatalogFilter {

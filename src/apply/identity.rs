@@ -1,4 +1,7 @@
-//! The identity bundle content is read and written with: a ClusterExtension's service account.
+//! The identity bundle content is read and written with, chosen here and nowhere else: a
+//! ClusterExtension's service account (the default, least privilege), or the controller's own
+//! when the admin chose upstream v1.11's model (`--install-identity controller`). In the
+//! default mode an extension without `spec.serviceAccount` is not installed at all.
 //!
 //! Tokens come from the TokenRequest API, are cached per service account and renewed when less
 //! than a tenth of their lifetime is left, as upstream's token getter did. A client built here
@@ -22,15 +25,18 @@ use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
 };
+use kube::ResourceExt;
 use kube::{
     Api, Client, Config,
     api::PostParams,
     client::{Body, ConfigExt, retry::RetryPolicy},
     config::AuthInfo,
 };
+use olmv1_api::v1::ClusterExtension;
 use tokio::sync::RwLock;
 use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
+use super::preflight::ServiceAccountRef;
 use crate::leader::Leadership;
 
 /// How long a requested token lives.
@@ -42,6 +48,14 @@ pub enum IdentityError {
     /// The service account does not exist (or its namespace does not).
     #[error("service account {name:?} not found in namespace {namespace:?}")]
     ServiceAccountNotFound { namespace: String, name: String },
+    /// The extension names no service account and the controller installs only as one.
+    #[error(
+        "ClusterExtension {extension:?} is not installed because it sets no spec.serviceAccount: \
+         apply the installer that \"olmv1 rbac {extension}\" prints and set spec.serviceAccount.name \
+         to it (\"olmv1 install\" does both), or run the controller with --install-identity controller \
+         to install with its own identity as upstream does"
+    )]
+    NoServiceAccount { extension: String },
     /// The TokenRequest failed for another reason.
     #[error("failed to get a token for service account {namespace}/{name}: {source}")]
     TokenRequest {
@@ -64,10 +78,121 @@ pub enum IdentityError {
 }
 
 impl IdentityError {
-    /// A missing service account needs the admin to act; the rest may pass on retry. Neither
-    /// stops retrying: the admin may create the account at any time.
+    /// An extension naming no service account waits for its spec to change. A missing service
+    /// account needs the admin to act too, but is retried: the admin may create it at any time
+    /// and nothing else would bring the extension back.
     pub fn is_terminal(&self) -> bool {
-        false
+        matches!(self, Self::NoServiceAccount { .. })
+    }
+}
+
+/// Whose identity writes bundle content (`olmv1 controller --install-identity`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InstallIdentity {
+    /// Each extension's spec.serviceAccount; an extension without one is not installed.
+    #[default]
+    ServiceAccount,
+    /// The controller's own identity, as upstream v1.11: spec.serviceAccount is ignored.
+    Controller,
+}
+
+/// Who writes one extension's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Installer {
+    /// The extension's service account.
+    ServiceAccount(ServiceAccountRef),
+    /// The controller itself; `ignored` is the spec.serviceAccount.name it does not use.
+    Controller { ignored: Option<String> },
+}
+
+impl InstallIdentity {
+    /// Who installs `ext` in this mode, or why nothing may be installed.
+    pub fn installer_of(self, ext: &ClusterExtension) -> Result<Installer, IdentityError> {
+        match (self, ext.spec.service_account_name()) {
+            (Self::ServiceAccount, Some(name)) => Ok(Installer::ServiceAccount(ServiceAccountRef::new(
+                ext.spec.namespace.as_str(),
+                name,
+            ))),
+            (Self::ServiceAccount, None) => Err(IdentityError::NoServiceAccount {
+                extension: ext.name_any(),
+            }),
+            (Self::Controller, ignored) => Ok(Installer::Controller {
+                ignored: ignored.map(str::to_string),
+            }),
+        }
+    }
+}
+
+impl Installer {
+    /// The account the permission preflight reviews before an apply. None for the controller:
+    /// upstream's model grants it everything a bundle may hold (config/controller-identity),
+    /// and it has no preflight either.
+    pub fn reviewed_account(&self) -> Option<&ServiceAccountRef> {
+        match self {
+            Self::ServiceAccount(account) => Some(account),
+            Self::Controller { .. } => None,
+        }
+    }
+
+    /// Names the installer in a fingerprint of what was applied: a change of installer is a
+    /// change of what a full apply depends on. (Not a valid ServiceAccount name for the
+    /// controller, so it never equals one.)
+    pub fn fingerprint_part(&self) -> &str {
+        match self {
+            Self::ServiceAccount(account) => &account.name,
+            Self::Controller { .. } => "(controller)",
+        }
+    }
+}
+
+/// Clients for installers: each service account's, and the controller's own in upstream's model.
+#[derive(Clone)]
+pub struct InstallerClients {
+    /// The mode the admin chose.
+    pub identity: InstallIdentity,
+    /// The controller's own client (only handed out in [`InstallIdentity::Controller`]).
+    controller: Client,
+    service_accounts: ServiceAccountClients,
+}
+
+impl InstallerClients {
+    /// Installs with `identity`: the controller's own client is `controller`.
+    pub fn new(
+        identity: InstallIdentity,
+        controller: Client,
+        service_accounts: ServiceAccountClients,
+    ) -> Self {
+        Self {
+            identity,
+            controller,
+            service_accounts,
+        }
+    }
+
+    /// Who installs `ext` (see [`InstallIdentity::installer_of`]).
+    pub fn installer_of(&self, ext: &ClusterExtension) -> Result<Installer, IdentityError> {
+        self.identity.installer_of(ext)
+    }
+
+    /// A client acting as `installer`.
+    pub async fn client_for(&self, installer: &Installer) -> Result<Client, IdentityError> {
+        match installer {
+            Installer::ServiceAccount(account) => {
+                self.service_accounts
+                    .client_for(&account.namespace, &account.name)
+                    .await
+            }
+            Installer::Controller { .. } => Ok(self.controller.clone()),
+        }
+    }
+
+    /// Forgets what is kept for `installer` (its extension is gone).
+    pub async fn forget(&self, installer: &Installer) {
+        if let Installer::ServiceAccount(account) = installer {
+            self.service_accounts
+                .forget(&account.namespace, &account.name)
+                .await;
+        }
     }
 }
 
@@ -232,6 +357,57 @@ fn token_of(response: TokenRequest, namespace: &str, name: &str) -> Result<Strin
 mod tests {
     use super::*;
     use k8s_openapi::api::authentication::v1::TokenRequestStatus;
+
+    fn extension(service_account: Option<serde_json::Value>) -> ClusterExtension {
+        let mut ext = serde_json::json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "ext"},
+            "spec": {"namespace": "ns", "source": {"sourceType": "Catalog", "catalog": {"packageName": "p"}}},
+        });
+        if let Some(account) = service_account {
+            ext["spec"]["serviceAccount"] = account;
+        }
+        serde_json::from_value(ext).expect("a ClusterExtension")
+    }
+
+    #[test]
+    fn the_mode_and_the_spec_choose_the_installer() {
+        let named = extension(Some(serde_json::json!({"name": "installer"})));
+        let unnamed = extension(None);
+        let account = ServiceAccountRef::new("ns", "installer");
+        assert_eq!(
+            InstallIdentity::ServiceAccount.installer_of(&named).unwrap(),
+            Installer::ServiceAccount(account.clone())
+        );
+        let refused = InstallIdentity::ServiceAccount
+            .installer_of(&unnamed)
+            .unwrap_err();
+        assert!(refused.is_terminal());
+        assert!(
+            refused
+                .to_string()
+                .starts_with("ClusterExtension \"ext\" is not installed")
+        );
+        assert_eq!(
+            InstallIdentity::Controller.installer_of(&named).unwrap(),
+            Installer::Controller {
+                ignored: Some("installer".into())
+            }
+        );
+        assert_eq!(
+            InstallIdentity::Controller.installer_of(&unnamed).unwrap(),
+            Installer::Controller { ignored: None }
+        );
+        // Only a service account is reviewed by the permission preflight, and the two never
+        // fingerprint alike.
+        let controller = Installer::Controller { ignored: None };
+        assert_eq!(
+            Installer::ServiceAccount(account.clone()).reviewed_account(),
+            Some(&account)
+        );
+        assert_eq!(controller.reviewed_account(), None);
+        assert_ne!(controller.fingerprint_part(), "installer");
+    }
 
     #[test]
     fn a_token_request_answer_without_a_token_is_an_error() {

@@ -12,7 +12,10 @@ use super::start::{
     read_ca_files, start_operations_servers,
 };
 use crate::{
-    apply::{identity::ServiceAccountClients, revision::RevisionStore},
+    apply::{
+        identity::{InstallIdentity, InstallerClients, ServiceAccountClients},
+        revision::RevisionStore,
+    },
     bundle::render::WebhookProvider,
     catalog::{
         DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
@@ -111,6 +114,17 @@ pub struct ControllerArgs {
         default_value = "cert-manager"
     )]
     pub webhook_provider: WebhookProvider,
+    /// Whose identity writes bundle content: each extension's spec.serviceAccount
+    /// (`service-account`, least privilege; an extension without one is not installed), or the
+    /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
+    /// needs the RBAC of config/controller-identity).
+    #[arg(
+        long,
+        env = "OLMV1_INSTALL_IDENTITY",
+        value_enum,
+        default_value = "service-account"
+    )]
+    pub install_identity: InstallIdentity,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -151,6 +165,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         pull_secrets,
         bundle_limits,
         webhook_provider,
+        install_identity,
         upgradeable,
         max_jsonl_line_bytes,
     } = args;
@@ -194,9 +209,10 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     // Registry credentials from the pull secrets, kept current (shared with `pull`).
     image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
-    let identities =
+    let service_accounts =
         ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
+    let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
     let ctx = Arc::new(Context {
         webhook_provider,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
@@ -210,7 +226,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         )
     });
     readiness.set_ready(true);
-    info!(%system_namespace, "olmv1 controller started");
+    info!(%system_namespace, ?install_identity, "olmv1 controller started");
 
     let gating = tokio::spawn(upgradeable::run(
         client.clone(),

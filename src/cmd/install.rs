@@ -231,16 +231,18 @@ pub async fn upgrade(args: UpgradeArgs) -> ExitCode {
     if let Some(p) = &args.upgrade_constraint_policy {
         catalog["upgradeConstraintPolicy"] = json!(p);
     }
-    let object = json!({
+    let mut object = json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
         "metadata": {"name": args.extension},
         "spec": {
             "namespace": current.spec.namespace,
-            "serviceAccount": {"name": current.spec.service_account.name},
             "source": {"sourceType": "Catalog", "catalog": catalog}
         }
     });
+    if let Some(account) = &current.spec.service_account {
+        object["spec"]["serviceAccount"] = json!(account);
+    }
     if let Err(e) = update_installer(&args, &client, &current, &catalog).await {
         return fail("upgrade", &e);
     }
@@ -280,7 +282,7 @@ async fn update_installer(
         Err(e) if !ours => {
             outln!(
                 "# permissions of {}: not computed: {e}",
-                current.spec.service_account.name
+                installer::account_name(current)
             );
             return Ok(());
         }
@@ -288,7 +290,7 @@ async fn update_installer(
     };
     out!(
         "# permissions of {} for {} {}:\n{change}",
-        current.spec.service_account.name,
+        installer::account_name(current),
         new.resolution.bundle.name,
         new.resolution.bundle.status_version
     );
@@ -299,7 +301,8 @@ async fn update_installer(
         installer::confirm(
             &format!(
                 "change the permissions of ServiceAccount {}/{} as above",
-                current.spec.namespace, current.spec.service_account.name
+                current.spec.namespace,
+                installer::account_name(current)
             ),
             args.yes,
         )?;

@@ -304,7 +304,7 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
         .await?;
         return Ok(format!(
             "# permissions of {} to upgrade ClusterExtension {name:?} to {} {}:\n{change}",
-            current.spec.service_account.name,
+            account_name(&current),
             installer.resolution.bundle.name,
             installer.resolution.bundle.status_version
         ));
@@ -321,7 +321,7 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
     let service_account = args
         .service_account
         .clone()
-        .unwrap_or_else(|| current.spec.service_account.name.clone());
+        .unwrap_or_else(|| account_name(&current));
     let target = Target {
         extension: &desired,
         installed: cluster::installed_bundle(&current),
@@ -350,7 +350,8 @@ pub async fn upgrade_diff(
     let name = current.name_any();
     let installed = cluster::installed_bundle(current);
     let objects = installed_objects(client, system_namespace, &name).await?;
-    let service_account = current.spec.service_account.name.as_str();
+    let service_account = account_name(current);
+    let service_account = service_account.as_str();
     let target = Target {
         extension: desired,
         installed: installed.clone(),
@@ -388,6 +389,15 @@ pub async fn upgrade_diff(
     Ok((new, change))
 }
 
+/// The extension's ServiceAccount name, or `<extension>-installer` when it names none (the
+/// account `olmv1 rbac` would write for it).
+pub fn account_name(ext: &ClusterExtension) -> String {
+    ext.spec
+        .service_account_name()
+        .map(str::to_string)
+        .unwrap_or_else(|| installer_name(&ext.name_any()))
+}
+
 /// What the installer roles olmv1 created for `extension` grant; `None` when there are none.
 pub async fn held_grants(client: &Client, extension: &str) -> Result<Option<Vec<Access>>, String> {
     let selector = ListParams::default().labels(&format!("{LABEL_INSTALLER_FOR}={extension}"));
@@ -419,10 +429,13 @@ pub async fn held_grants(client: &Client, extension: &str) -> Result<Option<Vec<
 /// Whether `extension` installs as an installer olmv1 created (its ServiceAccount carries the
 /// label naming it).
 pub async fn is_olmv1_installer(client: &Client, ext: &ClusterExtension) -> Result<bool, String> {
+    let Some(name) = ext.spec.service_account_name() else {
+        return Ok(false);
+    };
     let account = Api::<ServiceAccount>::namespaced(client.clone(), &ext.spec.namespace)
-        .get_opt(&ext.spec.service_account.name)
+        .get_opt(name)
         .await
-        .map_err(|e| format!("reading ServiceAccount {:?}: {e}", ext.spec.service_account.name))?;
+        .map_err(|e| format!("reading ServiceAccount {name:?}: {e}"))?;
     Ok(account.is_some_and(|a| a.labels().get(LABEL_INSTALLER_FOR) == Some(&ext.name_any())))
 }
 

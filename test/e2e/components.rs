@@ -261,6 +261,17 @@ const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
 fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
+    spawn_controller_as("controller", name, operations, tls, extra)
+}
+
+/// [`spawn_controller`] as ServiceAccount `olmv1-<role>`.
+fn spawn_controller_as(
+    role: &str,
+    name: &str,
+    operations: &Operations,
+    tls: &support::TestTls,
+    extra: &[&str],
+) -> Child {
     let cache = scratch_dir(name);
     let mut args = vec![
         "controller",
@@ -280,7 +291,7 @@ fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
-    spawn("controller", name, &args)
+    spawn(role, name, &args)
 }
 
 /// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
@@ -357,6 +368,11 @@ pub struct SharedComponentsStopped {
 /// Stops the shared catalogd and controller. Only for a test holding [`exclusive_cluster`].
 pub fn stop_shared_components(share: &ClusterShare) -> SharedComponentsStopped {
     stop_shared(share, true, true)
+}
+
+/// Stops the shared controller only (a test runs its own). Only with [`exclusive_cluster`].
+pub fn stop_shared_controller(share: &ClusterShare) -> SharedComponentsStopped {
+    stop_shared(share, false, true)
 }
 
 /// Stops the shared catalogd only (catalogs unreachable). Only with [`exclusive_cluster`].
@@ -449,6 +465,18 @@ impl Replica {
             name: name.into(),
             child,
             address,
+        }
+    }
+
+    /// Starts controller replica `name` (no leader election) as ServiceAccount `olmv1-<role>`,
+    /// whose RBAC the test provides, with `extra` arguments.
+    pub fn controller_as(role: &str, name: &str, extra: &[&str]) -> Replica {
+        let operations = Operations::unread();
+        let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
+        Replica {
+            name: name.into(),
+            child: spawn_controller_as(role, name, &operations, tls, extra),
+            address: String::new(),
         }
     }
 
@@ -589,6 +617,39 @@ pub fn log_tail(role: &str) -> String {
     let text = std::fs::read_to_string(log_path(role)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Applies the controller's RBAC of install overlay `config/<overlay>` (as `kubectl kustomize`
+/// renders it) to ServiceAccount `olmv1-<role>` instead of `olmv1-controller`, with the names
+/// changed alike: a controller started as that account runs with exactly the overlay's rules,
+/// and the shared controller's are untouched.
+pub fn apply_overlay_controller_rbac(overlay: &str, role: &str) {
+    let overlay_dir = support::repo_root().join("config").join(overlay);
+    let rendered = support::kubectl(&["kustomize", overlay_dir.to_str().unwrap()]).ok();
+    let rbac_kinds = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    let account = format!("olmv1-{role}");
+    let controllers: Vec<String> = rendered
+        .split("\n---\n")
+        .filter(|doc| {
+            doc.lines()
+                .any(|line| rbac_kinds.iter().any(|kind| line == format!("kind: {kind}")))
+                && doc.contains("olmv1-controller")
+        })
+        .map(|doc| doc.replace("olmv1-controller", &account))
+        .collect();
+    assert!(
+        controllers
+            .iter()
+            .any(|doc| doc.contains("kind: ClusterRoleBinding")),
+        "config/{overlay} binds the controller to no ClusterRole:\n{rendered}"
+    );
+    support::kubectl_apply(&controllers.join("\n---\n")).ok();
 }
 
 /// A namespace with a ServiceAccount `installer` bound to cluster-admin: what the OLM v1 docs
@@ -829,9 +890,9 @@ pub async fn wait_progressing(client: &Client, name: &str, reason: &str, text: &
 /// One write the API server's audit log recorded.
 #[derive(Debug)]
 pub struct AuditWrite {
-    pub verb: String,
-    /// The authenticated user, e.g. `system:serviceaccount:<ns>:<name>`.
+    /// Who made it (`system:serviceaccount:<ns>:<name>` for a ServiceAccount).
     pub user: String,
+    pub verb: String,
     /// `resource` or `resource/subresource`.
     pub resource: String,
     pub namespace: Option<String>,
@@ -881,8 +942,8 @@ impl AuditLog {
                 None => object["resource"].as_str().unwrap_or_default().to_string(),
             };
             by_replica.entry(name.to_string()).or_default().push(AuditWrite {
-                verb: event["verb"].as_str().unwrap_or_default().to_string(),
                 user: event["user"]["username"].as_str().unwrap_or_default().to_string(),
+                verb: event["verb"].as_str().unwrap_or_default().to_string(),
                 resource,
                 namespace: object["namespace"].as_str().map(str::to_string),
                 name: object["name"].as_str().map(str::to_string),

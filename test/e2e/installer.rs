@@ -140,7 +140,7 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
         "{out}"
     );
     let ext = components::wait_installed(&s.client, &s.extension, "1.0.0").await;
-    assert_eq!(ext.spec.service_account.name, installer);
+    assert_eq!(ext.spec.service_account_name(), Some(installer.as_str()));
     let mut objects = installer_objects(&s.client, &s.extension).await;
     objects.sort();
     assert_eq!(

@@ -15,6 +15,7 @@ mod gating;
 mod ha;
 mod hostile;
 mod install;
+mod install_identity;
 mod installer;
 mod lifecycle;
 mod openshift;
@@ -59,6 +60,18 @@ impl Scenario {
     pub async fn without_installer(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
         Self::with_share(
             components::shared_cluster().await,
+            prefix,
+            make,
+            false,
+            support::registry(),
+        )
+        .await
+    }
+
+    /// [`Scenario::without_installer`] for a test that must have the cluster alone.
+    pub async fn without_installer_exclusive(prefix: &str, make: impl FnOnce(&str) -> Package) -> Scenario {
+        Self::with_share(
+            components::exclusive_cluster().await,
             prefix,
             make,
             false,

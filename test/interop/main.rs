@@ -66,7 +66,13 @@ enum Command {
         label: String,
     },
     /// Runs every scenario with the running controller; writes the outcomes (JSON); cleans up.
-    Scenarios { out: PathBuf },
+    Scenarios {
+        out: PathBuf,
+        /// Upstream v1.11's YAML: no spec.serviceAccount and no installer accounts (for
+        /// upstream, and olmv1 with --install-identity controller).
+        #[arg(long)]
+        without_service_account: bool,
+    },
     /// Compares two outcome files; fails on a difference docs/upstream.md does not list.
     /// Pushes the benchmark's load catalog and the three shared catalogs; writes its plan.
     BenchPublish { out: PathBuf },
@@ -212,7 +218,10 @@ async fn main() -> ExitCode {
             }
         }
         Command::Real { plan, label } => real_operator(&read_plan(&plan), &label).await,
-        Command::Scenarios { out } => run_scenarios(&out).await,
+        Command::Scenarios {
+            out,
+            without_service_account,
+        } => run_scenarios(&out, Installer::from_flag(without_service_account)).await,
         Command::BenchPublish { out } => {
             let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");
             let plan = bench::publish(&registry, &support::shared_catalogs_root()).await;
@@ -349,9 +358,34 @@ async fn client() -> Client {
         .expect("KUBECONFIG names the local control plane")
 }
 
+/// Whether the scenarios name an installer ServiceAccount.
+#[derive(Clone, Copy, PartialEq)]
+enum Installer {
+    /// `installer`, with cluster-admin, in each namespace (olmv1 applies as it; upstream ignores it).
+    ServiceAccount,
+    /// None: upstream v1.11's YAML, for controllers that install with their own identity.
+    None,
+}
+
+impl Installer {
+    fn from_flag(without_service_account: bool) -> Self {
+        if without_service_account {
+            Self::None
+        } else {
+            Self::ServiceAccount
+        }
+    }
+}
+
 /// A namespace holding ServiceAccount `installer` with cluster-admin (olmv1 applies as it;
 /// upstream ignores it).
 async fn namespace_with_installer(client: &Client, name: &str) {
+    create_namespace(client, name).await;
+    components::create_service_account(client, name, "installer").await;
+    components::grant_cluster_admin(client, name).await;
+}
+
+async fn create_namespace(client: &Client, name: &str) {
     let namespace = Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
@@ -363,8 +397,6 @@ async fn namespace_with_installer(client: &Client, name: &str) {
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
-    components::create_service_account(client, name, "installer").await;
-    components::grant_cluster_admin(client, name).await;
 }
 
 /// Deletes namespaces and the installers' bindings, and waits until the namespaces are gone.
@@ -487,14 +519,17 @@ fn extension_api(client: &Client) -> Api<DynamicObject> {
 }
 
 /// Runs all scenarios at once, records their outcomes, then removes what they installed.
-async fn run_scenarios(out: &std::path::Path) {
+async fn run_scenarios(out: &std::path::Path, installer: Installer) {
     let client = client().await;
     let all = scenarios::all();
     let namespaces: Vec<String> = all.iter().map(Scenario::namespace).collect();
     for namespace in &namespaces {
-        namespace_with_installer(&client, namespace).await;
+        match installer {
+            Installer::ServiceAccount => namespace_with_installer(&client, namespace).await,
+            Installer::None => create_namespace(&client, namespace).await,
+        }
     }
-    let settled = futures::future::join_all(all.iter().map(|s| run_scenario(&client, s))).await;
+    let settled = futures::future::join_all(all.iter().map(|s| run_scenario(&client, s, installer))).await;
     let objects = support::wait_for("the applied objects", STEP_TIMEOUT, || applied_objects(&client)).await;
     let mut outcomes = BTreeMap::new();
     for (scenario, mut outcome) in all.iter().zip(settled) {
@@ -523,10 +558,10 @@ async fn run_scenarios(out: &std::path::Path) {
 }
 
 /// Applies each step, waits for its expectation, then waits until the status stops changing.
-async fn run_scenario(client: &Client, scenario: &Scenario) -> Outcome {
+async fn run_scenario(client: &Client, scenario: &Scenario, installer: Installer) -> Outcome {
     let api = extension_api(client);
     for step in &scenario.steps {
-        components::apply_extension(client, extension_body(scenario, step)).await;
+        components::apply_extension(client, extension_body(scenario, step, installer)).await;
         support::wait_for_every(
             &format!("scenario {}: {:?}", scenario.name, step.expect),
             STEP_TIMEOUT,
@@ -557,7 +592,7 @@ async fn run_scenario(client: &Client, scenario: &Scenario) -> Outcome {
     last
 }
 
-fn extension_body(scenario: &Scenario, step: &Step) -> Value {
+fn extension_body(scenario: &Scenario, step: &Step, installer: Installer) -> Value {
     let mut catalog = json!({"packageName": scenario.package});
     if let Value::Object(fields) = &step.catalog {
         catalog.as_object_mut().unwrap().extend(fields.clone());
@@ -573,6 +608,9 @@ fn extension_body(scenario: &Scenario, step: &Step) -> Value {
     });
     if let Some(config) = &step.config {
         body["spec"]["config"] = config.clone();
+    }
+    if installer == Installer::None {
+        body["spec"].as_object_mut().unwrap().remove("serviceAccount");
     }
     body
 }

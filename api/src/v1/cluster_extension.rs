@@ -54,8 +54,11 @@ pub struct ClusterExtensionSpec {
     pub namespace: String,
 
     /// serviceAccount is the identity every object of the extension is read and written with,
-    /// in spec.namespace. Unlike upstream's current releases, olmv1 honours it.
-    pub service_account: ServiceAccountReference,
+    /// in spec.namespace. Optional, as upstream's (which ignores it since v1.11); olmv1 honours
+    /// it. Without it the controller installs nothing unless it runs with
+    /// `--install-identity controller` (upstream's model: its own identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountReference>,
 
     /// source selects where the content of the extension comes from.
     pub source: SourceConfig,
@@ -71,15 +74,31 @@ pub struct ClusterExtensionSpec {
     pub config: Option<ClusterExtensionConfig>,
 }
 
-/// The service account a ClusterExtension's content is applied with.
+/// The service account a ClusterExtension's content is applied with. As upstream's: when
+/// present it holds a name (minProperties), which cannot change, though serviceAccount itself
+/// may be removed.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("minProperties" = 1))]
 pub struct ServiceAccountReference {
-    /// name of the ServiceAccount in spec.namespace; required and immutable.
+    /// name of the ServiceAccount in spec.namespace; immutable once set.
+    // Optional in the schema as upstream's (omitempty: no default is generated); minProperties
+    // makes it present whenever serviceAccount is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("name is immutable"))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("name is immutable once set but may be cleared"))]
     #[x_kube(validation = Rule::new(DNS1123_SUBDOMAIN_RULE).message("name must be a valid DNS1123 subdomain. It must contain only lowercase alphanumeric characters, hyphens (-) or periods (.), start and end with an alphanumeric character, and be no longer than 253 characters"))]
     pub name: String,
+}
+
+impl ClusterExtensionSpec {
+    /// The name in spec.serviceAccount, when the extension names one.
+    pub fn service_account_name(&self) -> Option<&str> {
+        self.service_account
+            .as_ref()
+            .map(|account| account.name.as_str())
+            .filter(|name| !name.is_empty())
+    }
 }
 
 /// Where a ClusterExtension's content comes from; a union keyed by sourceType.

@@ -1,5 +1,5 @@
 //! Owns the CRD upgrade-safety and permission preflights (pure rules plus the review calls).
-//! May import api and apply's siblings (identity, objects); nothing above apply.
+//! May import api and apply's siblings (objects, lookups); nothing above apply.
 //!
 //! Preflights run before anything of a bundle is applied, so that an apply that would fail half-way
 //! fails before it starts:

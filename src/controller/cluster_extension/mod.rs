@@ -39,7 +39,7 @@ pub use error::{Error, StepError};
 
 use crate::{
     apply::{
-        identity::ServiceAccountClients,
+        identity::{Installer, InstallerClients},
         lookups::ClusterLookups,
         objects::{ready_crd, ready_deployment},
         revision::{RevisionStore, WatchedObject},
@@ -69,8 +69,9 @@ pub struct Context {
     /// The controller's own client: ClusterExtensions, ClusterCatalogs, revision records,
     /// TokenRequests and SubjectAccessReviews. Never bundle content.
     pub client: Client,
-    /// Clients acting as each ClusterExtension's service account: all bundle content.
-    pub identities: ServiceAccountClients,
+    /// Who writes each ClusterExtension's content (its service account, or the controller in
+    /// upstream's model), and clients acting as them: all bundle content.
+    pub identities: InstallerClients,
     /// Where installed revisions are recorded.
     pub revisions: RevisionStore,
     /// Catalog content, cached by resolved image digest.
@@ -171,7 +172,7 @@ impl Context {
     /// Builds the context; `reporter` names the controller in Events.
     pub fn new(
         client: Client,
-        identities: ServiceAccountClients,
+        identities: InstallerClients,
         revisions: RevisionStore,
         catalogs: Arc<CachedCatalogClient>,
         pull: PullOptions,
@@ -404,6 +405,7 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
     if changed {
         write_status(ctx, &name, &new_status).await?;
         publish_events(ext, &outcome, ctx).await;
+        warn_of_ignored_service_account(ext, ctx).await;
     }
     ctx.metrics
         .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
@@ -491,9 +493,35 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
     }
 }
 
+/// Upstream's model ignores spec.serviceAccount: an extension that sets it is told so, with a
+/// Warning, since its admin may believe the account limits what is written. Sent with each
+/// status change (a new generation, an install, an upgrade), not on every reconcile.
+async fn warn_of_ignored_service_account(ext: &ClusterExtension, ctx: &Context) {
+    let Ok(Installer::Controller {
+        ignored: Some(account),
+    }) = ctx.identities.installer_of(ext)
+    else {
+        return;
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "ServiceAccountIgnored".into(),
+        note: Some(format!(
+            "spec.serviceAccount.name {account:?} is ignored: the controller runs with \
+             --install-identity controller and writes the bundle's objects with its own identity"
+        )),
+        action: "Install".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &ext.object_ref(&())).await {
+        warn!(error = %e, "failed to publish event");
+    }
+}
+
 /// Removes what the ClusterExtension installed. Objects carry an ownerReference to the
-/// ClusterExtension, so when the service account cannot act (it or its namespace is gone) the
-/// garbage collector still removes them: the finalizer never hangs on a missing account.
+/// ClusterExtension, so when the installer cannot act (its service account or namespace is
+/// gone, or the extension names none) the garbage collector still removes them: the finalizer
+/// never hangs on a missing account.
 async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
     let name = ext.name_any();
     let record = ctx
@@ -502,18 +530,24 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         .await
         .map_err(|e| Error::Step(Box::new(StepError::ReadInstalled(e))))?;
     if let Some(record) = record {
-        let (namespace, account) = (&ext.spec.namespace, &ext.spec.service_account.name);
-        match ctx.identities.client_for(namespace, account).await {
-            Ok(sa_client) => {
-                if let Err(e) = crate::apply::objects::delete_all(&sa_client, &name, &record.objects).await {
-                    warn!(%name, error = %e, "uninstall as the service account failed; leaving the rest to garbage collection");
+        match ctx.identities.installer_of(ext) {
+            Ok(installer) => {
+                match ctx.identities.client_for(&installer).await {
+                    Ok(client) => {
+                        if let Err(e) =
+                            crate::apply::objects::delete_all(&client, &name, &record.objects).await
+                        {
+                            warn!(%name, error = %e, "uninstall as the installer failed; leaving the rest to garbage collection");
+                        }
+                    }
+                    Err(e) => {
+                        warn!(%name, error = %e, "installer unavailable; garbage collection removes the objects")
+                    }
                 }
+                ctx.identities.forget(&installer).await;
             }
-            Err(e) => {
-                warn!(%name, error = %e, "service account unavailable; garbage collection removes the objects")
-            }
+            Err(e) => warn!(%name, error = %e, "no installer; garbage collection removes the objects"),
         }
-        ctx.identities.forget(namespace, account).await;
         ctx.revisions
             .delete(&name)
             .await

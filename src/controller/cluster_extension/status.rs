@@ -239,6 +239,37 @@ mod tests {
     }
 
     #[test]
+    fn an_extension_naming_no_service_account_is_blocked_and_what_was_installed_stays() {
+        let no_account = || {
+            StepError::Identity(crate::apply::identity::IdentityError::NoServiceAccount {
+                extension: "ext".into(),
+            })
+        };
+        let status = compute(&extension(1), &outcome(None, Err(no_account())), at(1));
+        let (progressing, reason, message) = summary(&status, TYPE_PROGRESSING);
+        assert_eq!((progressing.as_str(), reason.as_str()), ("False", REASON_BLOCKED));
+        assert!(
+            message.starts_with(
+                "ClusterExtension \"ext\" is not installed because it sets no spec.serviceAccount: "
+            ) && message.contains("olmv1 rbac ext")
+                && message.contains("--install-identity controller")
+                && !message.contains('\n'),
+            "{message}"
+        );
+        assert_eq!(
+            summary(&status, TYPE_INSTALLED),
+            triple("False", REASON_FAILED, NO_BUNDLE_INSTALLED)
+        );
+        // Cleared after an install: the installed bundle stays installed (and running).
+        let mut ext = installed_extension("1.0.0", 2);
+        ext.metadata.generation = Some(3);
+        let status = compute(&ext, &outcome(Some(record("1.0.0")), Err(no_account())), at(2));
+        assert_eq!(condition(&status, TYPE_INSTALLED).status, "True");
+        assert_eq!(condition(&status, TYPE_PROGRESSING).reason, REASON_BLOCKED);
+        assert!(status.install.is_some());
+    }
+
+    #[test]
     fn a_rolled_out_revision_is_installed_and_progressing_succeeded() {
         let status = compute(
             &extension(3),

@@ -19,8 +19,9 @@ use super::{
 };
 use crate::{
     apply::{
+        identity::Installer,
         objects::{self, Owner},
-        preflight::{self, AccessPolicy, ServiceAccountRef},
+        preflight::{self, AccessPolicy},
         revision::{InstalledRevision, ObjectRef, ReadyMark},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
@@ -135,25 +136,28 @@ impl ReconcileState<'_> {
     /// The steps, in order.
     async fn run(&mut self) -> Result<Progress, StepError> {
         self.read_installed().await?;
+        let installer = self.choose_installer()?;
         let catalogs = self.list_catalogs().await;
         let target = self.resolve(catalogs).await?;
         let unpacked = self.unpack(&target).await?;
         let rendered = self.render(&target, &unpacked)?;
-        let fingerprint = apply_fingerprint(self.ext, &unpacked.image.digest_ref, &rendered);
+        let fingerprint = apply_fingerprint(self.ext, &installer, &unpacked.image.digest_ref, &rendered);
         if self.still_in_place(&unpacked, &fingerprint).await {
             return Ok(Progress::Done);
         }
-        let sa_client = self.service_account_client().await?;
-        self.preflights(&target, &unpacked, &sa_client, &rendered).await?;
-        let applied = self.apply(&target, &sa_client, &rendered).await?;
+        let installer_client = self.installer_client(&installer).await?;
+        self.preflights(&target, &unpacked, &installer, &installer_client, &rendered)
+            .await?;
+        let applied = self.apply(&target, &installer_client, &rendered).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &sa_client, applied)
+        self.record_and_prune(&target, &unpacked, &installer_client, applied)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
-        self.wait_for_readiness(&target, &sa_client, fingerprint).await
+        self.wait_for_readiness(&target, &installer_client, fingerprint)
+            .await
     }
 
     /// What the steps found, with the deprecation conditions of the bundle installed after them.
@@ -188,6 +192,13 @@ impl ReconcileState<'_> {
             .await
             .map_err(StepError::ReadInstalled)?;
         Ok(())
+    }
+
+    /// Step: who writes the extension's content (`--install-identity`). In the default mode an
+    /// extension naming no service account stops here: nothing is resolved, pulled or applied,
+    /// and what an earlier revision installed keeps running.
+    fn choose_installer(&self) -> Result<Installer, StepError> {
+        Ok(self.ctx.identities.installer_of(self.ext)?)
     }
 
     /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
@@ -353,45 +364,39 @@ impl ReconcileState<'_> {
         })
     }
 
-    /// Step: a client acting as the extension's service account.
-    async fn service_account_client(&self) -> Result<Client, StepError> {
-        let spec = &self.ext.spec;
-        Ok(self
-            .ctx
-            .identities
-            .client_for(&spec.namespace, &spec.service_account.name)
-            .await?)
+    /// Step: a client acting as the installer.
+    async fn installer_client(&self, installer: &Installer) -> Result<Client, StepError> {
+        Ok(self.ctx.identities.client_for(installer).await?)
     }
 
-    /// Step: the permission preflight, then CRD upgrade safety unless the extension turns it
-    /// off. A revision already applied for this image and this generation passed them then;
-    /// re-applying it (drift repair, resync) does not ask again.
+    /// Step: the permission preflight of the installer's account, then CRD upgrade safety
+    /// unless the extension turns it off. A revision already applied for this image and this
+    /// generation passed them then; re-applying it (drift repair, resync) does not ask again.
     async fn preflights(
         &self,
         target: &Target,
         unpacked: &Unpacked,
-        sa_client: &Client,
+        installer: &Installer,
+        installer_client: &Client,
         rendered: &[Value],
     ) -> Result<(), StepError> {
         if self.already_applied(unpacked) {
             return Ok(());
         }
         let ext = self.ext;
-        let account = ServiceAccountRef::new(
-            ext.spec.namespace.as_str(),
-            ext.spec.service_account.name.as_str(),
-        );
-        preflight::check_permissions(
-            &self.ctx.client,
-            &self.ctx.lookups,
-            &account,
-            rendered,
-            self.previous_objects(),
-            &AccessPolicy::default(),
-            &[preflight::owner_finalizers_access(&ext.name_any())],
-        )
-        .await
-        .map_err(|e| target.error(e))?;
+        if let Some(account) = installer.reviewed_account() {
+            preflight::check_permissions(
+                &self.ctx.client,
+                &self.ctx.lookups,
+                account,
+                rendered,
+                self.previous_objects(),
+                &AccessPolicy::default(),
+                &[preflight::owner_finalizers_access(&ext.name_any())],
+            )
+            .await
+            .map_err(|e| target.error(e))?;
+        }
         let crd_safety = ext
             .spec
             .install
@@ -400,21 +405,21 @@ impl ReconcileState<'_> {
             .map(|p| p.crd_upgrade_safety.enforcement)
             .unwrap_or(CrdUpgradeSafetyEnforcement::Strict);
         if crd_safety == CrdUpgradeSafetyEnforcement::Strict {
-            preflight::check_crd_upgrades(sa_client, rendered)
+            preflight::check_crd_upgrades(installer_client, rendered)
                 .await
                 .map_err(|e| target.error(e))?;
         }
         Ok(())
     }
 
-    /// Step: apply as the service account (CRDs first, objects owned by others refused).
+    /// Step: apply as the installer (CRDs first, objects owned by others refused).
     async fn apply(
         &self,
         target: &Target,
-        sa_client: &Client,
+        installer_client: &Client,
         rendered: &[Value],
     ) -> Result<Vec<ObjectRef>, StepError> {
-        objects::apply(sa_client, &self.ctx.lookups, &self.owner(), rendered)
+        objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
     }
@@ -426,7 +431,7 @@ impl ReconcileState<'_> {
         &mut self,
         target: &Target,
         unpacked: &Unpacked,
-        sa_client: &Client,
+        installer_client: &Client,
         applied: Vec<ObjectRef>,
     ) -> Result<(), StepError> {
         let previous = self.previous_objects().to_vec();
@@ -443,7 +448,7 @@ impl ReconcileState<'_> {
         };
         self.store(tracked).await?;
         let owner = self.ext.name_any();
-        objects::prune(sa_client, &owner, &previous, &record.objects)
+        objects::prune(installer_client, &owner, &previous, &record.objects)
             .await
             .map_err(|e| target.error(e))?;
         self.store(record).await
@@ -470,10 +475,10 @@ impl ReconcileState<'_> {
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
-        sa_client: &Client,
+        installer_client: &Client,
         fingerprint: String,
     ) -> Result<Progress, StepError> {
-        let rollout = objects::rollout_status(sa_client, self.previous_objects())
+        let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
             .map_err(|e| target.error(e))?;
         if let Some(waiting) = rollout.waiting {
@@ -568,10 +573,15 @@ fn tracked_until_pruned(applied: &[ObjectRef], previous: &[ObjectRef]) -> Vec<Ob
     tracked
 }
 
-/// What a full apply depends on: the extension (its uid, generation and service account), the
+/// What a full apply depends on: the extension (its uid and generation), its installer, the
 /// image digest and the rendered manifests, as SHA-256 in hex (stable across processes and
 /// builds: revision records keep it).
-fn apply_fingerprint(ext: &ClusterExtension, digest_ref: &str, rendered: &[Value]) -> String {
+fn apply_fingerprint(
+    ext: &ClusterExtension,
+    installer: &Installer,
+    digest_ref: &str,
+    rendered: &[Value],
+) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let generation = ext.metadata.generation.unwrap_or_default().to_string();
@@ -580,7 +590,7 @@ fn apply_fingerprint(ext: &ClusterExtension, digest_ref: &str, rendered: &[Value
         ext.uid().unwrap_or_default().as_str(),
         &generation,
         &ext.spec.namespace,
-        &ext.spec.service_account.name,
+        installer.fingerprint_part(),
         digest_ref,
         &rendered,
     ] {
