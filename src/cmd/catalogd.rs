@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::start::{
-    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address, shutdown_signal,
-    start_operations_servers,
+    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf, parse_bind_address,
+    shutdown_signal, start_operations_servers,
 };
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve, tls_acceptor};
@@ -118,6 +118,10 @@ pub struct RegistryArgs {
     /// Registry (`host[:port]`) allowed plain HTTP (repeatable; loopback always is).
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// Largest total uncompressed size of a catalog image, in bytes.
     #[arg(long, default_value_t = UnpackLimits::CATALOG.max_total_bytes)]
     pub max_unpacked_bytes: u64,
@@ -132,12 +136,16 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The registry configuration these flags describe.
     pub fn registry_config(&self) -> Result<RegistryConfig, String> {
-        RegistryOptions {
+        let config = RegistryOptions {
             insecure_registries: self.insecure_registries.clone(),
             ca_paths: self.pull_cas_dir.as_deref().into_iter().collect(),
             auth_file: self.auth_file.as_deref(),
         }
-        .config()
+        .config()?;
+        Ok(RegistryConfig {
+            registries_conf: load_registries_conf(self.registries_conf.as_deref())?,
+            ..config
+        })
     }
 }
 

@@ -8,8 +8,8 @@ use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
 use super::start::{
-    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address,
-    read_ca_files, start_operations_servers,
+    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
+    parse_bind_address, read_ca_files, start_operations_servers,
 };
 use crate::{
     apply::{
@@ -99,6 +99,10 @@ pub struct ControllerArgs {
     /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
     #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// The global pull secret and the controller's ServiceAccount pull secrets.
     #[command(flatten)]
     pub pull_secrets: PullSecretArgs,
@@ -162,6 +166,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         insecure_registries,
         ca_files,
         auth_file,
+        registries_conf,
         pull_secrets,
         bundle_limits,
         webhook_provider,
@@ -184,6 +189,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     }
     .config()?;
     registry_config.min_tls_version = profile.client_min_version();
+    registry_config.registries_conf = load_registries_conf(registries_conf.as_deref())?;
     let pull = PullOptions {
         registry: registry_config,
         limits: bundle_limits.limits(),

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     catalog::server::{TlsFiles, tls_acceptor},
-    image::{RegistryConfig, UnpackLimits},
+    image::{RegistriesConf, RegistryConfig, UnpackLimits, mirrors::REGISTRIES_CONF_ENV},
     leader::{LeaderElector, Leadership, identify, replica_identity},
     operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
     tls_profile::TlsProfile,
@@ -75,6 +75,17 @@ impl RegistryOptions<'_> {
             config.add_auth_file(path)?;
         }
         Ok(config)
+    }
+}
+
+/// The registries configuration a command pulls with: `flag`, else `CONTAINERS_REGISTRIES_CONF`,
+/// else `/etc/containers/registries.conf` when present (none: every pull goes where its
+/// reference says). An unreadable or invalid file stops the command.
+pub fn load_registries_conf(flag: Option<&Path>) -> Result<RegistriesConf, String> {
+    let env = std::env::var(REGISTRIES_CONF_ENV).ok();
+    match RegistriesConf::path(flag, env.as_deref()) {
+        Some(path) => RegistriesConf::load(&path).map_err(|e| e.to_string()),
+        None => Ok(RegistriesConf::default()),
     }
 }
 

@@ -377,14 +377,9 @@ async fn unpack_and_store(
     if let Some(state) = stored {
         let digest = match &reference.digest {
             Some(digest) => digest.clone(),
-            None => {
-                let top = context
-                    .registry
-                    .fetch_manifest(&reference, reference.manifest_reference())
-                    .await
-                    .map_err(|e| source_error(&e, false))?;
-                top.digest
-            }
+            None => image::resolve_digest(&context.registry, &reference)
+                .await
+                .map_err(|e| source_error(&e, false))?,
         };
         if reference.with_digest(&digest) == state.digest_ref {
             return Ok(StoredState {

@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
     time::Duration,
@@ -229,6 +230,7 @@ pub fn ensure_running() {
 /// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
 fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "catalogd",
         "--catalogs-server-addr",
@@ -244,6 +246,8 @@ fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&
         "!olmv1.test/catalogd",
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
+        "--registries-conf",
+        &registries_conf,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
@@ -255,6 +259,41 @@ fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&
 pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
+
+/// A registry name that resolves nowhere: the components pull it from [`mirror_location`]
+/// (`test/e2e/mirrors.rs`).
+pub const MIRRORED_REGISTRY: &str = "mirrored.registry.invalid";
+/// A registry the components' registries.conf blocks.
+pub const BLOCKED_REGISTRY: &str = "blocked.registry.invalid";
+/// A registry name that resolves nowhere, mirrored for references by digest only.
+pub const DIGEST_ONLY_REGISTRY: &str = "digest-only.registry.invalid";
+
+/// Where the mirrors of [`MIRRORED_REGISTRY`] and [`DIGEST_ONLY_REGISTRY`] are: a path of the
+/// test registry that nothing else uses.
+pub fn mirror_location() -> String {
+    format!("{}/mirrored", support::registry())
+}
+
+/// The containers-registries.conf(5) both components read (`--registries-conf`): the machine's
+/// /etc/containers/registries.conf is never used or changed.
+pub fn registries_conf_path() -> String {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = scratch_dir("registries-conf").join("registries.conf");
+        let mirror = mirror_location();
+        let text = format!(
+            "[[registry]]\nlocation = \"{MIRRORED_REGISTRY}\"\n\n[[registry.mirror]]\nlocation = \"{mirror}\"\n\n\
+             [[registry]]\nlocation = \"{BLOCKED_REGISTRY}\"\nblocked = true\n\n\
+             [[registry]]\nlocation = \"{DIGEST_ONLY_REGISTRY}\"\nmirror-by-digest-only = true\n\n\
+             [[registry.mirror]]\nlocation = \"{mirror}\"\n"
+        );
+        std::fs::write(&path, text).expect("write registries.conf");
+        path
+    })
+    .to_str()
+    .unwrap()
+    .to_string()
+}
 
 /// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
@@ -273,6 +312,7 @@ fn spawn_controller_as(
     extra: &[&str],
 ) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "controller",
         "--system-namespace",
@@ -288,6 +328,8 @@ fn spawn_controller_as(
         // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
         "--bundle-cache-grace",
         BUNDLE_CACHE_GRACE_SECONDS,
+        "--registries-conf",
+        &registries_conf,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);

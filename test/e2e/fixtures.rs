@@ -259,6 +259,19 @@ pub struct Package {
 /// Publishes every bundle of `package` and a catalog image holding it; returns the catalog's
 /// tag reference.
 pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
+    publish_catalog_named(registry, registry, repository, tag, package).await
+}
+
+/// [`publish_catalog`] with the images pushed under `registry` (`host:port[/path]`) but named
+/// under `name` in the catalog and in the returned reference: a name that resolves nowhere,
+/// pulled through a registries.conf mirror at `registry`.
+pub async fn publish_catalog_named(
+    registry: &str,
+    name: &str,
+    repository: &str,
+    tag: &str,
+    package: &Package,
+) -> String {
     let mut lines = vec![
         json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel}),
     ];
@@ -288,7 +301,9 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
         lines.push(json!({"schema": "olm.channel", "package": package.name, "name": channel.name, "entries": entries}));
     }
     for bundle in &package.bundles {
-        let image = publish_bundle(registry, &package.name, bundle).await;
+        let image = publish_bundle(registry, &package.name, bundle)
+            .await
+            .replacen(registry, name, 1);
         let mut properties = vec![
             json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}}),
         ];
@@ -320,7 +335,8 @@ pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, packag
         lines.push(json!({"schema": "olm.deprecations", "package": package.name, "entries": entries}));
     }
     let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    push_catalog(&format!("{registry}/{repository}:{tag}"), &package.name, &text).await
+    push_catalog(&format!("{registry}/{repository}:{tag}"), &package.name, &text).await;
+    format!("{name}/{repository}:{tag}")
 }
 
 /// Pushes a catalog image holding one package's FBC objects (one JSON object per line) under

@@ -18,6 +18,7 @@ mod install;
 mod install_identity;
 mod installer;
 mod lifecycle;
+mod mirrors;
 mod openshift;
 mod operations;
 mod pull_secrets;
