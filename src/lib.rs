@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cmd;
 pub mod confined;
 pub mod controller;
+pub mod dependencies;
 pub mod go_format;
 pub mod image;
 pub mod leader;
@@ -28,8 +29,9 @@ mod layers {
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" | "admin" | "operations" => 4,
-            "cmd" => 5,
+            "dependencies" => 4,
+            "controller" | "admin" | "operations" => 5,
+            "cmd" => 6,
             _ => return None,
         })
     }
