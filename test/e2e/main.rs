@@ -18,6 +18,7 @@ mod ha;
 mod hostile;
 mod install;
 mod install_identity;
+mod installer;
 mod lifecycle;
 mod mirrors;
 mod openshift;

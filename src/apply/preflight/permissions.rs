@@ -210,6 +210,19 @@ impl Default for AccessPolicy {
 }
 
 impl AccessPolicy {
+    /// Every request the extension's installer makes over the extension's life, for the RBAC
+    /// `olmv1 rbac` writes: what the applier needs (`get`, `create`, `patch`), `delete` on each
+    /// object for the uninstall (which reads each recorded object, then deletes it), and `get`,
+    /// `delete` on each object an upgrade prunes (the pruner reads before it deletes, too).
+    pub fn installer() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        AccessPolicy {
+            object_verbs: strings(&["get", "create", "patch", "delete"]),
+            collection_verbs: Vec::new(),
+            prune_verbs: strings(&["get", "delete"]),
+        }
+    }
+
     /// Upstream operator-controller's pre-authorization set (gate `PreflightPermissions`): `get`,
     /// `patch`, `update`, `delete` on each object; `list`, `watch`, `create` on each collection.
     pub fn upstream() -> Self {
@@ -612,6 +625,39 @@ impl AccessPlan {
         }
     }
 
+    /// Requests that, all allowed, authorise the whole plan whatever the cluster holds: every
+    /// plain access; for each Role/ClusterRole the bundle writes, every rule it grants (or
+    /// `escalate` on it when `allow_escalate`); for each binding of a role the bundle defines,
+    /// that role's rules where the binding applies (or `bind` when `allow_escalate`); for a
+    /// binding of a role the bundle does not define, `bind` on that one role (its rules live in
+    /// the cluster and may change).
+    pub fn grants(&self, allow_escalate: bool) -> BTreeSet<Access> {
+        let mut out = BTreeSet::new();
+        for req in &self.requirements {
+            match req {
+                Requirement::Allowed(access) => {
+                    out.insert(access.clone());
+                }
+                Requirement::RoleRules { escalate, rules } => {
+                    if allow_escalate {
+                        out.insert(escalate.clone());
+                    } else {
+                        out.extend(rules.iter().cloned());
+                    }
+                }
+                Requirement::BindingRules {
+                    bind, bundle_rules, ..
+                } => match bundle_rules {
+                    Some(rules) if !allow_escalate => out.extend(rules.iter().cloned()),
+                    _ => {
+                        out.insert(bind.clone());
+                    }
+                },
+            }
+        }
+        out
+    }
+
     /// The requests to review first: every plain access and every `escalate`/`bind`.
     pub fn first_round(&self) -> BTreeSet<Access> {
         self.requirements
@@ -834,6 +880,17 @@ impl fmt::Display for MissingPermissions {
         }
         Ok(())
     }
+}
+
+/// Accesses to the same target merged: `create, get, patch apps/deployments "x" in namespace "y"`.
+pub fn grouped(accesses: &[Access]) -> Vec<(AccessTarget, String)> {
+    merged(accesses)
+        .into_iter()
+        .map(|(target, verbs)| {
+            let verbs: Vec<&str> = verbs.into_iter().collect();
+            (target.clone(), format!("{} {target}", verbs.join(", ")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
