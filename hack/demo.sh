@@ -5,8 +5,10 @@
 #   2. publishes the demo's example-operator bundle and its catalog to the local registry with
 #      `olmv1 image push` (no Docker; hack/demo/publish.sh);
 #   3. starts `olmv1 catalogd` (serving ClusterCatalogs over HTTP) and `olmv1 controller`;
-#   4. prepares the install namespace and a narrowly-privileged installer ServiceAccount, applies a
-#      ClusterCatalog and a ClusterExtension, and waits until the extension is Installed=True.
+#   4. creates the install namespace, applies a ClusterCatalog, and runs `olmv1 install --yes`:
+#      it creates the installer ServiceAccount `example-operator-installer` with exactly the
+#      permissions the bundle needs (what `olmv1 rbac` prints), then the ClusterExtension; waits
+#      until the extension is Installed=True.
 # The environment keeps running afterwards: `source .local/demo/env.sh` to use kubectl against it.
 #
 # Usage: hack/demo.sh [up]     bring it up (default)
@@ -62,9 +64,11 @@ up() {
     --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0
   log "started olmv1 catalogd (http://127.0.0.1:$catalogd_port) and olmv1 controller; logs in $OLMV1_ENV_DIR/logs"
 
-  kubectl apply -f "$demo/installer-rbac.yaml" >/dev/null
+  kubectl create namespace example --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   sed "s|REGISTRY|$OLMV1_REGISTRY|g" "$demo/clustercatalog.yaml" | kubectl apply -f -
-  kubectl apply -f "$demo/clusterextension.yaml"
+  kubectl wait --for=condition=Serving --timeout=180s clustercatalog/demo >/dev/null
+  # The installer's RBAC and the ClusterExtension, from the catalog catalogd now serves.
+  "$olmv1" install example-operator -n example --channel stable --yes
   if ! kubectl wait --for=condition=Installed clusterextension/example-operator --timeout=180s >/dev/null; then
     kubectl get clusterextension example-operator -o yaml >&2
     tail -n 20 "$OLMV1_ENV_DIR/logs/olmv1@controller.log" >&2
@@ -73,6 +77,7 @@ up() {
   fi
   kubectl get clustercatalogs,clusterextensions
   kubectl -n example get deployments,serviceaccounts,configmaps
+  kubectl get clusterroles,clusterrolebindings -l olmv1.operatorframework.io/installer-for=example-operator
   log "up: example-operator is Installed=True. Use it with: source $OLMV1_ENV_DIR/env.sh   Stop it with: hack/demo.sh down"
 }
 

@@ -9,6 +9,8 @@ pub mod catalog;
 pub mod cmd;
 pub mod confined;
 pub mod controller;
+pub mod dependencies;
+pub mod egress;
 pub mod go_format;
 pub mod image;
 pub mod leader;
@@ -24,12 +26,13 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" | "tls_profile" => 0,
+            "go_format" | "backoff" | "egress" | "tls_profile" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
-            "controller" | "admin" | "operations" => 4,
-            "cmd" => 5,
+            "dependencies" => 4,
+            "controller" | "admin" | "operations" => 5,
+            "cmd" => 6,
             _ => return None,
         })
     }

@@ -356,6 +356,16 @@ async fn clusterextension_invalid_specs_are_refused_with_upstream_messages() {
     api.delete(&base_name, &DeleteParams::default())
         .await
         .expect("delete");
+    // upstream's bounds of progressDeadlineMinutes are accepted.
+    for minutes in [10, 720] {
+        let name = support::fresh_name("deadline");
+        let mut obj = extension_json(&name);
+        set(&mut obj, "/spec/progressDeadlineMinutes", json!(minutes));
+        create(&api, obj)
+            .await
+            .unwrap_or_else(|e| panic!("progressDeadlineMinutes {minutes} is accepted: {e}"));
+        api.delete(&name, &DeleteParams::default()).await.expect("delete");
+    }
 
     let version = "/spec/source/catalog/version";
     let cases: Vec<(&str, &str, Value, Vec<&str>)> = vec![
@@ -411,6 +421,24 @@ async fn clusterextension_invalid_specs_are_refused_with_upstream_messages() {
             vec![
                 "spec.source.catalog.upgradeConstraintPolicy",
                 r#"Unsupported value: "Sometimes": supported values: "CatalogProvided", "SelfCertified""#,
+            ],
+        ),
+        (
+            "progressDeadlineMinutes under upstream's minimum",
+            "/spec/progressDeadlineMinutes",
+            json!(9),
+            vec![
+                "spec.progressDeadlineMinutes",
+                "should be greater than or equal to 10",
+            ],
+        ),
+        (
+            "progressDeadlineMinutes over upstream's maximum",
+            "/spec/progressDeadlineMinutes",
+            json!(721),
+            vec![
+                "spec.progressDeadlineMinutes",
+                "should be less than or equal to 720",
             ],
         ),
     ];
@@ -996,6 +1024,7 @@ async fn extra_registry_serves_tls_and_basic_auth() {
         htpasswd: Some(htpasswd),
         tls: Some(tls.serving.clone()),
         token: None,
+        host: None,
     });
     assert!(registry.url.starts_with("https://127.0.0.1:"), "{}", registry.url);
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&tls.ca_cert).expect("ca")).expect("CA PEM");

@@ -1167,3 +1167,128 @@ async fn a_read_only_or_full_cache_directory_is_named_with_the_cause_and_nothing
         "nothing of the image is left behind"
     );
 }
+
+/// registries.conf in the tests: a name that resolves nowhere, served by a mirror that needs
+/// credentials; a blocked registry; a mirror for references by digest only.
+fn mirrors_conf(mirror: &str) -> image::RegistriesConf {
+    let text = format!(
+        r#"
+[[registry]]
+prefix = "mirrored.registry.invalid/e2e"
+location = "mirrored.registry.invalid/e2e"
+
+[[registry.mirror]]
+location = "{mirror}/copies"
+
+[[registry]]
+location = "blocked.registry.invalid"
+blocked = true
+
+[[registry]]
+location = "digest-only.registry.invalid"
+mirror-by-digest-only = true
+
+[[registry.mirror]]
+location = "{mirror}/copies"
+"#
+    );
+    image::RegistriesConf::parse(&text, "test registries.conf").expect("valid registries.conf")
+}
+
+#[tokio::test]
+async fn a_mirror_serves_a_name_that_resolves_nowhere_with_the_credentials_of_the_host_contacted() {
+    let auth_dir = tempfile::tempdir().unwrap();
+    let htpasswd = htpasswd_file(auth_dir.path(), "mirror-user", "m1rror");
+    let mirror = start_registry(&RegistryOptions {
+        htpasswd: Some(htpasswd),
+        ..Default::default()
+    });
+    // Credentials for the mirror only: the image's own host is never looked up.
+    let config = RegistryConfig {
+        registries_conf: mirrors_conf(&mirror.host_port),
+        ..RegistryConfig::default()
+    };
+    config.credentials.insert(
+        mirror.host_port.clone(),
+        Credential {
+            username: "mirror-user".into(),
+            password: "m1rror".into(),
+        },
+    );
+    let pushed = push_dir(
+        &fixture("simple"),
+        &format!("{}/copies/simple:v1", mirror.host_port),
+        &push_options(config.clone()),
+    )
+    .await
+    .expect("push to the mirror");
+    let work = tempfile::tempdir().unwrap();
+    let options = PullOptions {
+        registry: config.clone(),
+        ..PullOptions::new(work.path().join("cache"))
+    };
+
+    let pulled = image::pull_to_dir("mirrored.registry.invalid/e2e/simple:v1", &options)
+        .await
+        .expect("pulled through the mirror");
+    assert_eq!(pulled.digest, pushed.digest);
+    assert_eq!(
+        pulled.digest_ref,
+        format!("mirrored.registry.invalid/e2e/simple@{}", pushed.digest),
+        "named as referenced, not as the mirror"
+    );
+    assert!(
+        files_under(&pulled.dir)
+            .iter()
+            .any(|f| f.starts_with("manifests")),
+        "the image's content"
+    );
+
+    // Without the mirror's credentials: the mirror's 401 and the primary's failure, both named.
+    let no_credentials = PullOptions {
+        registry: RegistryConfig {
+            registries_conf: mirrors_conf(&mirror.host_port),
+            ..RegistryConfig::default()
+        },
+        ..PullOptions::new(work.path().join("cache-2"))
+    };
+    let err = image::pull_to_dir("mirrored.registry.invalid/e2e/simple:v1", &no_credentials)
+        .await
+        .expect_err("the mirror refuses, the primary does not exist");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("image mirrored.registry.invalid/e2e/simple:v1: no pull source serves it (")
+            && message.contains(&format!("{}/copies/simple:v1", mirror.host_port))
+            && message.contains("HTTP 401")
+            && message.contains("mirrored.registry.invalid/e2e/simple:v1: "),
+        "{message}"
+    );
+
+    // A blocked registry: refused before any request, naming the file.
+    let err = image::pull_to_dir("blocked.registry.invalid/e2e/simple:v1", &options)
+        .await
+        .expect_err("blocked");
+    assert_eq!(
+        err.to_string(),
+        "image blocked.registry.invalid/e2e/simple:v1: registry blocked.registry.invalid is blocked in test registries.conf"
+    );
+    assert!(err.is_terminal());
+
+    // A digest-only mirror: used for the digest, never for the tag (which goes to the primary,
+    // which does not exist).
+    let by_digest = image::pull_to_dir(
+        &format!("digest-only.registry.invalid/simple@{}", pushed.digest),
+        &options,
+    )
+    .await
+    .expect("a digest through the digest-only mirror");
+    assert_eq!(by_digest.digest, pushed.digest);
+    let err = image::pull_to_dir("digest-only.registry.invalid/simple:v1", &options)
+        .await
+        .expect_err("a tag never goes to a digest-only mirror");
+    let message = err.to_string();
+    assert!(
+        message.contains("digest-only.registry.invalid") && !message.contains(&mirror.host_port),
+        "only the primary was tried: {message}"
+    );
+}

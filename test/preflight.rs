@@ -137,12 +137,13 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
 
     let policy = AccessPolicy::default();
     let everything_missing = format!(
-        "service account \"{ns}/installer\" lacks permissions: \
-         create, get, patch rbac.authorization.k8s.io/clusterroles \"{cluster_role}\"; \
-         escalate rbac.authorization.k8s.io/clusterroles \"{cluster_role}\" (or all it grants: [list pods]); \
-         create configmaps \"cfg\" in namespace \"{ns}\"; \
-         delete configmaps \"old\" in namespace \"{ns}\"; \
-         create, get, patch apps/deployments \"op\" in namespace \"{ns}\""
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[] Resources:[pods] Verbs:[list]
+  Namespace:\"\" APIGroups:[rbac.authorization.k8s.io] Resources:[clusterroles] ResourceNames:[{cluster_role}] Verbs:[create,get,patch]
+  Namespace:\"{ns}\" APIGroups:[] Resources:[configmaps] ResourceNames:[cfg] Verbs:[create]
+  Namespace:\"{ns}\" APIGroups:[] Resources:[configmaps] ResourceNames:[old] Verbs:[delete]
+  Namespace:\"{ns}\" APIGroups:[apps] Resources:[deployments] ResourceNames:[op] Verbs:[create,get,patch]
+or, instead of holding every rule of the role it names: escalate rbac.authorization.k8s.io/clusterroles \"{cluster_role}\""
     );
     // Nothing cached between calls: the grants change as the test goes.
     let preflight = async || {
@@ -195,8 +196,9 @@ async fn permission_preflight_lists_exactly_the_missing_rules_and_passes_when_gr
     )
     .await;
     let only_escalation = format!(
-        "service account \"{ns}/installer\" lacks permissions: \
-         escalate rbac.authorization.k8s.io/clusterroles \"{cluster_role}\" (or all it grants: [list pods])"
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[] Resources:[pods] Verbs:[list]
+or, instead of holding every rule of the role it names: escalate rbac.authorization.k8s.io/clusterroles \"{cluster_role}\""
     );
     wait_for(
         "the preflight to list only the escalation",
@@ -299,7 +301,8 @@ async fn permission_preflight_refuses_a_service_account_with_no_permissions_with
     assert_eq!(
         err.to_string(),
         format!(
-            "service account \"{ns}/nobody\" lacks permissions: create, get, patch configmaps \"cfg\" in namespace \"{ns}\""
+            "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"{ns}\" APIGroups:[] Resources:[configmaps] ResourceNames:[cfg] Verbs:[create,get,patch]"
         )
     );
     assert!(!err.is_terminal());

@@ -123,6 +123,7 @@ async fn create_cluster_extension(client: &Client, name: &str, namespace: &str) 
         },
         install: None,
         config: None,
+        progress_deadline_minutes: None,
     };
     Api::<ClusterExtension>::all(client.clone())
         .create(&PostParams::default(), &ClusterExtension::new(name, spec))

@@ -1,4 +1,4 @@
-//! Owns what the admin commands compute (search, versions, upgrades, graphs, cluster reader).
+//! Owns what the admin commands compute (search, versions, upgrades, graphs, installer RBAC, cluster reader).
 //! May import api, version, image, catalog, resolve, bundle, apply; never controller or cmd.
 //!
 //! What the admin's command line (`olmv1 search|versions|upgrades|explain|status`) computes:
@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod graph;
+pub mod rbac;
 pub mod search;
 pub mod table;
 pub mod terminal;

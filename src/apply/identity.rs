@@ -37,16 +37,26 @@ use tokio::sync::RwLock;
 use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
 use super::preflight::ServiceAccountRef;
-use crate::leader::Leadership;
+use crate::{go_format::go_quote, leader::Leadership};
 
 /// How long a requested token lives.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
+/// The ServiceAccount (and role and binding) name of the installer `olmv1 install` creates for
+/// extension `extension`.
+pub fn installer_name(extension: &str) -> String {
+    format!("{extension}-installer")
+}
+
 /// Errors getting a client that acts as a service account.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
-    /// The service account does not exist (or its namespace does not).
-    #[error("service account {name:?} not found in namespace {namespace:?}")]
+    /// The service account does not exist (or its namespace does not): upstream v1.10's text.
+    #[error(
+        "operation cannot proceed due to the following validation error(s): service account {} not found in namespace {}",
+        go_quote(.name),
+        go_quote(.namespace)
+    )]
     ServiceAccountNotFound { namespace: String, name: String },
     /// The extension names no service account and the controller installs only as one.
     #[error(

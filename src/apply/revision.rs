@@ -46,6 +46,20 @@ pub struct InstalledRevision {
     /// content: what a restarted controller checks, with reads only, instead of applying again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<ReadyMark>,
+    /// Content applied and never yet ready: since when. The progress deadline counts from it;
+    /// content that was ready once has none (a later unready spell is not a stuck rollout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStart>,
+}
+
+/// The first apply of content that has not been ready yet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStart {
+    /// The fingerprint of the full apply (as [`ReadyMark::fingerprint`]).
+    pub fingerprint: String,
+    /// When that content was first applied.
+    pub started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 }
 
 /// A full apply that ended with every CRD Established and every Deployment rolled out.

@@ -50,7 +50,7 @@ impl CatalogClient {
         extra_ca_pem: &[Vec<u8>],
         min_tls_version: crate::tls_profile::TlsVersion,
     ) -> Result<CatalogClient, CatalogError> {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::egress::client_builder()
             .timeout(DEFAULT_TIMEOUT)
             .gzip(true)
             .min_tls_version(min_tls_version.for_reqwest());

@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::start::{
-    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address, shutdown_signal,
-    start_operations_servers,
+    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf, parse_bind_address,
+    shutdown_signal, start_operations_servers,
 };
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve, tls_acceptor};
 use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
-use crate::controller::metrics::ReconcileMetrics;
+use crate::controller::metrics::{ConditionMetrics, ReconcileMetrics, register_leader};
 use crate::image::pull_secret::{self, PullSecretArgs};
 use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
+use olmv1_api::v1::conditions::{TYPE_PROGRESSING, TYPE_SERVING};
 
 /// The leader election Lease of catalogd (upstream's name).
 const LEASE_NAME: &str = "catalogd-operator-lock";
@@ -118,6 +119,10 @@ pub struct RegistryArgs {
     /// Registry (`host[:port]`) allowed plain HTTP (repeatable; loopback always is).
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// Largest total uncompressed size of a catalog image, in bytes.
     #[arg(long, default_value_t = UnpackLimits::CATALOG.max_total_bytes)]
     pub max_unpacked_bytes: u64,
@@ -132,12 +137,16 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The registry configuration these flags describe.
     pub fn registry_config(&self) -> Result<RegistryConfig, String> {
-        RegistryOptions {
+        let config = RegistryOptions {
             insecure_registries: self.insecure_registries.clone(),
             ca_paths: self.pull_cas_dir.as_deref().into_iter().collect(),
             auth_file: self.auth_file.as_deref(),
         }
-        .config()
+        .config()?;
+        Ok(RegistryConfig {
+            registries_conf: load_registries_conf(self.registries_conf.as_deref())?,
+            ..config
+        })
     }
 }
 
@@ -302,6 +311,12 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         &mut metrics_registry,
         "olmv1_clustercatalog",
     ));
+    let conditions = Arc::new(ConditionMetrics::register(
+        &mut metrics_registry,
+        "olmv1_clustercatalog",
+        &[TYPE_SERVING, TYPE_PROGRESSING],
+    ));
+    register_leader(&mut metrics_registry, "catalogd", replica.leadership.clone());
     let operations = OperationsSettings {
         probe_addr: args.probe_addr,
         metrics_addr: args.metrics_addr,
@@ -312,7 +327,9 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let (readiness, operations) =
         start_operations_servers(operations, metrics_registry, &replica.config).await?;
     let context = Arc::new(
-        Context::new(client.clone(), store.clone(), Arc::new(registry), settings).with_metrics(metrics),
+        Context::new(client.clone(), store.clone(), Arc::new(registry), settings)
+            .with_metrics(metrics)
+            .with_condition_metrics(conditions),
     );
     let listener = bind(&args.catalogs_server_addr).await?;
     announce(&listener, tls.is_some());

@@ -8,8 +8,8 @@ use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
 use super::start::{
-    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, parse_bind_address,
-    read_ca_files, start_operations_servers,
+    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
+    parse_bind_address, read_ca_files, start_operations_servers,
 };
 use crate::{
     apply::{
@@ -22,7 +22,7 @@ use crate::{
     },
     controller::{
         cluster_extension::{self, Context, DependencyMode},
-        metrics::Metrics,
+        metrics::{Metrics, register_leader},
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
     image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
@@ -99,6 +99,10 @@ pub struct ControllerArgs {
     /// Docker/Podman auth file with registry credentials (`{"auths":{...}}`).
     #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// The global pull secret and the controller's ServiceAccount pull secrets.
     #[command(flatten)]
     pub pull_secrets: PullSecretArgs,
@@ -137,6 +141,10 @@ pub struct ControllerArgs {
     /// with a longer one is refused.
     #[arg(long, env = "OLMV1_MAX_JSONL_LINE_BYTES", default_value_t = DEFAULT_MAX_JSONL_LINE_BYTES)]
     pub max_jsonl_line_bytes: usize,
+    /// Seconds in one `progressDeadlineMinutes` unit (60; shorter values are for tests: the
+    /// field's minimum of 10 stays for users).
+    #[arg(long, default_value_t = cluster_extension::PROGRESS_DEADLINE_UNIT.as_secs(), hide = true)]
+    pub progress_deadline_unit_seconds: u64,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -167,6 +175,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         insecure_registries,
         ca_files,
         auth_file,
+        registries_conf,
         pull_secrets,
         bundle_limits,
         webhook_provider,
@@ -174,6 +183,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         install_identity,
         upgradeable,
         max_jsonl_line_bytes,
+        progress_deadline_unit_seconds,
     } = args;
     let profile = tls.profile()?;
     let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
@@ -190,6 +200,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
     }
     .config()?;
     registry_config.min_tls_version = profile.client_min_version();
+    registry_config.registries_conf = load_registries_conf(registries_conf.as_deref())?;
     let pull = PullOptions {
         registry: registry_config,
         limits: bundle_limits.limits(),
@@ -200,6 +211,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
 
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
+    register_leader(&mut registry, "controller", replica.leadership.clone());
     let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
     let metrics_tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
     let operations = OperationsSettings {
@@ -223,6 +235,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider,
         dependencies,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
+        progress_deadline_unit: Duration::from_secs(progress_deadline_unit_seconds.max(1)),
         ..Context::new(
             client.clone(),
             identities,

@@ -1,19 +1,28 @@
 //! `olmv1 install|upgrade|uninstall`: write ClusterExtensions as an admin would. `--dry-run`
 //! prints the object and what the controller's resolver would install, and writes nothing.
+//! Without `--service-account`, `install` creates the extension's installer (`olmv1 rbac`'s
+//! objects) first; `upgrade` updates its permissions; `uninstall` removes it once the extension
+//! is gone.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
 };
 use olmv1_api::v1::ClusterExtension;
 use serde_json::{Value, json};
 
+use super::rbac::{self as installer, Target};
 use super::sources::{SourceArgs, fail, kube_client};
 use crate::{
-    admin::cluster::{self, check_readable},
+    admin::{
+        cluster::{self, check_readable},
+        rbac::installer_name,
+    },
     apply::revision::RevisionStore,
+    bundle::render::WebhookProvider,
     controller::cluster_extension::{UNSATISFIED_DEPENDENCIES, installed_extension, served_apis},
     dependencies::{BrokenDependent, InstalledExtension, broken_by_change},
     resolve::{ResolveRequest, resolve},
@@ -33,9 +42,13 @@ pub struct InstallArgs {
     /// The namespace the extension is installed into.
     #[arg(long, short = 'n')]
     pub namespace: String,
-    /// The ServiceAccount (in that namespace) the bundle is installed as.
+    /// The ServiceAccount (in that namespace) the bundle is installed as. Without it, olmv1
+    /// creates `<extension>-installer` with exactly the permissions `olmv1 rbac` prints.
     #[arg(long)]
-    pub service_account: String,
+    pub service_account: Option<String>,
+    /// Create the installer without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// A version range (Masterminds syntax).
     #[arg(long)]
     pub version: Option<String>,
@@ -82,9 +95,16 @@ pub struct UpgradeArgs {
     /// Whether upgrades must follow catalog edges.
     #[arg(long, value_parser = ["CatalogProvided", "SelfCertified"])]
     pub upgrade_constraint_policy: Option<String>,
-    /// Print the changed ClusterExtension and what would be installed; write nothing.
+    /// Print the changed ClusterExtension, what would be installed and how the installer's
+    /// permissions change; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Change the permissions of the installer olmv1 created without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// The controller's namespace (where it records installed revisions).
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -103,20 +123,28 @@ pub struct UninstallArgs {
     /// The controller's namespace, where it records what each extension installed.
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
+    /// How long to wait for the controller to uninstall before removing the installer, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// `KEY=VALUE` flags as a JSON object.
+pub fn label_map(pairs: &[String]) -> Result<serde_json::Map<String, Value>, String> {
+    let mut labels = serde_json::Map::new();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--catalog-label must be KEY=VALUE, got {pair:?}"))?;
+        labels.insert(k.to_string(), json!(v));
+    }
+    Ok(labels)
 }
 
 /// The ClusterExtension `olmv1 install` writes.
 pub fn extension_object(args: &InstallArgs) -> Result<Value, String> {
     let mut catalog = json!({"packageName": args.package});
     if !args.catalog_labels.is_empty() {
-        let mut labels = serde_json::Map::new();
-        for pair in &args.catalog_labels {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("--catalog-label must be KEY=VALUE, got {pair:?}"))?;
-            labels.insert(k.to_string(), json!(v));
-        }
-        catalog["selector"] = json!({"matchLabels": labels});
+        catalog["selector"] = json!({"matchLabels": label_map(&args.catalog_labels)?});
     }
     if let Some(v) = &args.version {
         catalog["version"] = json!(v);
@@ -127,13 +155,18 @@ pub fn extension_object(args: &InstallArgs) -> Result<Value, String> {
     if let Some(p) = &args.upgrade_constraint_policy {
         catalog["upgradeConstraintPolicy"] = json!(p);
     }
+    let name = args.name.as_deref().unwrap_or(&args.package);
+    let service_account = args
+        .service_account
+        .clone()
+        .unwrap_or_else(|| installer_name(name));
     Ok(json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
-        "metadata": {"name": args.name.as_deref().unwrap_or(&args.package)},
+        "metadata": {"name": name},
         "spec": {
             "namespace": args.namespace,
-            "serviceAccount": {"name": args.service_account},
+            "serviceAccount": {"name": service_account},
             "source": {"sourceType": "Catalog", "catalog": catalog}
         }
     }))
@@ -151,7 +184,57 @@ pub async fn install(args: InstallArgs) -> ExitCode {
             Err(e) => fail("install", &e),
         };
     }
-    write_or_show("install", object, None, args.dry_run, &args.sources).await
+    if args.service_account.is_some() {
+        return write_or_show("install", object, None, args.dry_run, &args.sources).await;
+    }
+    let client = match kube_client().await {
+        Ok(c) => c,
+        Err(e) => return fail("install", &e),
+    };
+    match install_with_installer(&client, &args, &object).await {
+        Ok(()) => write_or_show("install", object, None, args.dry_run, &args.sources).await,
+        Err(e) => fail("install", &e),
+    }
+}
+
+/// Computes the installer `object` names (`<extension>-installer`), shows it, and (unless a dry
+/// run) creates it once confirmed.
+async fn install_with_installer(
+    client: &kube::Client,
+    args: &InstallArgs,
+    object: &Value,
+) -> Result<(), String> {
+    let ext: ClusterExtension =
+        serde_json::from_value(object.clone()).map_err(|e| format!("invalid ClusterExtension: {e}"))?;
+    let name = ext.metadata.name.clone().unwrap_or_default();
+    let service_account = installer_name(&name);
+    let target = Target {
+        extension: &ext,
+        installed: None,
+        installed_objects: &[],
+        service_account: &service_account,
+        allow_escalate: false,
+        webhook_provider: WebhookProvider::default(),
+    };
+    let computed = installer::compute_installer(client, &target, &args.sources).await?;
+    out!("{}", computed.yaml(&name)?);
+    if args.dry_run {
+        out!("---\n");
+        return Ok(());
+    }
+    installer::confirm(
+        &format!(
+            "create ServiceAccount {}/{service_account} with the permissions above, then ClusterExtension {name:?}",
+            args.namespace
+        ),
+        args.yes,
+    )?;
+    installer::apply_installer(client, &name, &computed.objects).await?;
+    outln!(
+        "serviceaccount/{service_account} and its roles applied in namespace {}",
+        args.namespace
+    );
+    Ok(())
 }
 
 /// Runs `olmv1 upgrade`.
@@ -195,8 +278,71 @@ pub async fn upgrade(args: UpgradeArgs) -> ExitCode {
     if let Some(account) = &current.spec.service_account {
         object["spec"]["serviceAccount"] = json!(account);
     }
+    if let Err(e) = update_installer(&args, &client, &current, &catalog).await {
+        return fail("upgrade", &e);
+    }
     let installed = cluster::installed_bundle(&current);
     write_or_show("upgrade", object, installed, args.dry_run, &args.sources).await
+}
+
+/// Shows how the installer's permissions change for the new target; for an installer olmv1
+/// created, applies the change (once confirmed) unless a dry run. A dry run of an extension
+/// with the admin's own account shows the change too (against what the installed bundle needs),
+/// or why it cannot.
+async fn update_installer(
+    args: &UpgradeArgs,
+    client: &kube::Client,
+    current: &ClusterExtension,
+    catalog: &Value,
+) -> Result<(), String> {
+    let ours = installer::is_olmv1_installer(client, current).await?;
+    if !ours && !args.dry_run {
+        return Ok(());
+    }
+    let mut desired = serde_json::to_value(current).map_err(|e| e.to_string())?;
+    desired["spec"]["source"]["catalog"] = catalog.clone();
+    let desired: ClusterExtension = serde_json::from_value(desired).map_err(|e| e.to_string())?;
+    let computed = installer::upgrade_diff(
+        client,
+        current,
+        &desired,
+        &args.system_namespace,
+        false,
+        WebhookProvider::default(),
+        &args.sources,
+    )
+    .await;
+    let (new, change) = match computed {
+        Ok(found) => found,
+        Err(e) if !ours => {
+            outln!(
+                "# permissions of {}: not computed: {e}",
+                installer::account_name(current)
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    out!(
+        "# permissions of {} for {} {}:\n{change}",
+        installer::account_name(current),
+        new.resolution.bundle.name,
+        new.resolution.bundle.status_version
+    );
+    if args.dry_run || !ours {
+        return Ok(());
+    }
+    if !change.is_empty() {
+        installer::confirm(
+            &format!(
+                "change the permissions of ServiceAccount {}/{} as above",
+                current.spec.namespace,
+                installer::account_name(current)
+            ),
+            args.yes,
+        )?;
+    }
+    installer::apply_installer(client, &current.name_any(), &new.objects).await
 }
 
 async fn write_or_show(
@@ -303,26 +449,65 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
             }
         }
     }
+    let installer_objects = match installer::installer_in_cluster(&client, &args.extension).await {
+        Ok(found) => found,
+        Err(e) => return fail("uninstall", &e),
+    };
     if args.dry_run {
         outln!(
             "# dry run: would delete clusterextension/{} ({installed}) and the objects it installed in namespace {}",
             args.extension,
             current.spec.namespace
         );
+        if !installer_objects.is_empty() {
+            outln!("# dry run: then its installer: {}", installer_objects.join(", "));
+        }
         return ExitCode::SUCCESS;
     }
-    match Api::<ClusterExtension>::all(client)
-        .delete(&args.extension, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => {
-            outln!("clusterextension/{} deleted ({installed})", args.extension);
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(
+    let api = Api::<ClusterExtension>::all(client.clone());
+    if let Err(e) = api.delete(&args.extension, &DeleteParams::default()).await {
+        return fail(
             "uninstall",
             &format!("deleting ClusterExtension {:?}: {e}", args.extension),
-        ),
+        );
+    }
+    outln!("clusterextension/{} deleted ({installed})", args.extension);
+    if installer_objects.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    // The controller uninstalls as the installer: its RBAC goes only once the extension is gone.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    loop {
+        match api.get_opt(&args.extension).await {
+            Ok(None) => break,
+            Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            Ok(Some(_)) => {
+                return fail(
+                    "uninstall",
+                    &format!(
+                        "ClusterExtension {:?} is still being uninstalled after {}s; its installer ({}) is kept until it is gone: run uninstall again later",
+                        args.extension,
+                        args.timeout,
+                        installer_objects.join(", ")
+                    ),
+                );
+            }
+            Err(e) => {
+                return fail(
+                    "uninstall",
+                    &format!("reading ClusterExtension {:?}: {e}", args.extension),
+                );
+            }
+        }
+    }
+    match installer::remove_installer(&client, &args.extension).await {
+        Ok(()) => {
+            outln!("installer removed: {}", installer_objects.join(", "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("uninstall", &e),
     }
 }
 
@@ -382,8 +567,9 @@ async fn installed_dependents(
 }
 
 /// `olmv1 install --with-dependencies`: plans what the package needs with what is installed
-/// kept, then applies one ClusterExtension per planned bundle, dependencies first, waiting for
-/// each to be installed; `--dry-run` prints them.
+/// kept, then applies one ClusterExtension per planned bundle, dependencies first, each with its
+/// installer as `olmv1 install` makes it (`<extension>-installer` unless `--service-account`),
+/// waiting for each to be installed; `--dry-run` prints them.
 async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<(), String> {
     let ext: ClusterExtension =
         serde_json::from_value(object.clone()).map_err(|e| format!("invalid ClusterExtension: {e}"))?;
@@ -414,13 +600,12 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
         &inputs,
     )
     .map_err(|e| format!("no plan for {}: {e}", request.package))?;
-    let mut steps = Vec::new();
-    for planned in &plan.plan {
-        if planned.package == request.package {
-            continue;
-        }
-        steps.push((dependency_object(args, planned), planned));
-    }
+    let steps: Vec<(Value, &crate::dependencies::PlannedBundle)> = plan
+        .plan
+        .iter()
+        .filter(|planned| planned.package != request.package)
+        .map(|planned| (dependency_object(args, planned), planned))
+        .collect();
     for (object, _) in &steps {
         let dependency = object["metadata"]["name"].as_str().unwrap_or_default();
         if let Some(present) = api
@@ -444,6 +629,9 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
     }
     if args.dry_run {
         for (object, planned) in &steps {
+            if args.service_account.is_none() {
+                install_with_installer(&client, args, object).await?;
+            }
             out!("{}", serde_saphyr::to_string(object).map_err(|e| e.to_string())?);
             outln!(
                 "# dry run: would install {} {} from catalog {} (required by {})",
@@ -452,6 +640,9 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
                 planned.catalog,
                 planned.required_by.join(", ")
             );
+        }
+        if args.service_account.is_none() {
+            install_with_installer(&client, args, &object).await?;
         }
         out!("{}", serde_saphyr::to_string(&object).map_err(|e| e.to_string())?);
         if let Some(requested) = plan.plan.iter().find(|p| p.package == request.package) {
@@ -467,6 +658,9 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for (object, planned) in &steps {
         let dependency = object["metadata"]["name"].as_str().unwrap_or_default();
+        if args.service_account.is_none() {
+            install_with_installer(&client, args, object).await?;
+        }
         api.patch(dependency, &params, &Patch::Apply(object))
             .await
             .map_err(|e| format!("applying ClusterExtension {dependency:?}: {e}"))?;
@@ -478,6 +672,9 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
         wait_installed(&api, dependency, Some(&planned.version), args.timeout).await?;
         outln!("clusterextension/{dependency} installed");
     }
+    if args.service_account.is_none() {
+        install_with_installer(&client, args, &object).await?;
+    }
     api.patch(&name, &params, &Patch::Apply(&object))
         .await
         .map_err(|e| format!("applying ClusterExtension {name:?}: {e}"))?;
@@ -488,15 +685,20 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
 }
 
 /// The ClusterExtension of a planned dependency: named after its package, in the requested
-/// extension's namespace with its service account, pinned to the planned version and catalog.
+/// extension's namespace, installed as `--service-account` or else as its own
+/// `<package>-installer`, pinned to the planned version and catalog.
 fn dependency_object(args: &InstallArgs, planned: &crate::dependencies::PlannedBundle) -> Value {
+    let service_account = args
+        .service_account
+        .clone()
+        .unwrap_or_else(|| installer_name(&planned.package));
     json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
         "metadata": {"name": planned.package},
         "spec": {
             "namespace": args.namespace,
-            "serviceAccount": {"name": args.service_account},
+            "serviceAccount": {"name": service_account},
             "source": {"sourceType": "Catalog", "catalog": {
                 "packageName": planned.package,
                 "version": planned.version,

@@ -25,6 +25,7 @@ pub mod controller;
 pub mod explain;
 pub mod image;
 pub mod install;
+pub mod rbac;
 pub mod render;
 pub mod resolve;
 pub mod search;
@@ -79,8 +80,10 @@ enum Command {
     Install(install::InstallArgs),
     /// Change a ClusterExtension's version, channels or upgrade policy.
     Upgrade(install::UpgradeArgs),
-    /// Delete a ClusterExtension.
+    /// Delete a ClusterExtension (and, once it is gone, the installer olmv1 created for it).
     Uninstall(install::UninstallArgs),
+    /// The ServiceAccount, roles and bindings an installer needs for a package or extension.
+    Rbac(Box<rbac::RbacArgs>),
     /// A readable summary of every extension: installed, target, conditions, upgrades.
     Status(status::StatusArgs),
 }
@@ -119,6 +122,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Install(args) => install::install(args).await,
         Command::Upgrade(args) => install::upgrade(args).await,
         Command::Uninstall(args) => install::uninstall(args).await,
+        Command::Rbac(args) => rbac::run(*args).await,
         Command::Status(args) => status::run(args).await,
         Command::Crd => {
             out!("{}", olmv1_api::crd::crds_yaml());

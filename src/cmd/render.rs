@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::start::{BundleLimitArgs, RegistryOptions};
+use super::start::{BundleLimitArgs, RegistryOptions, load_registries_conf};
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
-use crate::image::{PullOptions, pull_to_dir};
+use crate::image::{PullOptions, RegistryConfig, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +62,10 @@ pub struct RenderArgs {
     /// A Docker-style auth file (`{"auths": {...}}`) with registry credentials.
     #[arg(long, value_name = "PATH")]
     pub auth_file: Option<PathBuf>,
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
     /// What a bundle image or directory may hold.
     #[command(flatten)]
     pub limits: BundleLimitArgs,
@@ -111,12 +115,15 @@ async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
         ));
     }
     let options = PullOptions {
-        registry: RegistryOptions {
-            insecure_registries: args.insecure_registry.clone(),
-            ca_paths: args.ca_file.as_deref().into_iter().collect(),
-            auth_file: args.auth_file.as_deref(),
-        }
-        .config()?,
+        registry: RegistryConfig {
+            registries_conf: load_registries_conf(args.registries_conf.as_deref())?,
+            ..RegistryOptions {
+                insecure_registries: args.insecure_registry.clone(),
+                ca_paths: args.ca_file.as_deref().into_iter().collect(),
+                auth_file: args.auth_file.as_deref(),
+            }
+            .config()?
+        },
         limits,
         ..PullOptions::new(cache_dir(args))
     };

@@ -17,6 +17,7 @@ use olmv1_api::v1::{
 use super::sources::parse_priorities;
 use crate::{
     catalog::source::{CatalogSpec, load_catalogs},
+    dependencies::{PlanLimits, PlanRequest, plan},
     image::PullOptions,
     resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve},
 };
@@ -62,6 +63,12 @@ pub struct ResolveArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", default_value = "text", value_parser = ["text", "json"])]
     pub output: String,
+
+    /// Plan the package with its dependencies (OLM classic's rules, one bundle per package):
+    /// one line per bundle, dependencies first; `-o json` gives `{"plan": [{package, bundle,
+    /// version, catalog, requiredBy}]}`. No plan: exit 1 with the requirements that conflict.
+    #[arg(long)]
+    pub with_dependencies: bool,
 }
 
 /// Runs `olmv1 resolve`.
@@ -97,6 +104,9 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             index: catalog.index,
         })
         .collect();
+    if args.with_dependencies {
+        return print_plan(&request, &inputs, &args.output);
+    }
     match resolve(&request, &inputs) {
         Ok(resolution) => {
             if args.output == "json" {
@@ -122,6 +132,37 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
         }
         Err(e) => {
             errln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `--with-dependencies`: the plan, or why there is none (exit 1).
+fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str) -> ExitCode {
+    let plan_request = PlanRequest {
+        request,
+        installed: &[],
+        served_apis: &[],
+        allow_changes: false,
+        limits: PlanLimits::default(),
+    };
+    match plan(&plan_request, catalogs) {
+        Ok(plan) => {
+            if output == "json" {
+                outln!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
+            } else {
+                for step in &plan.plan {
+                    let mut line = format!("{} {} {}", step.bundle, step.version, step.catalog);
+                    if !step.required_by.is_empty() {
+                        line.push_str(&format!(" (required by {})", step.required_by.join(", ")));
+                    }
+                    outln!("{line}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
             ExitCode::from(1)
         }
     }

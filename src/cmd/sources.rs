@@ -12,6 +12,7 @@ use crate::{
         client::CatalogClient,
         source::{CatalogSpec, load_catalogs},
     },
+    cmd::start::load_registries_conf,
     image::PullOptions,
     resolve::{CatalogInput, InstalledBundle, ResolveRequest},
 };
@@ -44,6 +45,11 @@ pub struct SourceArgs {
     /// Where pulled images are cached.
     #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
     pub cache_dir: Option<PathBuf>,
+
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -99,10 +105,12 @@ impl SourceArgs {
 }
 
 impl SourceArgs {
-    /// How images are pulled (cache, insecure registries, CAs); unreadable CA files are an error.
+    /// How images are pulled (cache, insecure registries, CAs, registries.conf); unreadable CA
+    /// files and an unreadable or invalid registries.conf are an error.
     pub fn pull_options_checked(&self) -> Result<PullOptions, String> {
         let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
         pull.registry.insecure_registries = self.insecure_registries.clone();
+        pull.registry.registries_conf = load_registries_conf(self.registries_conf.as_deref())?;
         for file in &self.ca_files {
             pull.registry
                 .add_ca_path(file)

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     catalog::server::{TlsFiles, tls_acceptor},
-    image::{RegistryConfig, UnpackLimits},
+    image::{RegistriesConf, RegistryConfig, UnpackLimits, mirrors::REGISTRIES_CONF_ENV},
     leader::{LeaderElector, Leadership, identify, replica_identity},
     operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
     tls_profile::TlsProfile,
@@ -75,6 +75,17 @@ impl RegistryOptions<'_> {
             config.add_auth_file(path)?;
         }
         Ok(config)
+    }
+}
+
+/// The registries configuration a command pulls with: `flag`, else `CONTAINERS_REGISTRIES_CONF`,
+/// else `/etc/containers/registries.conf` when present (none: every pull goes where its
+/// reference says). An unreadable or invalid file stops the command.
+pub fn load_registries_conf(flag: Option<&Path>) -> Result<RegistriesConf, String> {
+    let env = std::env::var(REGISTRIES_CONF_ENV).ok();
+    match RegistriesConf::path(flag, env.as_deref()) {
+        Some(path) => RegistriesConf::load(&path).map_err(|e| e.to_string()),
+        None => Ok(RegistriesConf::default()),
     }
 }
 
@@ -240,6 +251,7 @@ impl Replica {
         let mut config = Config::infer()
             .await
             .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
+        config.proxy_url = api_server_proxy(config.proxy_url.take());
         identify(&mut config, component, &identity);
         let build_error = |e| format!("cannot build a Kubernetes client: {e}");
         let leadership = if elect {
@@ -289,6 +301,33 @@ impl Replica {
     }
 }
 
+/// The proxy to the API server: only the one the kubeconfig names (`proxy-url`). kube also
+/// takes `HTTPS_PROXY` from the environment, which the Deployments set for registries and
+/// catalog servers (see `egress`); in-cluster configuration never has a proxy.
+fn api_server_proxy(inferred: Option<http::Uri>) -> Option<http::Uri> {
+    inferred?;
+    let kubeconfig = kube::config::Kubeconfig::read().ok()?;
+    kubeconfig_proxy_url(&kubeconfig)?.parse().ok()
+}
+
+/// The `proxy-url` of the current context's cluster.
+fn kubeconfig_proxy_url(kubeconfig: &kube::config::Kubeconfig) -> Option<String> {
+    let current = kubeconfig.current_context.as_deref()?;
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == current)?
+        .context
+        .as_ref()?;
+    let cluster = kubeconfig.clusters.iter().find(|c| c.name == context.cluster)?;
+    cluster
+        .cluster
+        .as_ref()?
+        .proxy_url
+        .clone()
+        .filter(|url| !url.is_empty())
+}
+
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let terminate = async {
@@ -302,5 +341,29 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(current: &str, proxy: Option<&str>) -> kube::config::Kubeconfig {
+        let proxy = proxy.map(|p| format!("\n    proxy-url: {p}")).unwrap_or_default();
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: {current}\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443{proxy}\n- name: other\n  cluster:\n    server: https://10.0.0.2:6443\n    proxy-url: http://other-proxy:3128\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
+        );
+        kube::config::Kubeconfig::from_yaml(&yaml).expect("a valid kubeconfig")
+    }
+
+    #[test]
+    fn only_the_current_clusters_proxy_url_reaches_the_api_server() {
+        assert_eq!(
+            kubeconfig_proxy_url(&kubeconfig("ctx", Some("http://proxy.corp:3128"))).as_deref(),
+            Some("http://proxy.corp:3128")
+        );
+        // No proxy-url: none, whatever HTTPS_PROXY says (kube would take it).
+        assert_eq!(kubeconfig_proxy_url(&kubeconfig("ctx", None)), None);
+        assert_eq!(kubeconfig_proxy_url(&kubeconfig("missing", None)), None);
     }
 }

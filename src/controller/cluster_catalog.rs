@@ -4,7 +4,10 @@
 //! `lastUnpacked`, `Serving`, `Progressing`). Tags are polled every `pollIntervalMinutes` with
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
-use crate::controller::{metrics::ReconcileMetrics, status::set_condition};
+use crate::controller::{
+    metrics::{ConditionMetrics, ReconcileMetrics},
+    status::set_condition,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -124,6 +127,7 @@ pub struct Context {
     stored: Mutex<HashMap<String, StoredState>>,
     failures: Mutex<HashMap<String, u32>>,
     metrics: Option<Arc<ReconcileMetrics>>,
+    conditions: Option<Arc<ConditionMetrics>>,
 }
 
 impl Context {
@@ -142,7 +146,14 @@ impl Context {
             stored: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             metrics: None,
+            conditions: None,
         }
+    }
+
+    /// Records each catalog's Serving and Progressing in `conditions`.
+    pub fn with_condition_metrics(mut self, conditions: Arc<ConditionMetrics>) -> Self {
+        self.conditions = Some(conditions);
+        self
     }
 
     /// Counts reconciles and failures in `metrics`.
@@ -162,6 +173,9 @@ impl Context {
     fn forget(&self, name: &str) {
         self.stored.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         self.store.remove(name);
+        if let Some(conditions) = &self.conditions {
+            conditions.forget(name);
+        }
     }
 }
 
@@ -273,7 +287,7 @@ async fn make_unavailable(
         Some(generation),
         Timestamp::now(),
     );
-    write_status(api, &name, &old_status, &status).await?;
+    write_status(api, context, &name, &old_status, &status).await?;
     if has_finalizer {
         remove_finalizer(api, catalog).await?;
     }
@@ -339,13 +353,13 @@ async fn serve(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&name);
-            write_status(api, &name, &old_status, &status).await?;
+            write_status(api, context, &name, &old_status, &status).await?;
             Ok(next)
         }
         Err(error) => {
             // Serving and the resolved source stay as they are: the last good content is still served.
             set_progressing(&mut status, generation, Some(&error));
-            write_status(api, &name, &old_status, &status).await?;
+            write_status(api, context, &name, &old_status, &status).await?;
             Err(error)
         }
     }
@@ -377,14 +391,9 @@ async fn unpack_and_store(
     if let Some(state) = stored {
         let digest = match &reference.digest {
             Some(digest) => digest.clone(),
-            None => {
-                let top = context
-                    .registry
-                    .fetch_manifest(&reference, reference.manifest_reference())
-                    .await
-                    .map_err(|e| source_error(&e, false))?;
-                top.digest
-            }
+            None => image::resolve_digest(&context.registry, &reference)
+                .await
+                .map_err(|e| source_error(&e, false))?,
         };
         if reference.with_digest(&digest) == state.digest_ref {
             return Ok(StoredState {
@@ -553,10 +562,14 @@ fn time_truncated(t: SystemTime) -> Time {
 
 async fn write_status(
     api: &Api<ClusterCatalog>,
+    context: &Context,
     name: &str,
     old: &ClusterCatalogStatus,
     new: &ClusterCatalogStatus,
 ) -> Result<(), Error> {
+    if let Some(conditions) = &context.conditions {
+        conditions.set(name, &new.conditions);
+    }
     if old == new {
         return Ok(());
     }

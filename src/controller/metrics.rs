@@ -15,6 +15,14 @@ struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    name: String,
+    r#type: String,
+    status: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InstalledLabels {
     extension: String,
     bundle: String,
@@ -105,12 +113,112 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Conditions of `TYPES` present on an object, as they are now: `<prefix>_condition{name, type,
+/// status, reason} 1`, one series per object and condition type (the previous one goes when the
+/// status or reason changes), so that alerts can ask how long an object has been in a state.
+/// Cardinality: objects x condition types; status and reason come from closed vocabularies.
+pub struct ConditionMetrics {
+    family: Family<ConditionLabels, Gauge>,
+    types: &'static [&'static str],
+    current: Mutex<std::collections::HashMap<String, Vec<ConditionLabels>>>,
+}
+
+impl ConditionMetrics {
+    /// Registers `<prefix>_condition` for the condition types `types`.
+    pub fn register(registry: &mut Registry, prefix: &str, types: &'static [&'static str]) -> Self {
+        let family = Family::default();
+        registry.sub_registry_with_prefix(prefix).register(
+            "condition",
+            "1 for each condition of each object, labelled with its current status and reason",
+            family.clone(),
+        );
+        Self {
+            family,
+            types,
+            current: Mutex::default(),
+        }
+    }
+
+    /// Records object `name`'s conditions as they are now.
+    pub fn set(&self, name: &str, conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) {
+        let now: Vec<ConditionLabels> = conditions
+            .iter()
+            .filter(|c| self.types.contains(&c.type_.as_str()))
+            .map(|c| ConditionLabels {
+                name: name.to_string(),
+                r#type: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+            })
+            .collect();
+        let mut current = lock(&self.current);
+        for gone in current
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|l| !now.contains(l))
+        {
+            self.family.remove(gone);
+        }
+        for labels in &now {
+            self.family.get_or_create(labels).set(1);
+        }
+        current.insert(name.to_string(), now);
+    }
+
+    /// Drops object `name`'s series: it is gone.
+    pub fn forget(&self, name: &str) {
+        for gone in lock(&self.current).remove(name).into_iter().flatten() {
+            self.family.remove(&gone);
+        }
+    }
+}
+
+/// `olmv1_leader{component}`: 1 while this replica leads (holds its Lease, or runs without
+/// election), 0 while it waits; read at each scrape.
+#[derive(Debug)]
+struct LeaderCollector {
+    component: &'static str,
+    leadership: crate::leader::Leadership,
+}
+
+impl prometheus_client::collector::Collector for LeaderCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::{encoding::EncodeMetric, metrics::gauge::ConstGauge};
+        let gauge = ConstGauge::new(i64::from(self.leadership.holds()));
+        let mut metric = encoder.encode_descriptor(
+            "olmv1_leader",
+            "1 while this replica leads (holds its Lease), 0 otherwise",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric.encode_family(&[("component", self.component)])?)
+    }
+}
+
+/// Registers `olmv1_leader{component}` for this replica of `component`.
+pub fn register_leader(
+    registry: &mut Registry,
+    component: &'static str,
+    leadership: crate::leader::Leadership,
+) {
+    registry.register_collector(Box::new(LeaderCollector {
+        component,
+        leadership,
+    }));
+}
+
 /// The ClusterExtension controller's metrics: reconciles, and the installed bundles.
 pub struct Metrics {
     reconciles: ReconcileMetrics,
     api_requests: Histogram,
     installed: Family<InstalledLabels, Gauge>,
     installed_now: Mutex<std::collections::HashMap<String, String>>,
+    /// `olmv1_clusterextension_condition` of Installed and Progressing.
+    pub conditions: ConditionMetrics,
 }
 
 impl Metrics {
@@ -133,11 +241,20 @@ impl Metrics {
                 "Kubernetes API requests per reconcile",
                 api_requests.clone(),
             );
+        let conditions = ConditionMetrics::register(
+            registry,
+            "olmv1_clusterextension",
+            &[
+                olmv1_api::v1::conditions::TYPE_INSTALLED,
+                olmv1_api::v1::conditions::TYPE_PROGRESSING,
+            ],
+        );
         Self {
             reconciles,
             api_requests,
             installed,
             installed_now: Mutex::default(),
+            conditions,
         }
     }
 
@@ -186,5 +303,82 @@ pub struct ReconcileTimer<'a> {
 impl Drop for ReconcileTimer<'_> {
     fn drop(&mut self) {
         self.metrics.duration.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use super::*;
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        }
+    }
+
+    fn exposition(registry: &Registry) -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn condition_series_follow_the_current_status_and_go_with_the_object() {
+        let mut registry = Registry::default();
+        let metrics = ConditionMetrics::register(&mut registry, "x", &["Installed", "Progressing"]);
+        metrics.set(
+            "a",
+            &[
+                condition("Installed", "False", "Absent"),
+                condition("Progressing", "True", "RollingOut"),
+                condition("Deprecated", "False", "NotDeprecated"),
+            ],
+        );
+        metrics.set(
+            "a",
+            &[
+                condition("Installed", "False", "Absent"),
+                condition("Progressing", "False", "ProgressDeadlineExceeded"),
+            ],
+        );
+        assert_eq!(
+            exposition(&registry),
+            [
+                r#"x_condition{name="a",type="Installed",status="False",reason="Absent"} 1"#,
+                r#"x_condition{name="a",type="Progressing",status="False",reason="ProgressDeadlineExceeded"} 1"#,
+            ],
+            "one series per condition type listed, the previous status gone"
+        );
+        metrics.forget("a");
+        assert!(exposition(&registry).is_empty());
+    }
+
+    #[test]
+    fn the_leader_gauge_reads_the_leadership_at_each_scrape() {
+        let mut registry = Registry::default();
+        let leadership = crate::leader::Leadership::elected();
+        register_leader(&mut registry, "controller", leadership);
+        assert_eq!(
+            exposition(&registry),
+            [r#"olmv1_leader{component="controller"} 0"#]
+        );
+        let mut registry = Registry::default();
+        register_leader(&mut registry, "catalogd", crate::leader::Leadership::unelected());
+        assert_eq!(exposition(&registry), [r#"olmv1_leader{component="catalogd"} 1"#]);
     }
 }

@@ -1,5 +1,6 @@
 //! Owns the reconcilers (ClusterExtension, ClusterCatalog, Upgradeable) and their metrics.
-//! May import every module below it (api, version, image, catalog, resolve, bundle, apply); never cmd.
+//! May import every module below it (api, version, image, catalog, resolve, dependencies, bundle,
+//! apply); never cmd.
 //!
 //! Reconcilers: ClusterExtension, ClusterCatalog, Upgradeable.
 

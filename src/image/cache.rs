@@ -17,8 +17,9 @@ use sha2::{Digest, Sha256};
 
 use super::ImageError;
 use super::credentials::Credentials;
+use super::mirrors::PullSource;
 use super::reference::ImageReference;
-use super::registry::{ImageManifest, RegistryClient, RegistryConfig};
+use super::registry::{FetchedManifest, ImageManifest, RegistryClient, RegistryConfig};
 use super::unpack::{UnpackLimits, UnpackTotals, apply_layer};
 
 const ROOTFS_DIR: &str = "rootfs";
@@ -100,44 +101,91 @@ struct ImageConfigSection {
 /// when its digest is cached. Errors name the image and the cause.
 pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<PulledImage, ImageError> {
     let image = ImageReference::parse(reference)?;
-    let scoped = scoped_dir(&options.cache_dir, &options.registry.credentials, &image);
-    if let Some(digest) = &image.digest
-        && let Some(hit) = usable_entry(&scoped, &image, digest)?
-    {
-        return Ok(hit);
-    }
     let client = RegistryClient::new(options.registry.clone())?;
     pull_with_client(&client, &image, &options.cache_dir, &options.limits).await
 }
 
 /// Like [`pull_to_dir`] with a long-lived client (keeps tokens and schemes between pulls).
+/// The image is pulled from its first source that serves it (the mirrors of the client's
+/// registries.conf, then its primary location) and named by `image` whatever the source.
 pub async fn pull_with_client(
     client: &RegistryClient,
     image: &ImageReference,
     cache_dir: &Path,
     limits: &UnpackLimits,
 ) -> Result<PulledImage, ImageError> {
-    let root = cache_dir;
-    let cache_dir = &scoped_dir(cache_dir, &client.config().credentials, image);
-    if let Some(digest) = &image.digest
-        && let Some(hit) = usable_entry(cache_dir, image, digest)?
-    {
-        return Ok(hit);
+    let sources = client.config().registries_conf.pull_sources(image)?;
+    // A digest already unpacked from any of the sources needs no network.
+    if let Some(digest) = &image.digest {
+        for source in &sources {
+            let scoped = scoped_dir(cache_dir, &client.config().credentials, &source.reference);
+            if let Some(hit) = usable_entry(&scoped, &source.reference, digest)? {
+                return Ok(named(hit, image));
+            }
+        }
     }
-    let top = client.fetch_manifest(image, image.manifest_reference()).await?;
-    if let Some(hit) = usable_entry(cache_dir, image, &top.digest)? {
-        return Ok(hit);
+    let (source, top) = fetch_first(client, image, &sources).await?;
+    let scoped = &scoped_dir(cache_dir, &client.config().credentials, &source);
+    if let Some(hit) = usable_entry(scoped, &source, &top.digest)? {
+        return Ok(named(hit, image));
     }
-    unpack_into_cache(client, image, &top, cache_dir, limits)
+    unpack_into_cache(client, &source, &top, scoped, limits)
         .await
-        .map_err(|e| e.naming_unwritable_cache(root))
+        .map(|pulled| named(pulled, image))
+        .map_err(|e| e.naming_unwritable_cache(cache_dir))
+}
+
+/// The digest `image` (a tag or a digest) resolves to at its first source that serves it.
+pub async fn resolve_digest(client: &RegistryClient, image: &ImageReference) -> Result<String, ImageError> {
+    let sources = client.config().registries_conf.pull_sources(image)?;
+    let (_, top) = fetch_first(client, image, &sources).await?;
+    Ok(top.digest)
+}
+
+/// The top-level manifest from the first source that serves it, and that source. A source that
+/// cannot be reached, refuses the credentials or lacks the image passes to the next one, as
+/// containers/image does; with several sources, the error lists each one's failure.
+async fn fetch_first(
+    client: &RegistryClient,
+    image: &ImageReference,
+    sources: &[PullSource],
+) -> Result<(ImageReference, FetchedManifest), ImageError> {
+    let mut failures = Vec::new();
+    for source in sources {
+        let reference = &source.reference;
+        match client
+            .fetch_manifest(reference, reference.manifest_reference())
+            .await
+        {
+            Ok(top) => return Ok((reference.clone(), top)),
+            Err(e) if sources.len() == 1 => return Err(e),
+            Err(
+                e @ (ImageError::Registry { .. }
+                | ImageError::Unauthorized { .. }
+                | ImageError::NotFound { .. }),
+            ) => {
+                failures.push(format!("{reference}: {e}"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ImageError::Registry {
+        image: image.to_string(),
+        cause: format!("no pull source serves it ({})", failures.join("; ")),
+    })
+}
+
+/// An image pulled from a mirror keeps the name it was asked for (the digest is the same).
+fn named(mut pulled: PulledImage, image: &ImageReference) -> PulledImage {
+    pulled.digest_ref = image.with_digest(&pulled.digest);
+    pulled
 }
 
 /// Downloads and unpacks `top` into a new entry of `cache_dir`.
 async fn unpack_into_cache(
     client: &RegistryClient,
     image: &ImageReference,
-    top: &super::registry::FetchedManifest,
+    top: &FetchedManifest,
     cache_dir: &Path,
     limits: &UnpackLimits,
 ) -> Result<PulledImage, ImageError> {

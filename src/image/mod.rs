@@ -10,6 +10,7 @@
 
 pub mod cache;
 pub mod credentials;
+pub mod mirrors;
 pub mod pull_secret;
 pub mod push;
 pub mod reference;
@@ -18,7 +19,8 @@ pub mod unpack;
 
 use std::path::{Path, PathBuf};
 
-pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client};
+pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client, resolve_digest};
+pub use mirrors::{RegistriesConf, RegistriesConfError};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;
 pub use registry::{Credential, Credentials, Platform, RegistryClient, RegistryConfig};
@@ -132,6 +134,9 @@ pub enum ImageError {
         /// What does not match.
         cause: String,
     },
+    /// The registries configuration refuses the pull (blocked) or cannot map it.
+    #[error(transparent)]
+    RegistriesConf(#[from] RegistriesConfError),
     /// Local file system trouble.
     #[error("image {image}: {action} {}: {source}", path.display())]
     Io {
@@ -196,7 +201,7 @@ impl ImageError {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            ImageError::InvalidReference { .. } | ImageError::Config { .. }
+            ImageError::InvalidReference { .. } | ImageError::Config { .. } | ImageError::RegistriesConf(_)
         )
     }
 }

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::ImageError;
+use super::mirrors::RegistriesConf;
 use super::reference::ImageReference;
 use crate::backoff::Backoff;
 
@@ -79,6 +80,8 @@ pub struct RegistryConfig {
     pub max_manifest_bytes: u64,
     /// Largest blob accepted.
     pub max_blob_bytes: u64,
+    /// Mirrors, remapped, blocked and insecure registries (containers-registries.conf(5)).
+    pub registries_conf: RegistriesConf,
     /// The lowest TLS version accepted (the TLS profile's; TLS 1.2 by default).
     pub min_tls_version: crate::tls_profile::TlsVersion,
 }
@@ -95,6 +98,7 @@ impl Default for RegistryConfig {
             platform: Platform::default(),
             max_manifest_bytes: 4 << 20,
             max_blob_bytes: 4 << 30,
+            registries_conf: RegistriesConf::default(),
             min_tls_version: crate::tls_profile::TlsVersion::Tls12,
         }
     }
@@ -132,7 +136,11 @@ impl RegistryConfig {
     }
 
     fn allows_plain_http(&self, image: &ImageReference) -> bool {
-        image.is_loopback() || self.insecure_registries.iter().any(|r| r == &image.registry)
+        image.is_loopback()
+            || self.insecure_registries.iter().any(|r| r == &image.registry)
+            || self
+                .registries_conf
+                .is_insecure(&format!("{}/{}", image.registry, image.repository))
     }
 }
 
@@ -224,7 +232,7 @@ enum Challenge {
 impl RegistryClient {
     /// Builds a client; fails only when the extra CA bundle cannot be parsed.
     pub fn new(config: RegistryConfig) -> Result<Self, ImageError> {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::egress::client_builder()
             .user_agent(USER_AGENT)
             .no_gzip()
             .connect_timeout(config.timeout)

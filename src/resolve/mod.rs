@@ -258,12 +258,6 @@ impl fmt::Display for ResolutionFailure {
     }
 }
 
-struct Candidate<'a> {
-    bundle: &'a BundleIndex,
-    package: &'a PackageIndex,
-    catalog: &'a CatalogInput,
-}
-
 /// A request checked once: the selector and range parsed, the installed bundle kept only when
 /// upgrades must follow catalog edges. Shared by [`resolve`] and [`explain::explain`].
 pub(crate) struct PreparedRequest<'r> {
@@ -500,6 +494,54 @@ pub fn resolve_allowing_dependencies(
         catalog: winner.catalog.name.clone(),
         deprecation,
     })
+}
+
+/// One bundle the request allows, with where it comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    /// The bundle.
+    pub bundle: &'a BundleIndex,
+    /// Its package in that catalog.
+    pub package: &'a PackageIndex,
+    /// The catalog.
+    pub catalog: &'a CatalogInput,
+}
+
+/// Every bundle the request allows (the same catalog selection, channel, range and successor
+/// rules as [`resolve`]), best first in [`resolve`]'s order of preference: non-deprecated first,
+/// then higher catalog priority, then higher version+release, then catalog name. When [`resolve`]
+/// succeeds (or refuses its winner only for declaring dependencies), the first candidate is its
+/// winner; the others are what a dependency solver may fall back to.
+pub fn candidates<'a>(
+    request: &ResolveRequest,
+    catalogs: &'a [CatalogInput],
+) -> Result<Vec<Candidate<'a>>, ResolveError> {
+    let prepared = PreparedRequest::new(request)?;
+    let mut out = Vec::new();
+    for catalog in catalogs.iter().filter(|c| prepared.catalog_skip(c).is_none()) {
+        let Some(package) = catalog.index.package(&request.package) else {
+            continue;
+        };
+        let filter = PackageFilter::new(package, request, &prepared)?;
+        for (i, bundle) in package.bundles.iter().enumerate() {
+            if filter.exclusion(i, bundle).is_none() {
+                out.push(Candidate {
+                    bundle,
+                    package,
+                    catalog,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        a.bundle
+            .deprecated
+            .cmp(&b.bundle.deprecated)
+            .then_with(|| b.catalog.priority.cmp(&a.catalog.priority))
+            .then_with(|| rank(a.bundle, b.bundle))
+            .then_with(|| a.catalog.name.cmp(&b.catalog.name))
+    });
+    Ok(out)
 }
 
 /// The successors of the installed bundle in one package (upstream `SuccessorsOf`), in catalog

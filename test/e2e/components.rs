@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
     time::Duration,
@@ -229,6 +230,7 @@ pub fn ensure_running() {
 /// Starts `olmv1 catalogd` serving at `address`, its log in `logs/<name>.log`.
 fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&str]) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "catalogd",
         "--catalogs-server-addr",
@@ -244,6 +246,8 @@ fn spawn_catalogd(name: &str, address: &str, operations: &Operations, extra: &[&
         "!olmv1.test/catalogd",
         "--global-pull-secret",
         GLOBAL_PULL_SECRET_KEY,
+        "--registries-conf",
+        &registries_conf,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
@@ -256,8 +260,48 @@ pub const GLOBAL_PULL_SECRET: &str = "olmv1-e2e-global-pull-secret";
 /// `--global-pull-secret` of both components.
 const GLOBAL_PULL_SECRET_KEY: &str = "olmv1-system/olmv1-e2e-global-pull-secret";
 
+/// A registry name that resolves nowhere: the components pull it from [`mirror_location`]
+/// (`test/e2e/mirrors.rs`).
+pub const MIRRORED_REGISTRY: &str = "mirrored.registry.invalid";
+/// A registry the components' registries.conf blocks.
+pub const BLOCKED_REGISTRY: &str = "blocked.registry.invalid";
+/// A registry name that resolves nowhere, mirrored for references by digest only.
+pub const DIGEST_ONLY_REGISTRY: &str = "digest-only.registry.invalid";
+
+/// Where the mirrors of [`MIRRORED_REGISTRY`] and [`DIGEST_ONLY_REGISTRY`] are: a path of the
+/// test registry that nothing else uses.
+pub fn mirror_location() -> String {
+    format!("{}/mirrored", support::registry())
+}
+
+/// The containers-registries.conf(5) both components read (`--registries-conf`): the machine's
+/// /etc/containers/registries.conf is never used or changed.
+pub fn registries_conf_path() -> String {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = scratch_dir("registries-conf").join("registries.conf");
+        let mirror = mirror_location();
+        let text = format!(
+            "[[registry]]\nlocation = \"{MIRRORED_REGISTRY}\"\n\n[[registry.mirror]]\nlocation = \"{mirror}\"\n\n\
+             [[registry]]\nlocation = \"{BLOCKED_REGISTRY}\"\nblocked = true\n\n\
+             [[registry]]\nlocation = \"{DIGEST_ONLY_REGISTRY}\"\nmirror-by-digest-only = true\n\n\
+             [[registry.mirror]]\nlocation = \"{mirror}\"\n"
+        );
+        std::fs::write(&path, text).expect("write registries.conf");
+        path
+    })
+    .to_str()
+    .unwrap()
+    .to_string()
+}
+
 /// `--bundle-cache-grace` of the controllers the tests start.
 const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
+
+/// Seconds in one `progressDeadlineMinutes` unit of the controllers the tests start
+/// (`--progress-deadline-unit-seconds`): a rollout reaches its deadline (10 at least) in 30 s.
+pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
+const PROGRESS_DEADLINE_UNIT: &str = "3";
 
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
 fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
@@ -273,6 +317,7 @@ fn spawn_controller_as(
     extra: &[&str],
 ) -> Child {
     let cache = scratch_dir(name);
+    let registries_conf = registries_conf_path();
     let mut args = vec![
         "controller",
         "--system-namespace",
@@ -288,6 +333,11 @@ fn spawn_controller_as(
         // Short, so that the cache test sees unused bundles go without waiting 10 minutes.
         "--bundle-cache-grace",
         BUNDLE_CACHE_GRACE_SECONDS,
+        "--registries-conf",
+        &registries_conf,
+        // Short, so that a rollout reaches its deadline (10 minutes at least) in 30 seconds.
+        "--progress-deadline-unit-seconds",
+        PROGRESS_DEADLINE_UNIT,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
@@ -506,6 +556,14 @@ impl Drop for Replica {
         self.child.kill().ok();
         self.child.wait().ok();
     }
+}
+
+/// The samples of the `/metrics` of `catalogd` or `controller`, read as the metrics reader.
+pub async fn scrape(role: &str) -> Vec<support::promql::Sample> {
+    let text = scrape_metrics(role)
+        .await
+        .unwrap_or_else(|e| panic!("scraping {role}'s metrics: {e}"));
+    support::promql::parse_exposition(&text)
 }
 
 /// The addresses of the metrics and probe servers of `catalogd` or `controller`.

@@ -169,8 +169,7 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
             &ext_a,
             "-n",
             &w.namespace,
-            "--service-account",
-            "installer",
+            "--yes",
             "--catalog-label",
             &label,
             "--with-dependencies",
@@ -178,13 +177,20 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
         args.extend_from_slice(extra);
         olmv1(&args)
     };
+    let b_installer = format!("{}-installer", w.b);
+    let a_installer = format!("{ext_a}-installer");
     let api = kube::Api::<olmv1_api::v1::ClusterExtension>::all(w.client.clone());
 
-    // The dry run prints b's ClusterExtension, pinned to the head of its channel and to the
-    // catalog, then a's; it writes nothing.
+    // Without --service-account, each extension gets its own installer, as `olmv1 install`
+    // makes it. The dry run prints b's installer and ClusterExtension, pinned to the head of its
+    // channel and to the catalog, then a's; it writes nothing.
     let dry = install(&["--dry-run"]).ok();
     let catalog = format!("{}-catalog", w.a);
     for expected in [
+        format!("# installer of ClusterExtension {:?}", w.b),
+        format!("# installer of ClusterExtension {ext_a:?}"),
+        format!("name: {b_installer}"),
+        format!("name: {a_installer}"),
         format!("name: {}", w.b),
         "version: \"2.0.0\"".to_string(),
         format!("olm.operatorframework.io/metadata.name: {catalog}"),
@@ -212,14 +218,26 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
         "a dry run writes nothing"
     );
 
-    // b first, installed before a is applied; then a.
+    // b first (its installer, then it), installed before a is applied; then a.
     let out = install(&[]).ok();
-    let lines: Vec<&str> = out.lines().collect();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("clusterextension/") || l.starts_with("serviceaccount/"))
+        .collect();
     assert_eq!(
         lines,
         [
+            format!(
+                "serviceaccount/{b_installer} and its roles applied in namespace {}",
+                w.namespace
+            )
+            .as_str(),
             format!("clusterextension/{} applied ({}.v2.0.0 2.0.0)", w.b, w.b).as_str(),
             &format!("clusterextension/{} installed", w.b),
+            &format!(
+                "serviceaccount/{a_installer} and its roles applied in namespace {}",
+                w.namespace
+            ),
             &format!("clusterextension/{ext_a} applied"),
             &format!("clusterextension/{ext_a} installed"),
         ],
@@ -227,6 +245,10 @@ async fn install_with_dependencies_installs_the_dependency_then_the_extension() 
     );
     let b = components::wait_installed(&w.client, &w.b, "2.0.0").await;
     let a = components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    let account =
+        |e: &olmv1_api::v1::ClusterExtension| e.spec.service_account.as_ref().map(|a| a.name.clone());
+    assert_eq!(account(&b), Some(b_installer.clone()));
+    assert_eq!(account(&a), Some(a_installer.clone()));
     let b_installed_at = &components::condition(&b, "Installed")
         .unwrap()
         .last_transition_time
@@ -348,7 +370,8 @@ async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
     let share = components::exclusive_cluster().await;
     let w = World::new("deps-refuse", a_needs_b(">=1.0.0")).await;
     let stopped = components::stop_shared_controller(&share);
-    let _refusing = components::Replica::controller_as("controller", "controller-refuse", &["--dependencies", "refuse"]);
+    let _refusing =
+        components::Replica::controller_as("controller", "controller-refuse", &["--dependencies", "refuse"]);
     let ext_a = w.extension_of(&w.a);
     w.apply(&w.a, json!({})).await;
     let refused =

@@ -64,7 +64,7 @@ async fn a_missing_service_account_is_reported_and_the_install_converges_once_it
     s.apply_extension(json!({})).await;
 
     let expected = format!(
-        "service account \"installer\" not found in namespace \"{}\"",
+        "operation cannot proceed due to the following validation error(s): service account \"installer\" not found in namespace \"{}\"",
         s.namespace
     );
     let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
@@ -129,11 +129,22 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
     })
     .await;
     let message = &components::condition(&ext, "Progressing").unwrap().message;
+    // Upstream v1.10's text: its header, then one line per rule in its layout.
+    assert!(
+        message.contains(
+            "pre-authorization failed: service account requires the following permissions to manage cluster extension:\n  Namespace:"
+        ),
+        "upstream's header: {message}"
+    );
+    let crd_rule = format!(
+        "\n  Namespace:\"\" APIGroups:[apiextensions.k8s.io] Resources:[customresourcedefinitions] ResourceNames:[{}] Verbs:[create,get,patch]",
+        fixtures::crd_name(&package)
+    );
+    assert!(message.contains(&crd_rule), "the CRD's rule: {message}");
     for missing in [
-        "deployments",
-        "customresourcedefinitions",
-        "serviceaccounts",
-        "clusterroles",
+        "Resources:[deployments]",
+        "Resources:[serviceaccounts]",
+        "Resources:[clusterroles]",
     ] {
         assert!(
             message.contains(missing),
@@ -141,8 +152,10 @@ async fn a_service_account_lacking_permissions_gets_every_missing_rule_and_nothi
         );
     }
     assert!(
-        !message.contains(&format!("configmaps \"{package}-settings\"")),
-        "ConfigMaps are allowed: {message}"
+        !message.contains(&format!(
+            "Resources:[configmaps] ResourceNames:[{package}-settings]"
+        )),
+        "the bundle's ConfigMap is allowed: {message}"
     );
     let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
     assert!(

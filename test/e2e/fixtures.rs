@@ -33,6 +33,9 @@ pub struct Bundle {
     /// Dependencies (`{type, value}`): in the image's `metadata/dependencies.yaml` and, as opm
     /// copies them, in the catalog entry's properties.
     pub dependencies: Vec<Value>,
+    /// The operator's pods run only on Nodes labelled `olmv1.test/pool=<this>` (and tolerate
+    /// their taint): until a test adds such a Node, the Deployment never rolls out.
+    pub node_pool: Option<String>,
 }
 
 impl Bundle {
@@ -48,12 +51,19 @@ impl Bundle {
             max_openshift_version: None,
             linked_manifest: None,
             dependencies: vec![],
+            node_pool: None,
         }
     }
 
     /// Declares a dependency: `olm.package.required`, `olm.gvk.required` or `olm.constraint`.
     pub fn requires(mut self, type_: &str, value: Value) -> Self {
         self.dependencies.push(json!({"type": type_, "value": value}));
+        self
+    }
+
+    /// Pods only on the Nodes of `pool` (see [`Bundle::node_pool`]).
+    pub fn on_node_pool(mut self, pool: &str) -> Self {
+        self.node_pool = Some(pool.into());
         self
     }
 
@@ -171,9 +181,24 @@ fn write_annotations(dir: &Path, package: &str) {
     .unwrap();
 }
 
+/// The label (and taint) key of the Nodes of a [`Bundle::node_pool`].
+pub const NODE_POOL_KEY: &str = "olmv1.test/pool";
+
 fn csv(package: &str, bundle: &Bundle) -> Value {
     let operator = deployment_name(package);
     let group = crd_group(package);
+    let mut pod_spec = json!({
+        "serviceAccountName": operator,
+        "containers": [{
+            "name": "manager",
+            "image": format!("registry.invalid/{package}/manager:v{}", bundle.version)
+        }]
+    });
+    if let Some(pool) = &bundle.node_pool {
+        pod_spec["nodeSelector"] = json!({NODE_POOL_KEY: pool});
+        pod_spec["tolerations"] =
+            json!([{"key": NODE_POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
+    }
     json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -209,13 +234,7 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
                         "selector": {"matchLabels": {"app": operator}},
                         "template": {
                             "metadata": {"labels": {"app": operator}},
-                            "spec": {
-                                "serviceAccountName": operator,
-                                "containers": [{
-                                    "name": "manager",
-                                    "image": format!("registry.invalid/{package}/manager:v{}", bundle.version)
-                                }]
-                            }
+                            "spec": pod_spec
                         }
                     }
                 }]
@@ -286,15 +305,39 @@ pub struct Package {
 /// Publishes every bundle of `package` and a catalog image holding it; returns the catalog's
 /// tag reference.
 pub async fn publish_catalog(registry: &str, repository: &str, tag: &str, package: &Package) -> String {
-    publish_catalog_of(registry, repository, tag, std::slice::from_ref(package)).await
+    publish_catalog_named(registry, registry, repository, tag, package).await
+}
+
+/// [`publish_catalog`] with the images pushed under `registry` (`host:port[/path]`) but named
+/// under `name` in the catalog and in the returned reference: a name that resolves nowhere,
+/// pulled through a registries.conf mirror at `registry`.
+pub async fn publish_catalog_named(
+    registry: &str,
+    name: &str,
+    repository: &str,
+    tag: &str,
+    package: &Package,
+) -> String {
+    publish_catalogs_named(registry, name, repository, tag, std::slice::from_ref(package)).await
 }
 
 /// Publishes every bundle of `packages` and one catalog image holding them all; returns the
 /// catalog's tag reference.
 pub async fn publish_catalog_of(registry: &str, repository: &str, tag: &str, packages: &[Package]) -> String {
+    publish_catalogs_named(registry, registry, repository, tag, packages).await
+}
+
+/// [`publish_catalog_of`] with the images named under `name` (see [`publish_catalog_named`]).
+async fn publish_catalogs_named(
+    registry: &str,
+    name: &str,
+    repository: &str,
+    tag: &str,
+    packages: &[Package],
+) -> String {
     let mut lines = Vec::new();
     for package in packages {
-        lines.extend(package_metas(registry, package).await);
+        lines.extend(package_metas(registry, name, package).await);
     }
     let text: Vec<String> = lines.iter().map(Value::to_string).collect();
     push_catalog(
@@ -302,11 +345,12 @@ pub async fn publish_catalog_of(registry: &str, repository: &str, tag: &str, pac
         &packages[0].name,
         &text,
     )
-    .await
+    .await;
+    format!("{name}/{repository}:{tag}")
 }
 
-/// The FBC objects of `package`, its bundles published.
-async fn package_metas(registry: &str, package: &Package) -> Vec<Value> {
+/// The FBC objects of `package`, its bundles published under `registry` and named under `name`.
+async fn package_metas(registry: &str, name: &str, package: &Package) -> Vec<Value> {
     let mut lines = vec![
         json!({"schema": "olm.package", "name": package.name, "defaultChannel": package.default_channel}),
     ];
@@ -336,7 +380,9 @@ async fn package_metas(registry: &str, package: &Package) -> Vec<Value> {
         lines.push(json!({"schema": "olm.channel", "package": package.name, "name": channel.name, "entries": entries}));
     }
     for bundle in &package.bundles {
-        let image = publish_bundle(registry, &package.name, bundle).await;
+        let image = publish_bundle(registry, &package.name, bundle)
+            .await
+            .replacen(registry, name, 1);
         // What opm derives: the package, the owned CRD's API, the dependencies.
         let mut properties = vec![
             json!({"type": "olm.package", "value": {"packageName": package.name, "version": bundle.version}}),
@@ -454,7 +500,16 @@ async fn push_with_link(
 }
 
 pub async fn push(dir: &Path, reference: &str, prefix: &str, labels: &[(&str, &str)]) -> String {
-    let registry = RegistryConfig::default();
+    // Test registries speak plain HTTP, on loopback or (the proxy test's) not.
+    let registry = RegistryConfig {
+        insecure_registries: reference
+            .split('/')
+            .next()
+            .map(str::to_string)
+            .into_iter()
+            .collect(),
+        ..RegistryConfig::default()
+    };
     // The authenticating registry takes pushes with its credentials only.
     let (auth_host, user, password) = crate::support::auth_registry();
     if reference.starts_with(&format!("{auth_host}/")) {

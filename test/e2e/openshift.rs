@@ -93,8 +93,8 @@ async fn owner_reference_enforcement_needs_update_on_the_extension_finalizers() 
 
     s.apply_extension(json!({"version": "1.0.0"})).await;
     let expected = format!(
-        "service account \"{namespace}/installer\" lacks permissions: \
-         update olm.operatorframework.io/clusterextensions/finalizers \"{}\"",
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[olm.operatorframework.io] Resources:[clusterextensions/finalizers] ResourceNames:[{}] Verbs:[update]",
         s.extension
     );
     let ext = components::wait_extension(

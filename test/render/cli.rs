@@ -221,6 +221,82 @@ async fn renders_a_bundle_image_pulled_from_a_registry() {
     assert_eq!(objects, expected_objects());
 }
 
+#[tokio::test]
+async fn renders_a_bundle_image_through_a_registries_conf_mirror_from_the_flag_or_the_environment() {
+    let mirror = start_registry(&RegistryOptions::default());
+    push_dir(
+        &fixture_dir("webhook-operator"),
+        &format!("{}/copies/webhook-operator:v0.0.1", mirror.host_port),
+        &PushOptions {
+            prefix: "/".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("push the fixture bundle to the mirror");
+    let work = tempfile::tempdir().expect("tempdir");
+    let conf = work.path().join("registries.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[registry]]\nprefix = \"bundles.registry.invalid\"\nlocation = \"bundles.registry.invalid\"\n\n\
+             [[registry.mirror]]\nlocation = \"{}/copies\"\n\n\
+             [[registry]]\nlocation = \"blocked.registry.invalid\"\nblocked = true\n",
+            mirror.host_port
+        ),
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    let cache = work.path().join("cache");
+    let cache = cache.to_str().unwrap().to_string();
+    let render = move |reference: &str, flag: bool| {
+        let mut command = Command::new(olmv1_bin());
+        command
+            .args([
+                "render",
+                "--bundle",
+                reference,
+                "-n",
+                "ns1",
+                "--cache-dir",
+                &cache,
+            ])
+            .env_remove("CONTAINERS_REGISTRIES_CONF");
+        if flag {
+            command.args(["--registries-conf", &conf]);
+        } else {
+            command.env("CONTAINERS_REGISTRIES_CONF", &conf);
+        }
+        command.output().expect("run olmv1 render")
+    };
+    let output = tokio::task::spawn_blocking({
+        let render = render.clone();
+        move || {
+            (
+                render("bundles.registry.invalid/webhook-operator:v0.0.1", true),
+                render("bundles.registry.invalid/webhook-operator:v0.0.1", false),
+                render("blocked.registry.invalid/webhook-operator:v0.0.1", true),
+            )
+        }
+    })
+    .await
+    .expect("join");
+    for through in [&output.0, &output.1] {
+        let objects: Vec<Value> = serde_saphyr::from_multiple(&stdout(through)).expect("YAML stream parses");
+        assert_eq!(objects, expected_objects());
+    }
+    assert_eq!(output.2.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.2.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "olmv1 render: image blocked.registry.invalid/webhook-operator:v0.0.1: registry \
+             blocked.registry.invalid is blocked in {}",
+            work.path().join("registries.conf").display()
+        )
+    );
+}
+
 #[test]
 fn the_webhook_provider_flag_renders_the_service_ca_objects() {
     let dir = fixture_dir("webhook-operator");

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod hostile;
+pub mod promql;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -444,6 +445,8 @@ pub struct RegistryOptions {
     pub tls: Option<TlsFiles>,
     /// Bearer-token auth (distribution's `auth.token`), e.g. against a token server in the test.
     pub token: Option<TokenAuth>,
+    /// The address to listen on instead of 127.0.0.1 (e.g. [`host_address`]).
+    pub host: Option<String>,
 }
 
 /// A certificate and its private key (PEM files).
@@ -540,7 +543,7 @@ pub fn start_registry(options: &RegistryOptions) -> RegistryProcess {
             .tempdir()
             .expect("temp dir");
         let port = free_port();
-        let host_port = format!("127.0.0.1:{port}");
+        let host_port = format!("{}:{port}", options.host.as_deref().unwrap_or("127.0.0.1"));
         let config = registry_config(dir.path(), &host_port, options);
         std::fs::write(dir.path().join("config.yml"), config).expect("write registry config");
         let child = spawn_registry(dir.path());
@@ -606,6 +609,17 @@ fn registry_config(dir: &Path, host_port: &str, options: &RegistryOptions) -> St
     config
 }
 
+/// This machine's first non-loopback IPv4 address (`hostname -I`): a host that is not loopback,
+/// for what must behave as for a remote one (an egress proxy never proxies loopback). Panics
+/// when the machine has none.
+pub fn host_address() -> String {
+    let out = run(Command::new("hostname").arg("-I")).ok();
+    out.split_whitespace()
+        .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
+        .unwrap_or_else(|| panic!("this machine has no non-loopback IPv4 address (hostname -I: {out:?})"))
+        .to_string()
+}
+
 /// A free loopback port (bound, read, released; a rare clash is retried by the callers).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -635,6 +649,11 @@ pub struct TestTls {
 impl TestTls {
     /// Generates the CA and serving certificate in DIR with openssl.
     pub fn generate(dir: &Path) -> TestTls {
+        Self::generate_for(dir, &[])
+    }
+
+    /// [`TestTls::generate`], the certificate also valid for `ips`.
+    pub fn generate_for(dir: &Path, ips: &[&str]) -> TestTls {
         let p = |name: &str| dir.join(name);
         let openssl = |args: &[&str]| {
             run(Command::new("openssl").args(args)).ok();
@@ -667,10 +686,13 @@ impl TestTls {
             "-addext",
             "keyUsage=critical,keyCertSign,cRLSign",
         ]);
+        let extra: String = ips.iter().map(|ip| format!(",IP:{ip}")).collect();
         std::fs::write(
             &ext,
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-             extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
+            format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+                 extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost{extra}\n"
+            ),
         )
         .expect("write tls.ext");
         openssl(&[

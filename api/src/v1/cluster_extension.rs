@@ -72,6 +72,14 @@ pub struct ClusterExtensionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("has(self.configType) && self.configType == 'Inline' ?has(self.inline) : !has(self.inline)").message("inline is required when configType is Inline, and forbidden otherwise"))]
     pub config: Option<ClusterExtensionConfig>,
+
+    /// progressDeadlineMinutes is how long a rollout may take before the extension reports
+    /// `Progressing=False` with reason `ProgressDeadlineExceeded` and needs the admin's attention
+    /// (the installed version keeps running; a rollout that becomes ready later clears it).
+    /// Unset: no deadline. From 10 minutes to 720 minutes (12 hours). Upstream's experimental field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 720))]
+    pub progress_deadline_minutes: Option<i32>,
 }
 
 /// The service account a ClusterExtension's content is applied with. As upstream's: when

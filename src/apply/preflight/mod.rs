@@ -22,8 +22,8 @@ mod review;
 pub use crd_upgrade::{CrdUpgradeError, check_crd_upgrade};
 pub use permissions::{
     Access, AccessPlan, AccessPolicy, AccessTarget, MissingPermissions, RbacRefusal, Requirement,
-    ResourceInfo, ResourceTable, RoleRef, ServiceAccountRef, owner_finalizers_access, required_access,
-    rule_accesses,
+    ResourceInfo, ResourceTable, RoleRef, ServiceAccountRef, grouped, owner_finalizers_access,
+    required_access, rule_accesses,
 };
 pub use review::{
     MAX_CONCURRENT_REVIEWS, check_crd_upgrades, check_permissions, discover_resources, review_access,

@@ -210,6 +210,19 @@ impl Default for AccessPolicy {
 }
 
 impl AccessPolicy {
+    /// Every request the extension's installer makes over the extension's life, for the RBAC
+    /// `olmv1 rbac` writes: what the applier needs (`get`, `create`, `patch`), `delete` on each
+    /// object for the uninstall (which reads each recorded object, then deletes it), and `get`,
+    /// `delete` on each object an upgrade prunes (the pruner reads before it deletes, too).
+    pub fn installer() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        AccessPolicy {
+            object_verbs: strings(&["get", "create", "patch", "delete"]),
+            collection_verbs: Vec::new(),
+            prune_verbs: strings(&["get", "delete"]),
+        }
+    }
+
     /// Upstream operator-controller's pre-authorization set (gate `PreflightPermissions`): `get`,
     /// `patch`, `update`, `delete` on each object; `list`, `watch`, `create` on each collection.
     pub fn upstream() -> Self {
@@ -612,6 +625,39 @@ impl AccessPlan {
         }
     }
 
+    /// Requests that, all allowed, authorise the whole plan whatever the cluster holds: every
+    /// plain access; for each Role/ClusterRole the bundle writes, every rule it grants (or
+    /// `escalate` on it when `allow_escalate`); for each binding of a role the bundle defines,
+    /// that role's rules where the binding applies (or `bind` when `allow_escalate`); for a
+    /// binding of a role the bundle does not define, `bind` on that one role (its rules live in
+    /// the cluster and may change).
+    pub fn grants(&self, allow_escalate: bool) -> BTreeSet<Access> {
+        let mut out = BTreeSet::new();
+        for req in &self.requirements {
+            match req {
+                Requirement::Allowed(access) => {
+                    out.insert(access.clone());
+                }
+                Requirement::RoleRules { escalate, rules } => {
+                    if allow_escalate {
+                        out.insert(escalate.clone());
+                    } else {
+                        out.extend(rules.iter().cloned());
+                    }
+                }
+                Requirement::BindingRules {
+                    bind, bundle_rules, ..
+                } => match bundle_rules {
+                    Some(rules) if !allow_escalate => out.extend(rules.iter().cloned()),
+                    _ => {
+                        out.insert(bind.clone());
+                    }
+                },
+            }
+        }
+        out
+    }
+
     /// The requests to review first: every plain access and every `escalate`/`bind`.
     pub fn first_round(&self) -> BTreeSet<Access> {
         self.requirements
@@ -752,42 +798,99 @@ pub struct MissingPermissions {
     pub refused_rbac: Vec<RbacRefusal>,
 }
 
-/// Accesses to the same target merged: `create, get, patch apps/deployments "x" in namespace "y"`.
-fn grouped(accesses: &[Access]) -> Vec<(AccessTarget, String)> {
+/// The first line of upstream v1.10's pre-authorization error, which runbooks and scripts written
+/// for upstream match; one line per rule follows it.
+pub const MISSING_PERMISSIONS_HEADER: &str = "pre-authorization failed: service account requires the following permissions to manage cluster extension:";
+
+/// Accesses to the same target merged into one rule, as upstream compacts its missing rules.
+fn merged(accesses: &[Access]) -> BTreeMap<&AccessTarget, BTreeSet<&str>> {
     let mut by_target: BTreeMap<&AccessTarget, BTreeSet<&str>> = BTreeMap::new();
     for a in accesses {
         by_target.entry(&a.target).or_default().insert(&a.verb);
     }
     by_target
+}
+
+/// One rule in upstream's layout:
+/// `Namespace:"ns" APIGroups:[apps] Resources:[deployments] ResourceNames:[op] Verbs:[create,patch]`
+/// (`APIGroups:[]` is the core group; a cluster-wide rule has `Namespace:""`; a non-resource rule
+/// reads `Namespace:"" Verbs:[get] NonResourceURLs:[/metrics]`; `*` among the verbs stands alone).
+fn rule_line(target: &AccessTarget, verbs: &BTreeSet<&str>) -> String {
+    let verbs = if verbs.contains("*") {
+        "*".to_string()
+    } else {
+        verbs.iter().copied().collect::<Vec<_>>().join(",")
+    };
+    match target {
+        AccessTarget::Resource {
+            namespace,
+            group,
+            resource,
+            subresource,
+            name,
+        } => {
+            let mut line = format!(
+                "Namespace:{} APIGroups:[{group}] Resources:[{resource}",
+                go_quote(namespace.as_deref().unwrap_or_default())
+            );
+            if let Some(sub) = subresource {
+                line.push('/');
+                line.push_str(sub);
+            }
+            line.push(']');
+            if let Some(name) = name {
+                line.push_str(&format!(" ResourceNames:[{name}]"));
+            }
+            line.push_str(&format!(" Verbs:[{verbs}]"));
+            line
+        }
+        AccessTarget::NonResource { path } => {
+            format!("Namespace:\"\" Verbs:[{verbs}] NonResourceURLs:[{path}]")
+        }
+    }
+}
+
+/// Upstream v1.10's text: its header, then every rule the service account lacks, one per line
+/// (indented by two spaces, sorted as text, as upstream sorts them): the requests that would be
+/// refused and the rules of each Role, ClusterRole or binding RBAC would refuse. Upstream lists
+/// only those; olmv1 adds, after them, the `escalate`/`bind` permission that would allow each such
+/// role or binding instead of holding its rules.
+impl fmt::Display for MissingPermissions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rules: Vec<Access> = self.denied.clone();
+        for refusal in &self.refused_rbac {
+            rules.extend(refusal.uncovered.iter().cloned());
+        }
+        let mut lines: Vec<String> = merged(&rules)
+            .into_iter()
+            .map(|(target, verbs)| rule_line(target, &verbs))
+            .collect();
+        lines.sort();
+        lines.dedup();
+        f.write_str(MISSING_PERMISSIONS_HEADER)?;
+        for line in &lines {
+            write!(f, "\n  {line}")?;
+        }
+        for refusal in &self.refused_rbac {
+            write!(
+                f,
+                "\nor, instead of holding every rule of the role it names: {}",
+                refusal.permission
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Accesses to the same target merged: `create, get, patch apps/deployments "x" in namespace "y"`.
+pub fn grouped(accesses: &[Access]) -> Vec<(AccessTarget, String)> {
+    merged(accesses)
         .into_iter()
         .map(|(target, verbs)| {
             let verbs: Vec<&str> = verbs.into_iter().collect();
             (target.clone(), format!("{} {target}", verbs.join(", ")))
         })
         .collect()
-}
-
-impl fmt::Display for MissingPermissions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut items: Vec<(AccessTarget, String)> = grouped(&self.denied);
-        for refusal in &self.refused_rbac {
-            let rules: Vec<String> = grouped(&refusal.uncovered)
-                .into_iter()
-                .map(|(_, s)| format!("[{s}]"))
-                .collect();
-            let text = format!("{} (or all it grants: {})", refusal.permission, rules.join(" "));
-            items.push((refusal.permission.target.clone(), text));
-        }
-        items.sort();
-        items.dedup();
-        let items: Vec<String> = items.into_iter().map(|(_, s)| s).collect();
-        write!(
-            f,
-            "service account {} lacks permissions: {}",
-            go_quote(&self.service_account.to_string()),
-            items.join("; ")
-        )
-    }
 }
 
 #[cfg(test)]

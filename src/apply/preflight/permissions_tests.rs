@@ -434,16 +434,17 @@ fn missing_permissions_are_listed_sorted_grouped_and_once() {
         .expect("permissions are missing");
     assert_eq!(
         missing.to_string(),
-        "service account \"ops/installer\" lacks permissions: \
-         create, get, patch rbac.authorization.k8s.io/clusterrolebindings \"op-manager\"; \
-         bind rbac.authorization.k8s.io/clusterroles \"op-manager\" (or all it grants: [watch pods]); \
-         create, get, patch rbac.authorization.k8s.io/clusterroles \"op-manager\"; \
-         escalate rbac.authorization.k8s.io/clusterroles \"op-manager\" (or all it grants: [watch pods]); \
-         delete services \"old-metrics\" in namespace \"x\"; \
-         create apps/deployments \"op\" in namespace \"x\"; \
-         bind rbac.authorization.k8s.io/clusterroles \"view\" in namespace \"x\" \
-         (or all it grants: [get, list configmaps in namespace \"x\"]); \
-         create, get, patch rbac.authorization.k8s.io/rolebindings \"op-view\" in namespace \"x\""
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[] Resources:[pods] Verbs:[watch]
+  Namespace:\"\" APIGroups:[rbac.authorization.k8s.io] Resources:[clusterrolebindings] ResourceNames:[op-manager] Verbs:[create,get,patch]
+  Namespace:\"\" APIGroups:[rbac.authorization.k8s.io] Resources:[clusterroles] ResourceNames:[op-manager] Verbs:[create,get,patch]
+  Namespace:\"x\" APIGroups:[] Resources:[configmaps] Verbs:[get,list]
+  Namespace:\"x\" APIGroups:[] Resources:[services] ResourceNames:[old-metrics] Verbs:[delete]
+  Namespace:\"x\" APIGroups:[apps] Resources:[deployments] ResourceNames:[op] Verbs:[create]
+  Namespace:\"x\" APIGroups:[rbac.authorization.k8s.io] Resources:[rolebindings] ResourceNames:[op-view] Verbs:[create,get,patch]
+or, instead of holding every rule of the role it names: bind rbac.authorization.k8s.io/clusterroles \"op-manager\"
+or, instead of holding every rule of the role it names: escalate rbac.authorization.k8s.io/clusterroles \"op-manager\"
+or, instead of holding every rule of the role it names: bind rbac.authorization.k8s.io/clusterroles \"view\" in namespace \"x\""
     );
     let err = PreflightError::from(missing);
     assert!(!err.is_terminal());
@@ -473,9 +474,9 @@ fn owner_finalizers_update_is_required_and_reported_with_the_other_missing_rules
         .expect("permissions are missing");
     assert_eq!(
         missing.to_string(),
-        "service account \"ops/installer\" lacks permissions: \
-         update olm.operatorframework.io/clusterextensions/finalizers \"my-ext\"; \
-         patch apps/deployments \"op\" in namespace \"x\""
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[olm.operatorframework.io] Resources:[clusterextensions/finalizers] ResourceNames:[my-ext] Verbs:[update]
+  Namespace:\"x\" APIGroups:[apps] Resources:[deployments] ResourceNames:[op] Verbs:[patch]"
     );
     let mut all = plan.first_round().into_iter().collect::<Vec<_>>();
     all.retain(|a| a.verb != "update");
@@ -484,10 +485,34 @@ fn owner_finalizers_update_is_required_and_reported_with_the_other_missing_rules
         plan.missing(&sa(), &decisions, &BTreeMap::new())
             .map(|m| m.to_string()),
         Some(
-            "service account \"ops/installer\" lacks permissions: \
-             update olm.operatorframework.io/clusterextensions/finalizers \"my-ext\""
+            "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[olm.operatorframework.io] Resources:[clusterextensions/finalizers] ResourceNames:[my-ext] Verbs:[update]"
                 .to_string()
         ),
         "the finalizers rule alone is reported"
+    );
+}
+
+#[test]
+fn missing_permissions_use_upstreams_rule_layout_for_every_kind_of_request() {
+    let missing = MissingPermissions {
+        service_account: sa(),
+        denied: vec![
+            Access::non_resource("get", "/metrics"),
+            Access::resource("list", "", "pods", None, None),
+            Access::resource("watch", "", "pods", None, None),
+            Access::resource("get", "*", "*", Some("x"), None),
+            Access::resource("*", "*", "*", Some("x"), None),
+            Access::resource("patch", "", "services", Some("x"), Some("metrics")),
+        ],
+        refused_rbac: vec![],
+    };
+    assert_eq!(
+        missing.to_string(),
+        "pre-authorization failed: service account requires the following permissions to manage cluster extension:
+  Namespace:\"\" APIGroups:[] Resources:[pods] Verbs:[list,watch]
+  Namespace:\"\" Verbs:[get] NonResourceURLs:[/metrics]
+  Namespace:\"x\" APIGroups:[*] Resources:[*] Verbs:[*]
+  Namespace:\"x\" APIGroups:[] Resources:[services] ResourceNames:[metrics] Verbs:[patch]"
     );
 }

@@ -8,13 +8,15 @@ use std::{
 };
 
 use futures::{Stream, StreamExt};
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use olmv1_api::v1::ClusterExtension;
 
-use kube::ResourceExt;
-
 use crate::{
-    apply::revision::{InstalledRevision, RecordError},
+    apply::{
+        identity::installer_name,
+        revision::{InstalledRevision, RecordError},
+    },
     catalog::{PROPERTY_PACKAGE, Property},
     dependencies,
 };
@@ -213,7 +215,9 @@ pub fn install_command(ext: &ClusterExtension) -> String {
         "--namespace".to_string(),
         shell_word(&spec.namespace),
     ];
-    if let Some(account) = &spec.service_account {
+    // The installer olmv1 made is made again, and each dependency gets its own.
+    let made_by_olmv1 = installer_name(&ext.name_any());
+    if let Some(account) = spec.service_account.as_ref().filter(|a| a.name != made_by_olmv1) {
         words.extend(["--service-account".to_string(), shell_word(&account.name)]);
     }
     if let Some(catalog) = catalog {
@@ -283,6 +287,17 @@ mod tests {
         assert_eq!(
             install_command(&extension(serde_json::json!({"packageName": "a"}))),
             "olmv1 install a --name a-ext --namespace team-a --service-account installer --with-dependencies"
+        );
+        let mut own_installer = extension(serde_json::json!({"packageName": "a"}));
+        own_installer
+            .spec
+            .service_account
+            .as_mut()
+            .expect("an account")
+            .name = "a-ext-installer".into();
+        assert_eq!(
+            install_command(&own_installer),
+            "olmv1 install a --name a-ext --namespace team-a --with-dependencies"
         );
     }
 

@@ -32,7 +32,9 @@ use kube::{
 };
 use olmv1_api::v1::{
     ClusterCatalog, ClusterExtension,
-    conditions::{FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+    conditions::{
+        FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME, REASON_PROGRESS_DEADLINE_EXCEEDED,
+    },
 };
 use tracing::{info, warn};
 
@@ -63,6 +65,11 @@ const STATUS_FIELD_MANAGER: &str = "olmv1-status";
 const RESYNC: Duration = Duration::from_secs(1800);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
+/// How soon a rollout past its deadline is looked at again: the watch on its Deployments and
+/// CRDs brings it back as soon as they change, so this is only a safety net.
+const STUCK_ROLLOUT_POLL: Duration = Duration::from_secs(60);
+/// One unit of `spec.progressDeadlineMinutes`.
+pub const PROGRESS_DEADLINE_UNIT: Duration = Duration::from_secs(60);
 /// How long a bundle image cache entry no revision record names is kept after it was written:
 /// a reconcile may have pulled a digest it has not recorded yet (preflights and apply come
 /// between), and another reconcile's sweep must not delete it under it.
@@ -84,6 +91,9 @@ pub struct Context {
     pub pull: PullOptions,
     /// How long an unrecorded bundle image stays cached (see [`BUNDLE_CACHE_GRACE`]).
     pub bundle_cache_grace: Duration,
+    /// One unit of `spec.progressDeadlineMinutes`: a minute ([`PROGRESS_DEADLINE_UNIT`]), shorter
+    /// only in tests.
+    pub progress_deadline_unit: Duration,
     /// Kubernetes Events.
     pub recorder: Recorder,
     /// Prometheus metrics.
@@ -198,6 +208,7 @@ impl Context {
             catalogs,
             pull,
             bundle_cache_grace: BUNDLE_CACHE_GRACE,
+            progress_deadline_unit: PROGRESS_DEADLINE_UNIT,
             recorder,
             metrics,
             webhook_provider: WebhookProvider::default(),
@@ -436,6 +447,7 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
         publish_events(ext, &outcome, ctx).await;
         warn_of_ignored_service_account(ext, ctx).await;
     }
+    ctx.metrics.conditions.set(&name, &new_status.conditions);
     let installed_before = ext
         .status
         .as_ref()
@@ -453,6 +465,10 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
             Action::requeue(RESYNC)
         }
         Ok(steps::Progress::RollingOut(_)) => Action::requeue(ROLLOUT_POLL),
+        Ok(steps::Progress::DeadlineExceeded { minutes, waiting }) => {
+            warn!(%name, minutes, %waiting, "rollout past its progress deadline");
+            Action::requeue(STUCK_ROLLOUT_POLL)
+        }
         Err(error) => {
             warn!(%name, %error, terminal = error.is_terminal(), "reconcile step failed");
             ctx.metrics.reconcile_failed(error.category());
@@ -516,6 +532,13 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
                 secondary: None,
             }
         }
+        (Ok(steps::Progress::DeadlineExceeded { .. }), _) => Event {
+            type_: EventType::Warning,
+            reason: REASON_PROGRESS_DEADLINE_EXCEEDED.into(),
+            note: status::progressing_message(&outcome.result).map(|m| m.chars().take(1024).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        },
         (Err(error), _) => Event {
             type_: EventType::Warning,
             reason: error.category().into(),
@@ -604,6 +627,7 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
         let _ = ctx.recorder.publish(&event, &ext.object_ref(&())).await;
     }
     ctx.metrics.set_installed(&name, None);
+    ctx.metrics.conditions.forget(&name);
     ctx.last_apply.forget(&name);
     ctx.dependency_waits.set_blocked(&name, false);
     // What it provided is gone; what it required no longer holds back another's upgrade.

@@ -5,8 +5,8 @@ use k8s_openapi::jiff::Timestamp;
 use olmv1_api::v1::{
     BundleMetadata, ClusterExtension, ClusterExtensionInstallStatus, ClusterExtensionStatus,
     conditions::{
-        ConditionStatus, REASON_ABSENT, REASON_FAILED, REASON_RETRYING, REASON_ROLLING_OUT, REASON_SUCCEEDED,
-        TYPE_INSTALLED, TYPE_PROGRESSING,
+        ConditionStatus, REASON_ABSENT, REASON_FAILED, REASON_PROGRESS_DEADLINE_EXCEEDED, REASON_RETRYING,
+        REASON_ROLLING_OUT, REASON_SUCCEEDED, TYPE_INSTALLED, TYPE_PROGRESSING,
     },
 };
 
@@ -80,7 +80,7 @@ fn set_installed(
         (result, _) => {
             status.install = None;
             let reason = match result {
-                Ok(Progress::RollingOut(_)) => REASON_ABSENT,
+                Ok(Progress::RollingOut(_) | Progress::DeadlineExceeded { .. }) => REASON_ABSENT,
                 _ => REASON_FAILED,
             };
             (ConditionStatus::False, reason, NO_BUNDLE_INSTALLED.to_string())
@@ -112,6 +112,11 @@ fn set_progressing(
             "Desired state reached".to_string(),
         ),
         Ok(Progress::RollingOut(waiting)) => (ConditionStatus::True, REASON_ROLLING_OUT, waiting.clone()),
+        Ok(Progress::DeadlineExceeded { minutes, waiting }) => (
+            ConditionStatus::False,
+            REASON_PROGRESS_DEADLINE_EXCEEDED,
+            deadline_exceeded_message(*minutes, waiting),
+        ),
         Err(StepError::ReadInstalled(_)) => (
             ConditionStatus::True,
             REASON_RETRYING,
@@ -132,6 +137,22 @@ fn set_progressing(
         generation,
         now,
     );
+}
+
+/// Upstream's message for a revision past its deadline, with what the rollout waits for as the
+/// last status.
+fn deadline_exceeded_message(minutes: i32, waiting: &str) -> String {
+    format!("Revision has not rolled out for {minutes} minute(s). Last status: {waiting}")
+}
+
+/// The Progressing message of a stuck rollout (for its Event).
+pub fn progressing_message(result: &Result<Progress, StepError>) -> Option<String> {
+    match result {
+        Ok(Progress::DeadlineExceeded { minutes, waiting }) => {
+            Some(deadline_exceeded_message(*minutes, waiting))
+        }
+        _ => None,
+    }
 }
 
 fn install_status(record: &InstalledRevision) -> ClusterExtensionInstallStatus {
@@ -192,6 +213,7 @@ mod tests {
             objects: vec![],
             generation: Some(1),
             ready: None,
+            rollout: None,
         }
     }
 
@@ -308,6 +330,47 @@ mod tests {
             summary(&status, TYPE_PROGRESSING),
             triple("True", REASON_ROLLING_OUT, "waiting for Deployment ns/op")
         );
+    }
+
+    #[test]
+    fn a_rollout_past_its_deadline_is_not_progressing_and_keeps_what_is_installed() {
+        let stuck = || {
+            Ok(Progress::DeadlineExceeded {
+                minutes: 10,
+                waiting: "Deployment ns/op: 0 of 1 updated replicas available".into(),
+            })
+        };
+        let expected = triple(
+            "False",
+            REASON_PROGRESS_DEADLINE_EXCEEDED,
+            "Revision has not rolled out for 10 minute(s). Last status: Deployment ns/op: 0 of 1 updated replicas available",
+        );
+        // A first install: nothing installed yet, and not failed either.
+        let status = compute(&extension(1), &outcome(Some(record("1.0.0")), stuck()), at(1));
+        assert_eq!(summary(&status, TYPE_PROGRESSING), expected);
+        assert_eq!(
+            summary(&status, TYPE_INSTALLED),
+            triple("False", REASON_ABSENT, NO_BUNDLE_INSTALLED)
+        );
+        // An upgrade: the installed bundle stays installed.
+        let mut upgraded = installed_extension("1.0.0", 1);
+        upgraded.metadata.generation = Some(2);
+        let status = compute(&upgraded, &outcome(Some(record("1.1.0")), stuck()), at(5));
+        assert_eq!(summary(&status, TYPE_PROGRESSING), expected);
+        assert_eq!(condition(&status, TYPE_INSTALLED).status, "True");
+        assert_eq!(status.install.as_ref().unwrap().bundle.version, "1.0.0");
+        // Ready later: cleared.
+        upgraded.status = Some(status);
+        let status = compute(
+            &upgraded,
+            &outcome(Some(record("1.1.0")), Ok(Progress::Done)),
+            at(9),
+        );
+        assert_eq!(
+            summary(&status, TYPE_PROGRESSING),
+            triple("True", REASON_SUCCEEDED, "Desired state reached")
+        );
+        assert_eq!(status.install.as_ref().unwrap().bundle.version, "1.1.0");
     }
 
     #[test]

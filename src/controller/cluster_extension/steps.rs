@@ -2,7 +2,9 @@
 //! order docs/controller.md lists them. Steps only read and apply; status is computed from the
 //! [`Outcome`] afterwards and written once.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use olmv1_api::v1::{
@@ -23,7 +25,7 @@ use crate::{
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark},
+        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -38,6 +40,13 @@ pub enum Progress {
     Done,
     /// Applied; the named object is still rolling out.
     RollingOut(String),
+    /// Applied, and still not rolled out when `spec.progressDeadlineMinutes` ran out.
+    DeadlineExceeded {
+        /// The deadline, in minutes.
+        minutes: i32,
+        /// What the rollout still waits for.
+        waiting: String,
+    },
 }
 
 /// What a reconcile found and did; status is computed from it.
@@ -156,7 +165,7 @@ impl ReconcileState<'_> {
             .await?;
         let applied = self.apply(&target, &installer_client, &rendered).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &installer_client, applied)
+        self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
@@ -598,6 +607,7 @@ impl ReconcileState<'_> {
         unpacked: &Unpacked,
         installer_client: &Client,
         applied: Vec<ObjectRef>,
+        fingerprint: &str,
     ) -> Result<(), StepError> {
         let previous = self.previous_objects().to_vec();
         let record = new_record(
@@ -606,6 +616,7 @@ impl ReconcileState<'_> {
             unpacked,
             self.ext.metadata.generation,
             applied,
+            fingerprint,
         );
         let tracked = InstalledRevision {
             objects: tracked_until_pruned(&record.objects, &previous),
@@ -636,7 +647,8 @@ impl ReconcileState<'_> {
     /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
     /// ends ready is remembered, so that the next reconcile with nothing new makes no request,
     /// and marked in the revision record (written only when the mark changes), so that a
-    /// restarted controller can check it with reads instead of applying again.
+    /// restarted controller can check it with reads instead of applying again. Content never
+    /// ready yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
@@ -647,7 +659,19 @@ impl ReconcileState<'_> {
             .await
             .map_err(|e| target.error(e))?;
         if let Some(waiting) = rollout.waiting {
-            return Ok(Progress::RollingOut(waiting));
+            let started = self
+                .installed
+                .as_ref()
+                .and_then(|r| r.rollout.as_ref())
+                .map(|r| r.started_at.0);
+            let deadline = self.ext.spec.progress_deadline_minutes;
+            return Ok(rollout_progress(
+                waiting,
+                deadline,
+                self.ctx.progress_deadline_unit,
+                started,
+                Timestamp::now(),
+            ));
         }
         self.ctx
             .last_apply
@@ -657,7 +681,13 @@ impl ReconcileState<'_> {
                 fingerprint,
                 watched: rollout.watched,
             });
-            self.store(InstalledRevision { ready, ..record }).await?;
+            let rollout = None;
+            self.store(InstalledRevision {
+                ready,
+                rollout,
+                ..record
+            })
+            .await?;
         }
         Ok(Progress::Done)
     }
@@ -687,14 +717,38 @@ fn catalog_labels(catalog: &ClusterCatalog) -> BTreeMap<String, String> {
     labels
 }
 
+/// How far a rollout still waiting for `waiting` got: stuck once the content it waits for
+/// (first applied at `started`, `None` when it was ready once) has waited `deadline_minutes`
+/// units of `unit` (a minute, but for tests).
+fn rollout_progress(
+    waiting: String,
+    deadline_minutes: Option<i32>,
+    unit: Duration,
+    started: Option<Timestamp>,
+    now: Timestamp,
+) -> Progress {
+    let (Some(minutes), Some(started)) = (deadline_minutes.filter(|m| *m > 0), started) else {
+        return Progress::RollingOut(waiting);
+    };
+    let deadline = unit.saturating_mul(minutes as u32);
+    let waited = now.duration_since(started);
+    if waited.is_positive() && waited.unsigned_abs() >= deadline {
+        Progress::DeadlineExceeded { minutes, waiting }
+    } else {
+        Progress::RollingOut(waiting)
+    }
+}
+
 /// The record of `target` applied as `applied`: the same revision number when the same bundle
-/// and image are re-applied, the next one otherwise.
+/// and image are re-applied, the next one otherwise. Content applied with `fingerprint` that was
+/// never ready keeps the time it was first applied (the progress deadline counts from it).
 fn new_record(
     installed: Option<&InstalledRevision>,
     target: &Target,
     unpacked: &Unpacked,
     generation: Option<i64>,
     applied: Vec<ObjectRef>,
+    fingerprint: &str,
 ) -> InstalledRevision {
     let image = &unpacked.image.digest_ref;
     let revision = match installed {
@@ -715,6 +769,24 @@ fn new_record(
         // Kept until readiness replaces it: a mark names the fingerprint it was made for, so a
         // mark of other content is never taken for this one.
         ready: installed.and_then(|r| r.ready.clone()),
+        rollout: rollout_start(installed, fingerprint),
+    }
+}
+
+/// When the content of `fingerprint` was first applied, unless it was ready once.
+fn rollout_start(installed: Option<&InstalledRevision>, fingerprint: &str) -> Option<RolloutStart> {
+    let installed_ready = installed
+        .and_then(|r| r.ready.as_ref())
+        .is_some_and(|mark| mark.fingerprint == fingerprint);
+    if installed_ready {
+        return None;
+    }
+    match installed.and_then(|r| r.rollout.as_ref()) {
+        Some(start) if start.fingerprint == fingerprint => Some(start.clone()),
+        _ => Some(RolloutStart {
+            fingerprint: fingerprint.to_string(),
+            started_at: Time(Timestamp::now()),
+        }),
     }
 }
 
@@ -806,6 +878,53 @@ mod tests {
             tracked_until_pruned(&[kept.clone(), added.clone()], std::slice::from_ref(&kept)),
             [kept, added]
         );
+    }
+
+    #[test]
+    fn a_rollout_is_stuck_once_it_waited_its_deadline_and_only_if_never_ready() {
+        let at = |second: i64| Timestamp::from_second(second).expect("a timestamp");
+        let minute = Duration::from_secs(60);
+        let progress =
+            |deadline, started, now| match rollout_progress("waiting".into(), deadline, minute, started, now)
+            {
+                Progress::RollingOut(_) => "rolling out",
+                Progress::DeadlineExceeded { minutes: 10, .. } => "stuck",
+                other => panic!("unexpected {other:?}"),
+            };
+        assert_eq!(progress(Some(10), Some(at(0)), at(599)), "rolling out");
+        assert_eq!(progress(Some(10), Some(at(0)), at(600)), "stuck");
+        // No deadline, or content that was ready once: never stuck.
+        assert_eq!(progress(None, Some(at(0)), at(100_000)), "rolling out");
+        assert_eq!(progress(Some(10), None, at(100_000)), "rolling out");
+        // A clock that went back does not count as waiting.
+        assert_eq!(progress(Some(10), Some(at(1000)), at(0)), "rolling out");
+    }
+
+    #[test]
+    fn the_rollout_start_is_kept_for_the_same_content_and_dropped_once_it_was_ready() {
+        let started = Time(Timestamp::from_second(5).expect("a timestamp"));
+        let mut installed = InstalledRevision {
+            rollout: Some(RolloutStart {
+                fingerprint: "a".into(),
+                started_at: started.clone(),
+            }),
+            ..InstalledRevision::default()
+        };
+        // The same content applied again: the clock runs on.
+        assert_eq!(
+            rollout_start(Some(&installed), "a").map(|r| r.started_at),
+            Some(started.clone())
+        );
+        // New content: a new clock.
+        let new = rollout_start(Some(&installed), "b").expect("a start");
+        assert!(new.fingerprint == "b" && new.started_at != started);
+        // Content that was ready once has no clock (a later unready spell is not stuck).
+        installed.ready = Some(ReadyMark {
+            fingerprint: "a".into(),
+            watched: vec![],
+        });
+        assert_eq!(rollout_start(Some(&installed), "a"), None);
+        assert!(rollout_start(None, "a").is_some());
     }
 
     #[test]

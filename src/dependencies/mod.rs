@@ -1,0 +1,86 @@
+//! Owns operator dependencies: the requirement model, its CEL rules, the evaluator (pure).
+//! May import go_format, version, catalog, resolve; never bundle, apply, controller, admin or cmd.
+//!
+//! OLM classic's dependency model (`../shared/reference/dependencies.md`), made a pure library:
+//!
+//! - **Parsing.** [`requirements_of`] reads a bundle's requirements from its properties (a catalog's
+//!   `olm.bundle` properties, or a bundle image's `metadata/properties.yaml`);
+//!   [`requirements_from_bundle_metadata`] adds an image's `metadata/dependencies.yaml`. Every form is
+//!   read: `olm.package.required` `{packageName, versionRange}` (blang range), `olm.gvk.required`
+//!   `{group, version, kind}`, `olm.constraint` with `failureMessage` and exactly one of `package`,
+//!   `gvk`, `cel`, `all`, `any`, `not` (`none`, its deprecated spelling, ignored when `not` is set).
+//!   Unknown fields are refused (keys matched case-insensitively, as Go's decoder does); a raw
+//!   `olm.constraint` value over [`MAX_CONSTRAINT_BYTES`] and nesting deeper than
+//!   [`MAX_CONSTRAINT_DEPTH`] are refused before anything is evaluated; a CEL rule is compiled
+//!   while parsing, so a rule that does not compile or is not boolean is an error of the bundle
+//!   ([`DependencyError`]), never "unsatisfied".
+//! - **Facts.** [`BundleFacts`] is what a requirement is evaluated against: the bundle's package,
+//!   version (blang `Parse` of its `olm.package` version), provided APIs (`olm.gvk`) and all its
+//!   properties (what CEL sees).
+//! - **Evaluation.** [`Requirement::satisfied_by`] (and [`Constraint::holds`]) answer "does this
+//!   candidate bundle satisfy this requirement": each requirement is one predicate over one bundle,
+//!   compound ones included, as classic evaluates them. [`unsatisfied`] answers "which requirements
+//!   of a bundle are unsatisfied by these installed bundles and these served APIs", each with an
+//!   admin-readable reason ([`Unsatisfied`]: the `failureMessage` when the author gave one). A served
+//!   API counts only for a requirement that names an API (`olm.gvk.required`, or a `gvk` inside a
+//!   constraint): it stands for a bundle providing that one API.
+//! - **CEL.** [`CelRule`]: cel-rust with one variable, `properties` (a list of `{type, value}` maps,
+//!   JSON numbers as doubles as Go decodes them), and `semver_compare(a, b)` (blang `Compare` after
+//!   `ParseTolerant` of both arguments' `fmt.Sprint`). Bounded: rule length, parser recursion and
+//!   comprehension nesting at compile time; the candidate's properties by count and size at run
+//!   time (a larger bundle does not match). An evaluation error means "does not match", as in
+//!   classic.
+
+mod cel_rule;
+mod installed;
+mod model;
+mod parse;
+mod plan;
+
+pub use cel_rule::{CelRule, semver_compare};
+pub use installed::{BrokenDependent, broken_by_change};
+pub use model::{BundleFacts, Constraint, Gvk, Requirement, Unsatisfied, unsatisfied};
+pub use parse::{
+    MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, has_dependencies, requirements_from_bundle_metadata,
+    requirements_of,
+};
+pub use plan::{
+    InstalledExtension, KeptBundle, Plan, PlanError, PlanLimits, PlanRequest, PlannedBundle, plan,
+};
+
+/// Why a bundle's dependencies cannot be read. Each message names the bundle and the cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    /// A requirement property (or a `dependencies.yaml` entry) is malformed, too large, too
+    /// deep, or holds a CEL rule that does not compile.
+    #[error("bundle {bundle:?} has an invalid {property} dependency: {message}")]
+    Invalid {
+        /// The bundle.
+        bundle: String,
+        /// The property (or dependency) type, e.g. `olm.constraint`.
+        property: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A bundle image's `metadata/dependencies.yaml` or `metadata/properties.yaml` is not readable.
+    #[error("bundle {bundle:?}: {file} is invalid: {message}")]
+    File {
+        /// The bundle.
+        bundle: String,
+        /// The file, e.g. `metadata/dependencies.yaml`.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl DependencyError {
+    /// Always true: the bundle's content does not change; only another bundle (a catalog update)
+    /// can help, which callers watch for anyway.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;

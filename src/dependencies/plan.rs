@@ -1,0 +1,898 @@
+//! The plan: the requested extension plus, transitively, one bundle per dependency, chosen by
+//! resolvo (a CDCL solver) over candidates ordered by classic's preferences.
+//!
+//! Candidates: the requested package's are exactly [`resolve::candidates`] (the resolver's
+//! catalogs, channels, range, successors and order). A dependency's are every bundle of the
+//! package in every available catalog, ordered as classic orders them: higher catalog priority,
+//! then the catalog of the bundle that first asked for the package, then the default channel
+//! before the other channels by name, then closer to the channel head (then higher version). An
+//! installed extension's bundle is present: it is the only candidate of its package unless the
+//! admin allows changes (then it is preferred). A requirement that the cluster's served APIs
+//! satisfy is dropped. One bundle per package is resolvo's own rule.
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet, VecDeque},
+    fmt,
+    time::{Duration, Instant},
+};
+
+use resolvo::{
+    Candidates, Condition, ConditionId, ConditionalRequirement, DenseIndex, Dependencies, DependencyProvider,
+    Interner, KnownDependencies, NameId, Problem, Requirement as SolverRequirement, SolvableId, Solver,
+    SolverCache, StringId, UnsolvableOrCancelled, VersionSetId, VersionSetUnionId,
+};
+use serde::Serialize;
+
+use super::{BundleFacts, Gvk, Requirement, model::Constraint, requirements_of};
+use crate::{
+    catalog::{BundleIndex, PackageIndex, Property},
+    resolve::{self, CatalogInput, ResolveError, ResolveRequest},
+    version::VersionRelease,
+};
+
+/// An extension installed on the cluster, as the plan sees it.
+#[derive(Debug, Clone)]
+pub struct InstalledExtension {
+    /// The ClusterExtension's name.
+    pub extension: String,
+    /// Its package.
+    pub package: String,
+    /// The installed bundle.
+    pub bundle: String,
+    /// Its version as status reports it.
+    pub version: String,
+    /// The bundle's properties (what it provides and requires).
+    pub properties: Vec<Property>,
+}
+
+/// Bounds of one planning problem.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanLimits {
+    /// The most candidate bundles considered.
+    pub max_candidates: usize,
+    /// The longest the solver may run.
+    pub max_duration: Duration,
+}
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        PlanLimits {
+            max_candidates: 50_000,
+            max_duration: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What to plan.
+#[derive(Debug, Clone)]
+pub struct PlanRequest<'a> {
+    /// The requested extension, as [`resolve::resolve`] takes it.
+    pub request: &'a ResolveRequest,
+    /// Every extension installed (the requested package's own, if any, is what the request
+    /// upgrades: it is not kept).
+    pub installed: &'a [InstalledExtension],
+    /// APIs the cluster serves.
+    pub served_apis: &'a [Gvk],
+    /// Whether installed extensions other than the requested one may change bundle.
+    pub allow_changes: bool,
+    /// Bounds.
+    pub limits: PlanLimits,
+}
+
+/// One bundle the plan installs (or changes to).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedBundle {
+    /// The package.
+    pub package: String,
+    /// The bundle.
+    pub bundle: String,
+    /// Its version as status would report it.
+    pub version: String,
+    /// The catalog it comes from.
+    pub catalog: String,
+    /// The bundles of the plan (or installed) whose requirements it satisfies; empty for the
+    /// requested package.
+    pub required_by: Vec<String>,
+    /// The installed bundle it replaces, when the plan changes an installed extension.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// The bundle image.
+    #[serde(skip)]
+    pub image: String,
+}
+
+/// An installed bundle the plan keeps and relies on.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptBundle {
+    /// The ClusterExtension.
+    pub extension: String,
+    /// The package.
+    pub package: String,
+    /// The bundle.
+    pub bundle: String,
+    /// Its version.
+    pub version: String,
+    /// The bundles of the plan whose requirements it satisfies.
+    pub required_by: Vec<String>,
+}
+
+/// A plan: what to install, dependencies before what needs them, the requested package last.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// The bundles to install or change to.
+    pub plan: Vec<PlannedBundle>,
+    /// Installed bundles that satisfy requirements of the plan (unchanged).
+    pub installed: Vec<KeptBundle>,
+}
+
+/// Why there is no plan.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// The requested package itself does not resolve (the resolver's own message).
+    #[error("{0}")]
+    Resolve(ResolveError),
+    /// No set of bundles satisfies every requirement: the chain of requirements that conflict.
+    #[error("no set of bundles satisfies every requirement:\n{0}")]
+    Unsatisfiable(String),
+    /// The problem has more candidates than the limit.
+    #[error("the dependency problem has more than {limit} candidate bundles; narrow the request")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The solver ran out of time.
+    #[error("the dependency solver did not finish within {0:?}")]
+    TimedOut(Duration),
+}
+
+impl PlanError {
+    /// Whether retrying cannot help until the request changes (the resolver's terminal errors).
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            PlanError::Resolve(e) => e.is_terminal(),
+            PlanError::TooLarge { .. } => true,
+            PlanError::Unsatisfiable(_) | PlanError::TimedOut(_) => false,
+        }
+    }
+}
+
+/// The plan for a request over these catalogs.
+pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan, PlanError> {
+    // The resolver decides errors of the requested package itself (range, selector, ties, none).
+    resolve::resolve_allowing_dependencies(request.request, catalogs).map_err(PlanError::Resolve)?;
+    let requested = resolve::candidates(request.request, catalogs).map_err(PlanError::Resolve)?;
+    let mut universe = Universe::new(request, catalogs);
+    let root = universe.load_requested(&request.request.package, &requested);
+    let mut roots = vec![ConditionalRequirement::from(universe.whole_package(root))];
+    for (i, installed) in request.installed.iter().enumerate() {
+        if installed.package == request.request.package {
+            continue;
+        }
+        let name = universe.load_package(&installed.package, None);
+        let set = if request.allow_changes {
+            universe.whole_package(name)
+        } else {
+            let own = universe.installed_solvable[i];
+            universe.version_set(name, vec![own], String::new())
+        };
+        roots.push(set.into());
+    }
+    universe.expand()?;
+
+    let deadline = Instant::now() + request.limits.max_duration;
+    let provider = Provider { universe, deadline };
+    let mut solver = Solver::new(provider);
+    let problem = Problem::new().requirements(roots);
+    match solver.solve(problem) {
+        Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
+        Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
+            let text = conflict.display_user_friendly(&solver).to_string();
+            Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
+        }
+        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(PlanError::TimedOut(request.limits.max_duration)),
+    }
+}
+
+struct NameInfo {
+    display: String,
+    candidates: Vec<SolvableId>,
+    locked: Option<SolvableId>,
+    /// The solvable's bundle of every catalog candidate; whole-package version set.
+    whole: Option<VersionSetId>,
+}
+
+struct SolvableInfo<'a> {
+    name: NameId,
+    facts: BundleFacts<'a>,
+    status_version: String,
+    catalog: Option<&'a CatalogInput>,
+    image: &'a str,
+    /// The installed extension it is, if any.
+    installed: Option<usize>,
+    dependencies: Option<Dependencies>,
+    /// Each requirement's version sets (to find what a chosen bundle was required by).
+    satisfies: Vec<Vec<VersionSetId>>,
+}
+
+struct VersionSetInfo {
+    name: NameId,
+    members: HashSet<SolvableId>,
+    display: String,
+}
+
+struct Universe<'a> {
+    request: &'a PlanRequest<'a>,
+    catalogs: &'a [CatalogInput],
+    names: Vec<NameInfo>,
+    name_of_package: HashMap<String, NameId>,
+    solvables: Vec<SolvableInfo<'a>>,
+    installed_solvable: Vec<SolvableId>,
+    version_sets: Vec<VersionSetInfo>,
+    unions: Vec<Vec<VersionSetId>>,
+    strings: Vec<String>,
+    queue: VecDeque<SolvableId>,
+    /// Packages providing each API, over every available catalog and the installed bundles.
+    providers: Option<HashMap<Gvk, BTreeSet<&'a str>>>,
+    too_large: bool,
+}
+
+impl<'a> Universe<'a> {
+    fn new(request: &'a PlanRequest<'a>, catalogs: &'a [CatalogInput]) -> Self {
+        let mut universe = Universe {
+            request,
+            catalogs,
+            names: Vec::new(),
+            name_of_package: HashMap::new(),
+            solvables: Vec::new(),
+            installed_solvable: Vec::new(),
+            version_sets: Vec::new(),
+            unions: Vec::new(),
+            strings: Vec::new(),
+            queue: VecDeque::new(),
+            providers: None,
+            too_large: false,
+        };
+        // Installed bundles exist whatever the catalogs say; their names are made on demand.
+        for (i, installed) in request.installed.iter().enumerate() {
+            let id = SolvableId::from_index(universe.solvables.len());
+            universe.solvables.push(SolvableInfo {
+                name: NameId::from_index(usize::MAX >> 33),
+                facts: BundleFacts::new(&installed.bundle, &installed.package, &installed.properties),
+                status_version: installed.version.clone(),
+                catalog: None,
+                image: "",
+                installed: Some(i),
+                dependencies: None,
+                satisfies: Vec::new(),
+            });
+            universe.installed_solvable.push(id);
+        }
+        universe
+    }
+
+    fn new_name(&mut self, key: &str, display: String) -> NameId {
+        let id = NameId::from_index(self.names.len());
+        self.names.push(NameInfo {
+            display,
+            candidates: Vec::new(),
+            locked: None,
+            whole: None,
+        });
+        self.name_of_package.insert(key.to_string(), id);
+        id
+    }
+
+    fn add_catalog_bundle(
+        &mut self,
+        name: NameId,
+        catalog: &'a CatalogInput,
+        package: &'a PackageIndex,
+        bundle: &'a BundleIndex,
+    ) -> SolvableId {
+        let id = SolvableId::from_index(self.solvables.len());
+        let version = bundle.version.as_ref().ok().cloned();
+        self.solvables.push(SolvableInfo {
+            name,
+            facts: BundleFacts::new(&bundle.name, &package.name, &bundle.properties),
+            status_version: version
+                .as_ref()
+                .map(VersionRelease::status_version)
+                .unwrap_or_default(),
+            catalog: Some(catalog),
+            image: &bundle.image,
+            installed: None,
+            dependencies: None,
+            satisfies: Vec::new(),
+        });
+        self.queue.push_back(id);
+        if self.solvables.len() > self.request.limits.max_candidates {
+            self.too_large = true;
+        }
+        id
+    }
+
+    /// The requested package: the resolver's candidates, in its order.
+    fn load_requested(&mut self, package: &str, candidates: &[resolve::Candidate<'a>]) -> NameId {
+        let name = self.new_name(package, package.to_string());
+        for c in candidates {
+            let id = self.add_catalog_bundle(name, c.catalog, c.package, c.bundle);
+            self.names[name.to_index()].candidates.push(id);
+        }
+        name
+    }
+
+    /// A dependency's package (loaded once): the installed bundle, and every catalog bundle in
+    /// classic's order. `preferred` is the catalog of the bundle asking for it.
+    fn load_package(&mut self, package: &str, preferred: Option<&str>) -> NameId {
+        if let Some(&id) = self.name_of_package.get(package) {
+            return id;
+        }
+        let name = self.new_name(package, package.to_string());
+        let installed = self
+            .request
+            .installed
+            .iter()
+            .position(|i| i.package == package && i.package != self.request.request.package);
+        if let Some(i) = installed {
+            let own = self.installed_solvable[i];
+            self.solvables[own.to_index()].name = name;
+            self.queue.push_back(own);
+            self.names[name.to_index()].candidates.push(own);
+            if !self.request.allow_changes {
+                self.names[name.to_index()].locked = Some(own);
+                return name;
+            }
+        }
+        let installed_bundle = installed.map(|i| self.request.installed[i].bundle.as_str());
+        let mut ordered: Vec<(OrderKey<'a>, &'a CatalogInput, &'a PackageIndex, &'a BundleIndex)> =
+            Vec::new();
+        for catalog in self.catalogs.iter().filter(|c| c.available) {
+            let Some(pkg) = catalog.index.package(package) else {
+                continue;
+            };
+            let places = channel_places(pkg);
+            for (i, bundle) in pkg.bundles.iter().enumerate() {
+                if Some(&*bundle.name) == installed_bundle {
+                    continue;
+                }
+                let key = OrderKey {
+                    priority: -catalog.priority,
+                    other_catalog: preferred.is_some_and(|p| p != catalog.name),
+                    place: places[i],
+                    version: bundle.version.as_ref().ok(),
+                    catalog: &catalog.name,
+                    position: i,
+                };
+                ordered.push((key, catalog, pkg, bundle));
+            }
+        }
+        ordered.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, catalog, pkg, bundle) in ordered {
+            let id = self.add_catalog_bundle(name, catalog, pkg, bundle);
+            self.names[name.to_index()].candidates.push(id);
+        }
+        name
+    }
+
+    fn version_set(&mut self, name: NameId, members: Vec<SolvableId>, display: String) -> VersionSetId {
+        let id = VersionSetId(self.version_sets.len() as u32);
+        self.version_sets.push(VersionSetInfo {
+            name,
+            members: members.into_iter().collect(),
+            display,
+        });
+        id
+    }
+
+    fn whole_package(&mut self, name: NameId) -> VersionSetId {
+        if let Some(id) = self.names[name.to_index()].whole {
+            return id;
+        }
+        let members = self.names[name.to_index()].candidates.clone();
+        let id = self.version_set(name, members, String::new());
+        self.names[name.to_index()].whole = Some(id);
+        id
+    }
+
+    fn string(&mut self, s: String) -> StringId {
+        self.strings.push(s);
+        StringId(self.strings.len() as u32 - 1)
+    }
+
+    fn providers(&mut self) -> &HashMap<Gvk, BTreeSet<&'a str>> {
+        if self.providers.is_none() {
+            let mut map: HashMap<Gvk, BTreeSet<&'a str>> = HashMap::new();
+            for catalog in self.catalogs.iter().filter(|c| c.available) {
+                for pkg in catalog.index.packages() {
+                    for b in &pkg.bundles {
+                        for gvk in BundleFacts::new(&b.name, &pkg.name, &b.properties).gvks {
+                            map.entry(gvk).or_default().insert(&pkg.name);
+                        }
+                    }
+                }
+            }
+            for i in self.request.installed {
+                for gvk in BundleFacts::new(&i.bundle, &i.package, &i.properties).gvks {
+                    map.entry(gvk).or_default().insert(&i.package);
+                }
+            }
+            self.providers = Some(map);
+        }
+        self.providers.as_ref().expect("just built")
+    }
+
+    /// The packages whose bundles may satisfy a constraint; `None` = any package.
+    fn packages_for(&mut self, c: &Constraint) -> Option<BTreeSet<&'a str>> {
+        match c {
+            Constraint::Package { package, .. } => {
+                // Borrow the name from a catalog or the installed list (they outlive the universe).
+                let named = self
+                    .catalogs
+                    .iter()
+                    .find_map(|cat| cat.index.package(package).map(|p| &*p.name))
+                    .or_else(|| {
+                        self.request
+                            .installed
+                            .iter()
+                            .find(|i| &i.package == package)
+                            .map(|i| i.package.as_str())
+                    });
+                Some(named.into_iter().collect())
+            }
+            Constraint::Gvk(gvk) => Some(self.providers().get(gvk).cloned().unwrap_or_default()),
+            Constraint::All(cs) => {
+                let mut narrowest: Option<BTreeSet<&'a str>> = None;
+                for child in cs {
+                    if let Some(set) = self.packages_for(child) {
+                        narrowest = Some(match narrowest {
+                            None => set,
+                            Some(n) => n.intersection(&set).copied().collect(),
+                        });
+                    }
+                }
+                narrowest
+            }
+            Constraint::Any(cs) => {
+                let mut union = BTreeSet::new();
+                for child in cs {
+                    union.extend(self.packages_for(child)?);
+                }
+                Some(union)
+            }
+            Constraint::Cel(_) | Constraint::Not(_) => None,
+        }
+    }
+
+    fn all_packages(&self) -> BTreeSet<&'a str> {
+        let mut out: BTreeSet<&'a str> = self
+            .catalogs
+            .iter()
+            .filter(|c| c.available)
+            .flat_map(|c| c.index.packages().map(|p| &*p.name))
+            .collect();
+        out.extend(self.request.installed.iter().map(|i| i.package.as_str()));
+        out
+    }
+
+    /// Reads the requirements of every solvable reached, loading the packages they name.
+    fn expand(&mut self) -> Result<(), PlanError> {
+        while let Some(id) = self.queue.pop_front() {
+            if self.too_large {
+                return Err(PlanError::TooLarge {
+                    limit: self.request.limits.max_candidates,
+                });
+            }
+            if self.solvables[id.to_index()].dependencies.is_some() {
+                continue;
+            }
+            let (deps, satisfies) = self.dependencies_of(id);
+            let info = &mut self.solvables[id.to_index()];
+            info.dependencies = Some(deps);
+            info.satisfies = satisfies;
+        }
+        if self.too_large {
+            return Err(PlanError::TooLarge {
+                limit: self.request.limits.max_candidates,
+            });
+        }
+        Ok(())
+    }
+
+    fn dependencies_of(&mut self, id: SolvableId) -> (Dependencies, Vec<Vec<VersionSetId>>) {
+        let info = &self.solvables[id.to_index()];
+        let (bundle, properties) = (info.facts.name, info.facts.properties);
+        let preferred = info.catalog.map(|c| c.name.as_str());
+        let requirements = match requirements_of(bundle, properties) {
+            Ok(r) => r,
+            Err(e) => return (Dependencies::Unknown(self.string(e.to_string())), Vec::new()),
+        };
+        let mut out = Vec::new();
+        let mut satisfies = Vec::new();
+        for r in requirements {
+            if self
+                .request
+                .served_apis
+                .iter()
+                .any(|api| r.satisfied_by_served_api(api))
+            {
+                continue;
+            }
+            let packages = match self.packages_for(&r.constraint) {
+                Some(set) => set,
+                None => self.all_packages(),
+            };
+            let mut sets = Vec::new();
+            let mut kept_instead = Vec::new();
+            for package in packages {
+                let name = self.load_package(package, preferred);
+                if let Some(own) = self.names[name.to_index()].locked
+                    && !r.satisfied_by(&self.solvables[own.to_index()].facts)
+                {
+                    kept_instead.push(own);
+                }
+                let members: Vec<SolvableId> = self.names[name.to_index()]
+                    .candidates
+                    .iter()
+                    .copied()
+                    .filter(|s| r.satisfied_by(&self.solvables[s.to_index()].facts))
+                    .collect();
+                if !members.is_empty() {
+                    let display = version_set_display(&r);
+                    sets.push(self.version_set(name, members, display));
+                }
+            }
+            if sets.is_empty() {
+                // Nothing anywhere satisfies it: a name with no candidates says what is missing.
+                let key = format!("missing: {r}");
+                let name = match self.name_of_package.get(&key) {
+                    Some(&n) => n,
+                    None => {
+                        let kept: Vec<String> = kept_instead
+                            .iter()
+                            .map(|s| {
+                                let info = &self.solvables[s.to_index()];
+                                let extension = info
+                                    .installed
+                                    .map_or("", |i| &self.request.installed[i].extension);
+                                format!("{} installed as {extension}", info.facts.name)
+                            })
+                            .collect();
+                        self.new_name(&key, missing_display(&r, &kept))
+                    }
+                };
+                sets.push(self.version_set(name, Vec::new(), String::new()));
+            }
+            satisfies.push(sets.clone());
+            let requirement = if sets.len() == 1 {
+                SolverRequirement::Single(sets[0])
+            } else {
+                self.unions.push(sets);
+                SolverRequirement::Union(VersionSetUnionId(self.unions.len() as u32 - 1))
+            };
+            out.push(ConditionalRequirement::from(requirement));
+        }
+        (
+            Dependencies::Known(KnownDependencies {
+                requirements: out,
+                constrains: Vec::new(),
+            }),
+            satisfies,
+        )
+    }
+
+    fn plan(&self, chosen: &[SolvableId], root: NameId) -> Plan {
+        let chosen_set: HashSet<SolvableId> = chosen.iter().copied().collect();
+        let label = |s: SolvableId| self.solvables[s.to_index()].facts.name.to_string();
+        // Who requires whom, among the chosen.
+        let mut required_by: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
+        for &s in chosen {
+            for sets in &self.solvables[s.to_index()].satisfies {
+                if let Some(provider) = sets
+                    .iter()
+                    .flat_map(|vs| self.version_sets[vs.0 as usize].members.iter())
+                    .find(|m| chosen_set.contains(m))
+                {
+                    let list = required_by.entry(*provider).or_default();
+                    if !list.contains(&s) {
+                        list.push(s);
+                    }
+                }
+            }
+        }
+        // Dependencies first: depth-first from the requested bundle, each after what it needs.
+        let Some(&top) = chosen.iter().find(|s| self.solvables[s.to_index()].name == root) else {
+            return Plan {
+                plan: Vec::new(),
+                installed: Vec::new(),
+            };
+        };
+        let mut needs: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
+        for (dep, users) in &required_by {
+            for u in users {
+                needs.entry(*u).or_default().push(*dep);
+            }
+        }
+        let mut order = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![(top, false)];
+        while let Some((s, done)) = stack.pop() {
+            if done {
+                order.push(s);
+                continue;
+            }
+            if !seen.insert(s) {
+                continue;
+            }
+            stack.push((s, true));
+            let mut deps = needs.get(&s).cloned().unwrap_or_default();
+            deps.sort_by_key(|d| std::cmp::Reverse(d.to_index()));
+            for d in deps {
+                if !seen.contains(&d) {
+                    stack.push((d, false));
+                }
+            }
+        }
+        let mut plan = Vec::new();
+        let mut installed = Vec::new();
+        for s in order {
+            let info = &self.solvables[s.to_index()];
+            let mut by: Vec<String> = required_by
+                .get(&s)
+                .into_iter()
+                .flatten()
+                .map(|&u| label(u))
+                .collect();
+            by.sort();
+            match (info.installed, info.catalog) {
+                (Some(i), _) => {
+                    let ext = &self.request.installed[i];
+                    installed.push(KeptBundle {
+                        extension: ext.extension.clone(),
+                        package: ext.package.clone(),
+                        bundle: ext.bundle.clone(),
+                        version: ext.version.clone(),
+                        required_by: by,
+                    });
+                }
+                (None, Some(catalog)) => {
+                    let replaces = self
+                        .request
+                        .installed
+                        .iter()
+                        .find(|i| i.package == info.facts.package)
+                        .map(|i| i.bundle.clone());
+                    plan.push(PlannedBundle {
+                        package: info.facts.package.to_string(),
+                        bundle: info.facts.name.to_string(),
+                        version: info.status_version.clone(),
+                        catalog: catalog.name.clone(),
+                        required_by: by,
+                        replaces,
+                        image: info.image.to_string(),
+                    });
+                }
+                (None, None) => {}
+            }
+        }
+        Plan { plan, installed }
+    }
+}
+
+/// Where a bundle sits in its package's channels: the default channel before the others by
+/// name, then its distance from the channel head.
+fn channel_places(pkg: &PackageIndex) -> Vec<(usize, usize)> {
+    let mut places = vec![(usize::MAX, usize::MAX); pkg.bundles.len()];
+    let mut channels: Vec<_> = pkg.channels.iter().collect();
+    channels.sort_by(|a, b| {
+        let default = |c: &&crate::catalog::ChannelIndex| Some(&c.name) != pkg.default_channel.as_ref();
+        default(a).cmp(&default(b)).then_with(|| a.name.cmp(&b.name))
+    });
+    for (rank, ch) in channels.iter().enumerate() {
+        // Distance from the head: a breadth-first walk down replaces/skips from entries that
+        // nothing in the channel replaces or skips.
+        let mut replaced: HashSet<&str> = HashSet::new();
+        for e in &ch.entries {
+            replaced.extend(e.replaces.as_deref());
+            replaced.extend(e.skips.iter().map(|s| &**s));
+        }
+        let by_name: HashMap<&str, &crate::catalog::ChannelEntryIndex> =
+            ch.entries.iter().map(|e| (&*e.name, e)).collect();
+        let mut depth: HashMap<&str, usize> = HashMap::new();
+        let mut queue: VecDeque<&str> = ch
+            .entries
+            .iter()
+            .filter(|e| !replaced.contains(&*e.name))
+            .map(|e| &*e.name)
+            .collect();
+        for head in &queue {
+            depth.insert(head, 0);
+        }
+        while let Some(n) = queue.pop_front() {
+            let d = depth[n];
+            if let Some(e) = by_name.get(n) {
+                for next in e.replaces.iter().chain(e.skips.iter()) {
+                    if by_name.contains_key(&**next) && !depth.contains_key(&**next) {
+                        depth.insert(next, d + 1);
+                        queue.push_back(next);
+                    }
+                }
+            }
+        }
+        for e in &ch.entries {
+            if let Some(i) = e.bundle {
+                let place = (rank, depth.get(&*e.name).copied().unwrap_or(usize::MAX - 1));
+                places[i] = places[i].min(place);
+            }
+        }
+    }
+    places
+}
+
+/// Classic's order of dependency candidates.
+struct OrderKey<'a> {
+    priority: i32,
+    other_catalog: bool,
+    place: (usize, usize),
+    version: Option<&'a VersionRelease>,
+    catalog: &'a str,
+    position: usize,
+}
+
+impl OrderKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        self.priority
+            .cmp(&other.priority)
+            .then(self.other_catalog.cmp(&other.other_catalog))
+            .then(self.place.cmp(&other.place))
+            .then_with(|| match (self.version, other.version) {
+                (Some(a), Some(b)) => b.compare(a),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            })
+            .then_with(|| self.catalog.cmp(other.catalog))
+            .then(self.position.cmp(&other.position))
+    }
+}
+
+fn version_set_display(r: &Requirement) -> String {
+    let what = match &r.constraint {
+        Constraint::Package { range, .. } => range.as_str().to_string(),
+        other => format!("(for {other})"),
+    };
+    match &r.failure_message {
+        Some(m) if !m.is_empty() => format!("{what} [{m}]"),
+        _ => what,
+    }
+}
+
+fn missing_display(r: &Requirement, kept: &[String]) -> String {
+    let what = match &r.constraint {
+        _ if !kept.is_empty() => format!(
+            "{} (not satisfied by {}, which is kept: changing an installed extension needs the admin's consent)",
+            r.constraint,
+            kept.join(", ")
+        ),
+        Constraint::Package { package, range } => {
+            format!(
+                "package {package} {} (no catalog has a bundle of it in that range)",
+                range.as_str()
+            )
+        }
+        Constraint::Gvk(gvk) => format!("API {gvk} (no bundle in the catalogs provides it)"),
+        other => format!("{other} (no bundle in the catalogs satisfies it)"),
+    };
+    match &r.failure_message {
+        Some(m) if !m.is_empty() => format!("{what} [{m}]"),
+        _ => what,
+    }
+}
+
+struct Provider<'a> {
+    universe: Universe<'a>,
+    deadline: Instant,
+}
+
+impl fmt::Debug for Provider<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Provider")
+    }
+}
+
+impl Interner for Provider<'_> {
+    type NameId = NameId;
+    type SolvableId = SolvableId;
+
+    fn display_solvable(&self, solvable: SolvableId) -> impl fmt::Display + '_ {
+        let info = &self.universe.solvables[solvable.to_index()];
+        match (info.installed, info.catalog) {
+            (Some(i), _) => format!(
+                "{} (installed as {})",
+                info.facts.name, self.universe.request.installed[i].extension
+            ),
+            (None, Some(c)) => format!("{} (catalog {})", info.facts.name, c.name),
+            (None, None) => info.facts.name.to_string(),
+        }
+    }
+
+    fn display_merged_solvables(&self, solvables: &[SolvableId]) -> impl fmt::Display + '_ {
+        solvables
+            .iter()
+            .map(|&s| self.display_solvable(s).to_string())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    fn display_name(&self, name: NameId) -> impl fmt::Display + '_ {
+        &self.universe.names[name.to_index()].display
+    }
+
+    fn display_version_set(&self, version_set: VersionSetId) -> impl fmt::Display + '_ {
+        &self.universe.version_sets[version_set.0 as usize].display
+    }
+
+    fn display_string(&self, string_id: StringId) -> impl fmt::Display + '_ {
+        &self.universe.strings[string_id.0 as usize]
+    }
+
+    fn version_set_name(&self, version_set: VersionSetId) -> NameId {
+        self.universe.version_sets[version_set.0 as usize].name
+    }
+
+    fn solvable_name(&self, solvable: SolvableId) -> NameId {
+        self.universe.solvables[solvable.to_index()].name
+    }
+
+    fn version_sets_in_union(&self, union: VersionSetUnionId) -> impl Iterator<Item = VersionSetId> {
+        self.universe.unions[union.0 as usize].iter().copied()
+    }
+
+    fn resolve_condition(&self, _condition: ConditionId) -> Condition {
+        // No requirement of a plan is conditional; an empty version set stands for "never".
+        Condition::Requirement(VersionSetId(0))
+    }
+}
+
+impl DependencyProvider for Provider<'_> {
+    async fn filter_candidates(
+        &self,
+        candidates: &[SolvableId],
+        version_set: VersionSetId,
+        inverse: bool,
+    ) -> Vec<SolvableId> {
+        let members = &self.universe.version_sets[version_set.0 as usize].members;
+        candidates
+            .iter()
+            .copied()
+            .filter(|c| members.contains(c) != inverse)
+            .collect()
+    }
+
+    async fn get_candidates(&self, name: NameId) -> Option<Candidates<SolvableId>> {
+        let info = &self.universe.names[name.to_index()];
+        Some(Candidates {
+            candidates: info.candidates.clone(),
+            locked: info.locked,
+            ..Candidates::default()
+        })
+    }
+
+    async fn sort_candidates(&self, _solver: &SolverCache<Self>, solvables: &mut [SolvableId]) {
+        // Candidates were added in order of preference: their ids keep it.
+        solvables.sort_unstable();
+    }
+
+    async fn get_dependencies(&self, solvable: SolvableId) -> Dependencies {
+        self.universe.solvables[solvable.to_index()]
+            .dependencies
+            .clone()
+            .unwrap_or(Dependencies::Known(KnownDependencies::default()))
+    }
+
+    fn should_cancel_with_value(&self) -> Option<Box<dyn std::any::Any>> {
+        (Instant::now() > self.deadline).then(|| Box::new(()) as Box<dyn std::any::Any>)
+    }
+}

@@ -1,0 +1,153 @@
+//! `spec.progressDeadlineMinutes`: a rollout that does not become ready in time is reported as
+//! `Progressing=False/ProgressDeadlineExceeded`, what is installed stays installed, and the
+//! rollout becoming ready later clears it. The test controllers count a deadline minute as
+//! [`components::PROGRESS_DEADLINE_UNIT_SECONDS`] seconds (the CRD still asks for 10 to 720).
+
+use std::time::Duration;
+
+use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
+use kube::{
+    Api,
+    api::{DeleteParams, PostParams},
+};
+use olmv1_api::v1::ClusterExtension;
+use serde_json::json;
+
+use crate::{
+    Scenario, components,
+    fixtures::{Bundle, Channel, NODE_POOL_KEY, Package},
+    support,
+};
+
+/// The extension's deadline, in (test) minutes: upstream's minimum.
+const DEADLINE_MINUTES: i64 = 10;
+
+/// 1.0.0, and 1.1.0 (replaces it) whose pods run only on the Nodes of pool `package`.
+fn stuck_upgrade(package: &str) -> Package {
+    Package {
+        name: package.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["1.0.0", "1.1.0"])],
+        bundles: vec![
+            Bundle::new("1.0.0"),
+            Bundle::new("1.1.0")
+                .replaces("1.0.0", package)
+                .on_node_pool(package),
+        ],
+        deprecations: vec![],
+    }
+}
+
+async fn apply_version(s: &Scenario, version: &str) {
+    let mut body = components::extension(
+        &s.extension,
+        &s.namespace,
+        &s.package,
+        json!({"version": version}),
+    );
+    body["spec"]["progressDeadlineMinutes"] = json!(DEADLINE_MINUTES);
+    components::apply_extension(&s.client, body).await;
+}
+
+/// A fake Node kwok keeps Ready, in pool `pool` and tainted so only that pool's pods go there.
+fn pool_node(name: &str, pool: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", NODE_POOL_KEY: pool}
+        },
+        "spec": {"taints": [{"key": NODE_POOL_KEY, "value": pool, "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+            "nodeInfo": {"architecture": "amd64", "kubeletVersion": "fake", "kubeProxyVersion": "fake", "operatingSystem": "linux",
+                "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "", "containerRuntimeVersion": ""}
+        }
+    }))
+    .expect("a valid Node")
+}
+
+#[tokio::test]
+async fn a_rollout_past_its_deadline_is_reported_keeps_the_installed_version_and_clears_when_ready() {
+    let s = Scenario::new("deadline", stuck_upgrade).await;
+    apply_version(&s, "1.0.0").await;
+    components::wait_installed(&s.client, &s.extension, "1.0.0").await;
+
+    // 1.1.0's pods have no Node to run on: the rollout never becomes ready.
+    apply_version(&s, "1.1.0").await;
+    let deadline = Duration::from_secs(DEADLINE_MINUTES as u64 * components::PROGRESS_DEADLINE_UNIT_SECONDS);
+    let stuck = components::wait_extension_within(
+        &s.client,
+        &s.extension,
+        "Progressing=False/ProgressDeadlineExceeded",
+        deadline + components::INSTALL_TIMEOUT,
+        |ext| {
+            components::condition(ext, "Progressing")
+                .is_some_and(|c| c.status == "False" && c.reason == "ProgressDeadlineExceeded")
+        },
+    )
+    .await;
+    let progressing = components::condition(&stuck, "Progressing").unwrap();
+    let prefix = format!("Revision has not rolled out for {DEADLINE_MINUTES} minute(s). Last status: ");
+    assert!(
+        progressing.message.starts_with(&prefix)
+            && progressing
+                .message
+                .contains(&crate::fixtures::deployment_name(&s.package)),
+        "upstream's message, naming what the rollout waits for: {}",
+        progressing.message
+    );
+    // What was installed stays installed, and is still reported so.
+    assert_eq!(components::installed_version(&stuck), Some("1.0.0"));
+    assert_eq!(
+        components::condition(&stuck, "Installed").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    // Not reported before the deadline: the record names when the rollout began.
+    let record = s.record().await;
+    let started: Timestamp = record["rollout"]["startedAt"]
+        .as_str()
+        .expect("the record names when the rollout began")
+        .parse()
+        .unwrap();
+    let reported = progressing.last_transition_time.0;
+    assert!(
+        reported.duration_since(started).unsigned_abs() >= deadline && reported >= started,
+        "reported at {reported}, the rollout began at {started}, the deadline is {deadline:?}"
+    );
+
+    // A Node for 1.1.0's pods: the rollout completes and the condition clears.
+    let nodes = Api::<Node>::all(s.client.clone());
+    let node_name = format!("{}-node", s.package);
+    nodes
+        .create(&PostParams::default(), &pool_node(&node_name, &s.package))
+        .await
+        .unwrap();
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    assert!(
+        s.record().await.get("rollout").is_none(),
+        "a ready rollout has no start any more"
+    );
+
+    // Uninstalled before its Node goes, so that no pod is left without one.
+    let extensions = Api::<ClusterExtension>::all(s.client.clone());
+    extensions
+        .delete(&s.extension, &DeleteParams::default())
+        .await
+        .unwrap();
+    support::wait_for(
+        "the extension to be uninstalled",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match extensions.get_opt(&s.extension).await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err("still there".to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    nodes.delete(&node_name, &DeleteParams::default()).await.unwrap();
+}
