@@ -29,9 +29,9 @@ use kube::{Client, ResourceExt};
 use olmv1::admin::rbac::{InstallerSpec, covers, installer_grants, installer_name, installer_objects};
 use olmv1::apply::lookups::ClusterLookups;
 use olmv1::apply::preflight::{
-    Access, AccessPlan, AccessPolicy, PreflightError, Requirement, ResourceInfo, ResourceTable,
-    ServiceAccountRef, discover_resources, owner_finalizers_access, required_access, review_access,
-    rule_accesses,
+    Access, AccessPlan, AccessPolicy, MissingPermissions, PreflightError, Requirement, ResourceInfo,
+    ResourceTable, ServiceAccountRef, discover_resources, owner_finalizers_access, required_access,
+    review_access, rule_accesses,
 };
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::render;
@@ -72,19 +72,27 @@ impl Case {
         plan.require(owner_finalizers_access(&self.extension));
         plan
     }
+
+    /// What a preflight refusal names: every denied request; for a role or binding the
+    /// installer may `escalate`/`bind`, that permission, else the role's rules it lacks.
+    fn named(&self, missing: MissingPermissions) -> BTreeSet<Access> {
+        let mut named: BTreeSet<Access> = missing.denied.into_iter().collect();
+        for refusal in missing.refused_rbac {
+            if self.grants.iter().any(|g| covers(g, &refusal.permission)) {
+                named.insert(refusal.permission);
+            } else {
+                named.extend(refusal.uncovered);
+            }
+        }
+        named
+    }
 }
 
 /// The real preflight, as the installer: what it names missing (empty: it passes).
 async fn preflight(client: &Client, case: &Case) -> BTreeSet<Access> {
     match review_access(client, &ClusterLookups::new(), &case.account, &case.plan()).await {
         Ok(()) => BTreeSet::new(),
-        Err(PreflightError::MissingPermissions(m)) => {
-            let mut named: BTreeSet<Access> = m.denied.into_iter().collect();
-            for refusal in m.refused_rbac {
-                named.extend(refusal.uncovered);
-            }
-            named
-        }
+        Err(PreflightError::MissingPermissions(m)) => case.named(m),
         Err(e) => panic!("{}: preflight failed: {e}", case.id),
     }
 }
@@ -115,13 +123,7 @@ fn missing_in_process(case: &Case) -> BTreeSet<Access> {
     }
     match plan.missing(&case.account, &decisions, &roles) {
         None => BTreeSet::new(),
-        Some(m) => {
-            let mut named: BTreeSet<Access> = m.denied.into_iter().collect();
-            for refusal in m.refused_rbac {
-                named.extend(refusal.uncovered);
-            }
-            named
-        }
+        Some(m) => case.named(m),
     }
 }
 

@@ -17,6 +17,8 @@ use std::fmt;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::{Value, json};
 
+use crate::apply::preflight::combined;
+pub use crate::apply::preflight::covers;
 use crate::apply::preflight::{
     Access, AccessPlan, AccessPolicy, AccessTarget, PreflightError, ResourceTable, grouped,
     owner_finalizers_access, required_access,
@@ -70,51 +72,6 @@ pub fn minimal(accesses: &BTreeSet<Access>) -> Vec<Access> {
         .filter(|a| !accesses.iter().any(|b| b != *a && covers(b, a)))
         .cloned()
         .collect()
-}
-
-/// Whether a rule granting exactly `rule` allows request `request` (RBAC's matching: `*` verbs,
-/// groups and resources, `*/subresource`, no name = every name, cluster-wide = every namespace,
-/// non-resource paths ending in `*` as prefixes).
-pub fn covers(rule: &Access, request: &Access) -> bool {
-    let verb = rule.verb == "*" || rule.verb == request.verb;
-    match (&rule.target, &request.target) {
-        (
-            AccessTarget::Resource {
-                namespace: rns,
-                group: rg,
-                resource: rr,
-                subresource: rs,
-                name: rn,
-            },
-            AccessTarget::Resource {
-                namespace: qns,
-                group: qg,
-                resource: qr,
-                subresource: qs,
-                name: qn,
-            },
-        ) => {
-            let rule_resource = combined(rr, rs.as_deref());
-            let resource = rule_resource == "*"
-                || rule_resource == combined(qr, qs.as_deref())
-                || qs.as_deref().is_some_and(|s| rule_resource == format!("*/{s}"));
-            verb && (rg == "*" || rg == qg)
-                && resource
-                && (rn.is_none() || rn == qn)
-                && (rns.is_none() || rns == qns)
-        }
-        (AccessTarget::NonResource { path: rule }, AccessTarget::NonResource { path }) => {
-            verb && (rule == path || rule.strip_suffix('*').is_some_and(|p| path.starts_with(p)))
-        }
-        _ => false,
-    }
-}
-
-fn combined(resource: &str, subresource: Option<&str>) -> String {
-    match subresource {
-        Some(sub) => format!("{resource}/{sub}"),
-        None => resource.to_string(),
-    }
 }
 
 /// The rules granting exactly `grants` (all of one scope): named requests grouped by (group,
@@ -407,6 +364,35 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("pods"), "{text}");
+        assert!(
+            text.contains("create, delete, get, patch configmaps \"cfg\" in namespace \"ops\""),
+            "{text}"
+        );
+    }
+
+    /// A role that itself grants `escalate`/`bind` on roles (trilio's operator does): the
+    /// installer gets `escalate`/`bind` on that one role, not a copy of rules that would hand it
+    /// `escalate` on every role.
+    #[test]
+    fn a_role_granting_escalate_and_bind_itself_gets_them_named_not_its_rules() {
+        let mut objects = bundle();
+        objects[2]["rules"] = json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles", "clusterrolebindings"],
+             "verbs": ["create", "bind", "escalate"]},
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+        ]);
+        let grants = installer_grants(&spec(false), &objects, &[], &table()).unwrap();
+        let text = lines(&grants).join("\n");
+        assert!(
+            text.contains("bind, create, delete, escalate, get, patch rbac.authorization.k8s.io/clusterroles \"op-manager\""),
+            "{text}"
+        );
+        assert!(!text.contains("*/*"), "{text}");
+        assert!(
+            !text.contains("escalate rbac.authorization.k8s.io/clusterroles\n"),
+            "{text}"
+        );
+        // The ConfigMap, no longer covered by a copied rule, is named.
         assert!(
             text.contains("create, delete, get, patch configmaps \"cfg\" in namespace \"ops\""),
             "{text}"

@@ -113,9 +113,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Conditions of `TYPES` present on an object, as they are now: `<prefix>_condition{name, type,
+/// Conditions of `TYPES` on an object, as they are now: `<prefix>_condition{name, type,
 /// status, reason} 1`, one series per object and condition type (the previous one goes when the
-/// status or reason changes), so that alerts can ask how long an object has been in a state.
+/// status or reason changes), so that alerts can ask how long an object has been in a state. A
+/// type the object does not report yet (a catalog never served has no Serving, as upstream's)
+/// is `status="Unknown", reason=""`, so that "not True" alerts see it too.
 /// Cardinality: objects x condition types; status and reason come from closed vocabularies.
 pub struct ConditionMetrics {
     family: Family<ConditionLabels, Gauge>,
@@ -141,14 +143,20 @@ impl ConditionMetrics {
 
     /// Records object `name`'s conditions as they are now.
     pub fn set(&self, name: &str, conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) {
-        let now: Vec<ConditionLabels> = conditions
+        let now: Vec<ConditionLabels> = self
+            .types
             .iter()
-            .filter(|c| self.types.contains(&c.type_.as_str()))
-            .map(|c| ConditionLabels {
-                name: name.to_string(),
-                r#type: c.type_.clone(),
-                status: c.status.clone(),
-                reason: c.reason.clone(),
+            .map(|type_| {
+                let (status, reason) = conditions
+                    .iter()
+                    .find(|c| c.type_ == *type_)
+                    .map_or(("Unknown", ""), |c| (c.status.as_str(), c.reason.as_str()));
+                ConditionLabels {
+                    name: name.to_string(),
+                    r#type: (*type_).to_string(),
+                    status: status.to_string(),
+                    reason: reason.to_string(),
+                }
             })
             .collect();
         let mut current = lock(&self.current);
@@ -364,7 +372,16 @@ mod tests {
             ],
             "one series per condition type listed, the previous status gone"
         );
+        metrics.set("b", &[condition("Progressing", "True", "Retrying")]);
+        assert!(
+            exposition(&registry).contains(
+                &r#"x_condition{name="b",type="Installed",status="Unknown",reason=""} 1"#.to_string()
+            ),
+            "a type not reported yet is Unknown: {:?}",
+            exposition(&registry)
+        );
         metrics.forget("a");
+        metrics.forget("b");
         assert!(exposition(&registry).is_empty());
     }
 

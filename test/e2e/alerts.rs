@@ -172,7 +172,7 @@ async fn each_alert_fires_for_what_it_watches_and_no_other() {
             let samples = components::scrape("controller").await;
             let shown = samples
                 .iter()
-                .filter(|s| s.name == "olmv1_clusterextension_condition")
+                .filter(|s| s.name == "olmv1_clusterextension_condition" && s.labels["status"] != "Unknown")
                 .filter(|s| {
                     [&healthy.extension, &missing_account.extension, &stuck.extension]
                         .contains(&&s.labels["name"])

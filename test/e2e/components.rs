@@ -692,22 +692,34 @@ pub fn apply_overlay_controller_rbac(overlay: &str, role: &str) {
         "RoleBinding",
     ];
     let account = format!("olmv1-{role}");
-    let controllers: Vec<String> = rendered
+    let controllers: Vec<serde_json::Value> = rendered
         .split("\n---\n")
         .filter(|doc| {
             doc.lines()
                 .any(|line| rbac_kinds.iter().any(|kind| line == format!("kind: {kind}")))
                 && doc.contains("olmv1-controller")
         })
-        .map(|doc| doc.replace("olmv1-controller", &account))
+        .map(|doc| {
+            let mut object: serde_json::Value =
+                serde_saphyr::from_str(&doc.replace("olmv1-controller", &account)).unwrap();
+            // An object the shared components hold too (the ClusterRoleBinding
+            // `olmv1-metrics-auth` names the controller and catalogd) gets a name of its own:
+            // overwriting it would take the shared controller's rights away.
+            let name = object["metadata"]["name"].as_str().unwrap().to_string();
+            if !name.contains(&account) {
+                object["metadata"]["name"] = json!(format!("{name}-{role}"));
+            }
+            object
+        })
         .collect();
     assert!(
         controllers
             .iter()
-            .any(|doc| doc.contains("kind: ClusterRoleBinding")),
+            .any(|object| object["kind"] == "ClusterRoleBinding"),
         "config/{overlay} binds the controller to no ClusterRole:\n{rendered}"
     );
-    support::kubectl_apply(&controllers.join("\n---\n")).ok();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": controllers});
+    support::kubectl_apply(&list.to_string()).ok();
 }
 
 /// A namespace with a ServiceAccount `installer` bound to cluster-admin: what the OLM v1 docs

@@ -154,12 +154,18 @@ async fn install_creates_the_installer_and_the_extension_lives_and_dies_as_it() 
         ]
     );
 
-    // Every write of bundle content went through the installer's account.
+    // Every write of this bundle's content went through the installer's account (other tests'
+    // controllers write their own extensions meanwhile: only this namespace and the cluster-scoped
+    // objects named after this test's fresh package are this extension's).
+    let ours = |w: &components::AuditWrite| match w.namespace.as_deref() {
+        Some(namespace) => namespace == s.namespace,
+        None => w.name.as_deref().is_some_and(|n| n.contains(s.package.as_str())),
+    };
     let bundle_writes: Vec<components::AuditWrite> = audit
         .writes_since(before)
         .into_values()
         .flatten()
-        .filter(|w| !controller_bookkeeping(w))
+        .filter(|w| !controller_bookkeeping(w) && ours(w))
         .collect();
     let deployment = fixtures::deployment_name(&s.package);
     let crd = fixtures::crd_name(&s.package);

@@ -20,9 +20,10 @@ pub mod permissions;
 mod review;
 
 pub use crd_upgrade::{CrdUpgradeError, check_crd_upgrade};
+pub(crate) use permissions::combined;
 pub use permissions::{
     Access, AccessPlan, AccessPolicy, AccessTarget, MissingPermissions, RbacRefusal, Requirement,
-    ResourceInfo, ResourceTable, RoleRef, ServiceAccountRef, grouped, owner_finalizers_access,
+    ResourceInfo, ResourceTable, RoleRef, ServiceAccountRef, covers, grouped, owner_finalizers_access,
     required_access, rule_accesses,
 };
 pub use review::{

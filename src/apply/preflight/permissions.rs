@@ -592,6 +592,51 @@ fn binding_requirement(
     }
 }
 
+/// Whether a rule granting exactly `rule` allows request `request` (RBAC's matching: `*` verbs,
+/// groups and resources, `*/subresource`, no name = every name, cluster-wide = every namespace,
+/// non-resource paths ending in `*` as prefixes).
+pub fn covers(rule: &Access, request: &Access) -> bool {
+    let verb = rule.verb == "*" || rule.verb == request.verb;
+    match (&rule.target, &request.target) {
+        (
+            AccessTarget::Resource {
+                namespace: rns,
+                group: rg,
+                resource: rr,
+                subresource: rs,
+                name: rn,
+            },
+            AccessTarget::Resource {
+                namespace: qns,
+                group: qg,
+                resource: qr,
+                subresource: qs,
+                name: qn,
+            },
+        ) => {
+            let rule_resource = combined(rr, rs.as_deref());
+            let resource = rule_resource == "*"
+                || rule_resource == combined(qr, qs.as_deref())
+                || qs.as_deref().is_some_and(|s| rule_resource == format!("*/{s}"));
+            verb && (rg == "*" || rg == qg)
+                && resource
+                && (rn.is_none() || rn == qn)
+                && (rns.is_none() || rns == qns)
+        }
+        (AccessTarget::NonResource { path: rule }, AccessTarget::NonResource { path }) => {
+            verb && (rule == path || rule.strip_suffix('*').is_some_and(|p| path.starts_with(p)))
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn combined(resource: &str, subresource: Option<&str>) -> String {
+    match subresource {
+        Some(sub) => format!("{resource}/{sub}"),
+        None => resource.to_string(),
+    }
+}
+
 /// Every (verb, group, resource, name) a list of rules grants, as accesses in `namespace`.
 pub fn rule_accesses(rules: &[PolicyRule], namespace: Option<&str>) -> Vec<Access> {
     let mut out = BTreeSet::new();
@@ -631,7 +676,13 @@ impl AccessPlan {
     /// that role's rules where the binding applies (or `bind` when `allow_escalate`); for a
     /// binding of a role the bundle does not define, `bind` on that one role (its rules live in
     /// the cluster and may change).
+    ///
+    /// A role whose own rules grant `escalate` (or `bind`) on it gets that one named permission
+    /// instead of its rules even without `allow_escalate`: holding its rules would mean holding
+    /// `escalate` on every such role, strictly more than `escalate` on this one, and the
+    /// preflight (like the API server) asks for `escalate`/`bind` before the rules.
     pub fn grants(&self, allow_escalate: bool) -> BTreeSet<Access> {
+        let implied_by = |rules: &[Access], permission: &Access| rules.iter().any(|r| covers(r, permission));
         let mut out = BTreeSet::new();
         for req in &self.requirements {
             match req {
@@ -639,7 +690,7 @@ impl AccessPlan {
                     out.insert(access.clone());
                 }
                 Requirement::RoleRules { escalate, rules } => {
-                    if allow_escalate {
+                    if allow_escalate || implied_by(rules, escalate) {
                         out.insert(escalate.clone());
                     } else {
                         out.extend(rules.iter().cloned());
@@ -648,7 +699,9 @@ impl AccessPlan {
                 Requirement::BindingRules {
                     bind, bundle_rules, ..
                 } => match bundle_rules {
-                    Some(rules) if !allow_escalate => out.extend(rules.iter().cloned()),
+                    Some(rules) if !allow_escalate && !implied_by(rules, bind) => {
+                        out.extend(rules.iter().cloned())
+                    }
                     _ => {
                         out.insert(bind.clone());
                     }
