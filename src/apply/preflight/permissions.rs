@@ -771,13 +771,12 @@ impl AccessPlan {
                     rules_namespace,
                     bundle_rules,
                 } if !allowed(decisions, bind) => {
-                    let rules = match bundle_rules {
-                        Some(rules) => rules.clone(),
-                        // A role that does not exist grants nothing, so binding it escalates nothing.
-                        None => rule_accesses(
-                            cluster_roles.get(role).map(Vec::as_slice).unwrap_or_default(),
-                            rules_namespace.as_deref(),
-                        ),
+                    let rules = match (bundle_rules, cluster_roles.get(role)) {
+                        (Some(rules), _) => rules.clone(),
+                        (None, Some(rules)) => rule_accesses(rules, rules_namespace.as_deref()),
+                        // kube-apiserver cannot read a role that does not exist, so only `bind`
+                        // allows binding it (see `missing`).
+                        (None, None) => continue,
                     };
                     out.push((bind.clone(), rules));
                 }
@@ -787,8 +786,9 @@ impl AccessPlan {
         out
     }
 
-    /// What the service account lacks, given the API server's answer for every reviewed access;
-    /// `None` when the apply is fully authorised.
+    /// What the service account lacks, given the API server's answer for every reviewed access
+    /// and the rules of the fetched roles that exist (`cluster_roles`); `None` when the apply is
+    /// fully authorised.
     pub fn missing(
         &self,
         service_account: &ServiceAccountRef,
@@ -800,6 +800,12 @@ impl AccessPlan {
             .iter()
             .filter_map(|req| match req {
                 Requirement::Allowed(access) if !allowed(decisions, access) => Some(access.clone()),
+                Requirement::BindingRules {
+                    bind,
+                    role,
+                    bundle_rules: None,
+                    ..
+                } if !allowed(decisions, bind) && !cluster_roles.contains_key(role) => Some(bind.clone()),
                 _ => None,
             })
             .collect();

@@ -392,6 +392,33 @@ fn holding_the_rules_is_as_good_as_escalate_and_bind() {
     assert_eq!(plan.missing(&sa(), &decisions, &fetched), None);
 }
 
+/// kube-apiserver reads the rules of a bound role it does not hold `bind` on, and a role that
+/// does not exist cannot be read: the binding is refused, so `bind` is what is missing.
+#[test]
+fn binding_a_role_the_cluster_does_not_have_needs_bind() {
+    let plan = plan_for(&rbac_bundle(), &[]);
+    let first: Vec<Access> = plan.first_round().into_iter().collect();
+    let bind_view = Access::resource("bind", RBAC_GROUP, "clusterroles", Some("x"), Some("view"));
+    let allowed: Vec<Access> = first.iter().filter(|a| **a != bind_view).cloned().collect();
+    let decisions = decide(first, &allowed);
+    assert_eq!(plan.second_round(&decisions, &BTreeMap::new()), BTreeSet::new());
+    let missing = plan
+        .missing(&sa(), &decisions, &BTreeMap::new())
+        .expect("refused");
+    assert_eq!(missing.denied, [bind_view]);
+    assert!(missing.refused_rbac.is_empty());
+    // The same role, existing with no rules: binding it escalates nothing.
+    let view = RoleRef {
+        kind: "ClusterRole".into(),
+        namespace: None,
+        name: "view".into(),
+    };
+    assert_eq!(
+        plan.missing(&sa(), &decisions, &BTreeMap::from([(view, vec![])])),
+        None
+    );
+}
+
 #[test]
 fn missing_permissions_are_listed_sorted_grouped_and_once() {
     let mut objects = rbac_bundle();

@@ -241,19 +241,21 @@ async fn fetch_roles(
                 api.get_opt(&role.name)
                     .await
                     .map_err(review_error(service_account))?
-                    .and_then(|r| r.rules)
+                    .map(|r| r.rules.unwrap_or_default())
             }
             _ => {
                 let api: Api<ClusterRole> = Api::all(client.clone());
                 api.get_opt(&role.name)
                     .await
                     .map_err(review_error(service_account))?
-                    .and_then(|r| r.rules)
+                    .map(|r| r.rules.unwrap_or_default())
             }
         };
-        let rules = rules.unwrap_or_default();
-        lookups.remember_role(&role, &rules, generation);
-        out.insert(role, rules);
+        // A role that does not exist stays out of the map: binding it needs `bind`.
+        if let Some(rules) = rules {
+            lookups.remember_role(&role, &rules, generation);
+            out.insert(role, rules);
+        }
     }
     Ok(out)
 }
