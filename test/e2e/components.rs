@@ -160,14 +160,14 @@ impl Operations {
     }
 
     /// Ports the system picks (nothing reads them).
-    fn unread() -> Self {
+    pub fn unread() -> Self {
         Self {
             metrics: "127.0.0.1:0".into(),
             probes: "127.0.0.1:0".into(),
         }
     }
 
-    fn args(&self) -> [&str; 4] {
+    pub fn args(&self) -> [&str; 4] {
         [
             "--metrics-bind-address",
             &self.metrics,
@@ -316,6 +316,18 @@ fn spawn_controller_as(
     tls: &support::TestTls,
     extra: &[&str],
 ) -> Child {
+    let args = controller_args(name, operations, tls, extra);
+    spawn(role, name, &args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The arguments of an e2e controller replica `name`: metrics over HTTPS with `tls`, its own
+/// cache, the shared pull-secret, registries.conf and short cache grace and deadline unit.
+pub fn controller_args(
+    name: &str,
+    operations: &Operations,
+    tls: &support::TestTls,
+    extra: &[&str],
+) -> Vec<String> {
     let cache = scratch_dir(name);
     let registries_conf = registries_conf_path();
     let mut args = vec![
@@ -341,23 +353,38 @@ fn spawn_controller_as(
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
-    spawn(role, name, &args)
+    args.into_iter().map(str::to_string).collect()
 }
 
 /// Runs `olmv1 <args>` as the component `role`'s ServiceAccount, as replica `name` (its
 /// `POD_NAME`, which the controller's User-Agent and Lease name).
 fn spawn(role: &str, name: &str, args: &[&str]) -> Child {
+    spawn_with(role, name, args, &[], |_| {})
+}
+
+/// [`spawn`] with extra environment variables, and the replica's kubeconfig as `kubeconfig`
+/// leaves it (it gets the parsed kubeconfig of the ServiceAccount).
+pub fn spawn_with(
+    role: &str,
+    name: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    kubeconfig: impl FnOnce(&mut serde_json::Value),
+) -> Child {
     let env = support::env();
     let log = std::fs::File::create(log_path(name)).unwrap();
+    let path = support::service_account_kubeconfig(
+        SYSTEM_NAMESPACE,
+        &format!("olmv1-{role}"),
+        &scratch_dir("kubeconfigs").join(name),
+    );
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("a kubeconfig");
+    kubeconfig(&mut config);
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
     env.command(support::olmv1_bin())
-        .env(
-            "KUBECONFIG",
-            support::service_account_kubeconfig(
-                SYSTEM_NAMESPACE,
-                &format!("olmv1-{role}"),
-                &scratch_dir("kubeconfigs").join(role),
-            ),
-        )
+        .env("KUBECONFIG", path)
+        .envs(vars.iter().copied())
         .args(args)
         // Its ServiceAccount's imagePullSecrets are merged with the global pull secret.
         .env(

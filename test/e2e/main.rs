@@ -24,6 +24,7 @@ mod lifecycle;
 mod mirrors;
 mod openshift;
 mod operations;
+mod proxy;
 mod pull_secrets;
 mod real;
 mod upgrade;

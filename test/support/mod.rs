@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 pub mod hostile;
 pub mod promql;
+pub mod proxy;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
