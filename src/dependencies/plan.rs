@@ -180,6 +180,7 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
         roots.push(set.into());
     }
     universe.expand()?;
+    universe.allow_one_provider_per_api();
 
     let deadline = Instant::now() + request.limits.max_duration;
     let provider = Provider { universe, deadline };
@@ -580,6 +581,70 @@ impl<'a> Universe<'a> {
             }),
             satisfies,
         )
+    }
+
+    /// Classic's rule: at most one package of a plan provides a given API (`olm.gvk`), since
+    /// two would own the same CRD. Each bundle providing an API that several packages provide
+    /// requires its own marker of a name per API, and resolvo picks one solvable per name. An
+    /// API that installed extensions of two packages already provide is left alone: the cluster
+    /// already has both, and refusing every plan would help nobody.
+    fn allow_one_provider_per_api(&mut self) {
+        let upgraded = self.request.request.package.as_str();
+        let mut installed_providers: HashMap<Gvk, BTreeSet<&str>> = HashMap::new();
+        for i in self.request.installed.iter().filter(|i| i.package != upgraded) {
+            for gvk in BundleFacts::new(&i.bundle, &i.package, &i.properties).gvks {
+                installed_providers.entry(gvk).or_default().insert(&i.package);
+            }
+        }
+        let shared: HashSet<Gvk> = self
+            .providers()
+            .iter()
+            .filter(|(gvk, packages)| {
+                packages.len() > 1 && installed_providers.get(*gvk).is_none_or(|p| p.len() < 2)
+            })
+            .map(|(gvk, _)| gvk.clone())
+            .collect();
+        if shared.is_empty() {
+            return;
+        }
+        for id in 0..self.solvables.len() {
+            let info = &self.solvables[id];
+            // Loaded bundles only: an installed bundle no requirement reached has no name yet.
+            if info.dependencies.is_none() {
+                continue;
+            }
+            let gvks: Vec<Gvk> = info
+                .facts
+                .gvks
+                .iter()
+                .filter(|g| shared.contains(*g))
+                .cloned()
+                .collect();
+            for gvk in gvks {
+                let key = format!("provides: {gvk}");
+                let name = match self.name_of_package.get(&key) {
+                    Some(&n) => n,
+                    None => self.new_name(&key, format!("one provider of {gvk}")),
+                };
+                let marker = SolvableId::from_index(self.solvables.len());
+                let facts = self.solvables[id].facts.clone();
+                self.solvables.push(SolvableInfo {
+                    name,
+                    facts,
+                    status_version: String::new(),
+                    catalog: None,
+                    image: "",
+                    installed: None,
+                    dependencies: Some(Dependencies::Known(KnownDependencies::default())),
+                    satisfies: Vec::new(),
+                });
+                self.names[name.to_index()].candidates.push(marker);
+                let set = self.version_set(name, vec![marker], gvk.to_string());
+                if let Some(Dependencies::Known(known)) = &mut self.solvables[id].dependencies {
+                    known.requirements.push(ConditionalRequirement::from(set));
+                }
+            }
+        }
     }
 
     fn plan(&self, chosen: &[SolvableId], root: NameId) -> Plan {

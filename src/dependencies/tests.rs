@@ -371,6 +371,37 @@ fn installed_extensions_are_kept_and_count_as_present() {
     assert_eq!(changed.plan[0].replaces.as_deref(), Some("db.v1.0.0"));
 }
 
+/// Classic's rule: one provider per API. The preferred provider of Widget (alpha, first by
+/// name) would make two providers with beta, which the app needs anyway and which provides
+/// Widget too: the plan takes beta for both.
+#[test]
+fn a_plan_has_one_provider_per_api() {
+    let bundles = [
+        b("app", "1.0.0")
+            .needs_api("Widget")
+            .needs_package("beta", ">=1.0.0"),
+        b("alpha", "1.0.0").provides("Widget"),
+        b("beta", "1.0.0").provides("Widget"),
+    ];
+    let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
+    let plan = plan_of("app", &catalogs, &[]).unwrap();
+    assert_eq!(picked(&plan), ["beta.v1.0.0@c", "app.v1.0.0@c"]);
+    // Needing both packages cannot be planned, and the message names the API.
+    let bundles = [
+        b("app", "1.0.0")
+            .needs_package("alpha", ">=1.0.0")
+            .needs_package("beta", ">=1.0.0"),
+        b("alpha", "1.0.0").provides("Widget"),
+        b("beta", "1.0.0").provides("Widget"),
+    ];
+    let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
+    let err = plan_of("app", &catalogs, &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("one provider of test.io/v1/Widget") || err.contains("Widget"),
+        "{err}"
+    );
+}
+
 #[test]
 fn served_apis_satisfy_api_requirements_and_the_resolver_decides_the_request() {
     let bundles = [b("app", "1.0.0").needs_api("Route"), b("app", "0.9.0")];
@@ -548,13 +579,16 @@ fn to_catalog(bundles: &[GenBundle]) -> Arc<CatalogIndex> {
 }
 
 /// Whether a selection (at most one bundle per package, the root's package present) satisfies
-/// every need of every selected bundle.
+/// every need of every selected bundle, with at most one bundle providing each API.
 fn valid(selection: &[&GenBundle]) -> bool {
-    selection.iter().all(|b| {
-        b.needs
-            .iter()
-            .all(|n| selection.iter().any(|other| holds(n, other)))
-    })
+    let one_provider_per_api =
+        (0..KINDS.len()).all(|k| selection.iter().filter(|b| b.kinds.contains(&k)).count() <= 1);
+    one_provider_per_api
+        && selection.iter().all(|b| {
+            b.needs
+                .iter()
+                .all(|n| selection.iter().any(|other| holds(n, other)))
+        })
 }
 
 fn brute_force(bundles: &[GenBundle], root: usize) -> bool {
