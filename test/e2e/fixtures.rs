@@ -33,6 +33,8 @@ pub struct Bundle {
     /// The operator's pods run only on Nodes labelled `olmv1.test/pool=<this>` (and tolerate
     /// their taint): until a test adds such a Node, the Deployment never rolls out.
     pub node_pool: Option<String>,
+    /// The install modes the CSV supports; `None`: Own, Single and AllNamespaces.
+    pub install_modes: Option<Vec<&'static str>>,
 }
 
 impl Bundle {
@@ -48,7 +50,14 @@ impl Bundle {
             max_openshift_version: None,
             linked_manifest: None,
             node_pool: None,
+            install_modes: None,
         }
+    }
+
+    /// The CSV supports only these install modes (e.g. `["SingleNamespace"]`).
+    pub fn supporting_only(mut self, modes: &[&'static str]) -> Self {
+        self.install_modes = Some(modes.to_vec());
+        self
     }
 
     /// Pods only on the Nodes of `pool` (see [`Bundle::node_pool`]).
@@ -172,6 +181,19 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
         pod_spec["tolerations"] =
             json!([{"key": NODE_POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
     }
+    let supported = |mode: &str| match &bundle.install_modes {
+        Some(modes) => modes.contains(&mode),
+        None => mode != "MultiNamespace",
+    };
+    let install_modes: Vec<Value> = [
+        "OwnNamespace",
+        "SingleNamespace",
+        "MultiNamespace",
+        "AllNamespaces",
+    ]
+    .into_iter()
+    .map(|mode| json!({"type": mode, "supported": supported(mode)}))
+    .collect();
     json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -182,12 +204,7 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
         "spec": {
             "displayName": format!("{package} operator"),
             "version": bundle.version,
-            "installModes": [
-                {"type": "OwnNamespace", "supported": true},
-                {"type": "SingleNamespace", "supported": true},
-                {"type": "MultiNamespace", "supported": false},
-                {"type": "AllNamespaces", "supported": true}
-            ],
+            "installModes": install_modes,
             "customresourcedefinitions": {"owned": [
                 {"name": crd_name(package), "version": "v1", "kind": "Widget", "displayName": "Widget"}
             ]},

@@ -25,6 +25,7 @@ mod openshift;
 mod operations;
 mod pull_secrets;
 mod real;
+mod twins;
 mod upgrade;
 
 use fixtures::{Bundle, Channel, Package};
