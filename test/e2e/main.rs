@@ -27,6 +27,7 @@ mod pull_secrets;
 mod real;
 mod twins;
 mod upgrade;
+mod vap;
 
 use fixtures::{Bundle, Channel, Package};
 use kube::Client;

@@ -313,11 +313,13 @@ async fn an_extension_installs_once_a_conflicting_deployment_is_removed() {
     deployments.create(&PostParams::default(), &theirs).await.unwrap();
 
     s.apply_extension(json!({})).await;
-    let expected = format!("Deployment '{name}' in namespace '{}'", s.namespace);
-    let ext = components::wait_extension(&s.client, &s.extension, "the conflict reported", |ext| {
-        components::condition(ext, "Progressing").is_some_and(|c| c.message.contains(&expected))
-    })
-    .await;
+    let expected = format!(
+        "Deployment '{name}' in namespace '{}' already exist and cannot be managed by olmv1",
+        s.namespace
+    );
+    // Upstream's Progressing=True/Retrying, Installed=False: retried until the object goes.
+    let ext = components::wait_progressing(&s.client, &s.extension, "Retrying", &expected).await;
+    assert_eq!(components::condition(&ext, "Progressing").unwrap().status, "True");
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "False");
     let kept = deployments.get(&name).await.unwrap();
     assert_eq!(
