@@ -237,7 +237,7 @@ async fn vap_denies_a_missing_catalog_selector() {
         .unwrap()
         .remove("selector");
     let policy = json!({
-        "expression": "has(object.spec.source.catalog.selector) && has(object.spec.source.catalog.selector.matchLabels) && \"team\" in object.spec.source.catalog.selector.matchLabels && object.spec.source.catalog.selector.matchLabels[\"team\"] == \"monitoring\"",
+        "expression": "has(object.spec.source.catalog) && has(object.spec.source.catalog.selector) && has(object.spec.source.catalog.selector.matchLabels) && \"team\" in object.spec.source.catalog.selector.matchLabels && object.spec.source.catalog.selector.matchLabels[\"team\"] == \"monitoring\"",
         "messageExpression": "\"catalog selector must include team=monitoring\""
     });
     let dave = guard(&s, "dave", &format!("{}-selector", s.package), policy, &body).await;
