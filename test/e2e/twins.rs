@@ -504,7 +504,8 @@ async fn a_rollout_restart_survives_a_reconcile() {
     rollout_complete();
 }
 
-/// A pool whose single Node the test taints `NoExecute` to evict the operator's pod.
+/// The taint that evicts the operator's pod from its Node and keeps it off (its pods tolerate
+/// only their pool's `NoSchedule` taint).
 const UNREADY_TAINT: &str = "olmv1.test/unready";
 
 async fn set_unready_taint(nodes: &Api<Node>, node: &str, pool: &str, on: bool) {
