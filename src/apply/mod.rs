@@ -52,8 +52,9 @@ pub enum ApplyError {
 }
 
 impl ApplyError {
-    /// Objects owned by others need the admin to act; everything else may pass on retry.
+    /// An invalid object cannot pass on retry; everything else may. Objects owned by others
+    /// are retried (as upstream): nothing watches them, and the admin may remove them any time.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::OwnedByOthers(_) | Self::InvalidObject(_))
+        matches!(self, Self::InvalidObject(_))
     }
 }

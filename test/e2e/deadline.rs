@@ -50,7 +50,7 @@ async fn apply_version(s: &Scenario, version: &str) {
 }
 
 /// A fake Node kwok keeps Ready, in pool `pool` and tainted so only that pool's pods go there.
-fn pool_node(name: &str, pool: &str) -> Node {
+pub(crate) fn pool_node(name: &str, pool: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {

@@ -36,6 +36,8 @@ pub struct Bundle {
     /// The operator's pods run only on Nodes labelled `olmv1.test/pool=<this>` (and tolerate
     /// their taint): until a test adds such a Node, the Deployment never rolls out.
     pub node_pool: Option<String>,
+    /// The install modes the CSV supports; `None`: Own, Single and AllNamespaces.
+    pub install_modes: Option<Vec<&'static str>>,
 }
 
 impl Bundle {
@@ -52,12 +54,19 @@ impl Bundle {
             linked_manifest: None,
             dependencies: vec![],
             node_pool: None,
+            install_modes: None,
         }
     }
 
     /// Declares a dependency: `olm.package.required`, `olm.gvk.required` or `olm.constraint`.
     pub fn requires(mut self, type_: &str, value: Value) -> Self {
         self.dependencies.push(json!({"type": type_, "value": value}));
+        self
+    }
+
+    /// The CSV supports only these install modes (e.g. `["SingleNamespace"]`).
+    pub fn supporting_only(mut self, modes: &[&'static str]) -> Self {
+        self.install_modes = Some(modes.to_vec());
         self
     }
 
@@ -199,6 +208,19 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
         pod_spec["tolerations"] =
             json!([{"key": NODE_POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
     }
+    let supported = |mode: &str| match &bundle.install_modes {
+        Some(modes) => modes.contains(&mode),
+        None => mode != "MultiNamespace",
+    };
+    let install_modes: Vec<Value> = [
+        "OwnNamespace",
+        "SingleNamespace",
+        "MultiNamespace",
+        "AllNamespaces",
+    ]
+    .into_iter()
+    .map(|mode| json!({"type": mode, "supported": supported(mode)}))
+    .collect();
     json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -209,12 +231,7 @@ fn csv(package: &str, bundle: &Bundle) -> Value {
         "spec": {
             "displayName": format!("{package} operator"),
             "version": bundle.version,
-            "installModes": [
-                {"type": "OwnNamespace", "supported": true},
-                {"type": "SingleNamespace", "supported": true},
-                {"type": "MultiNamespace", "supported": false},
-                {"type": "AllNamespaces", "supported": true}
-            ],
+            "installModes": install_modes,
             "customresourcedefinitions": {"owned": [
                 {"name": crd_name(package), "version": "v1", "kind": "Widget", "displayName": "Widget"}
             ]},

@@ -27,7 +27,9 @@ mod operations;
 mod proxy;
 mod pull_secrets;
 mod real;
+mod twins;
 mod upgrade;
+mod vap;
 
 use fixtures::{Bundle, Channel, Package};
 use kube::Client;

@@ -139,6 +139,12 @@ impl StepError {
             Self::Bundle { source, .. } if matches!(source.as_ref(), BundleError::Preflight(_)) => {
                 Duration::from_secs(15)
             }
+            // Waiting for the admin to remove an object someone else owns.
+            Self::Bundle { source, .. }
+                if matches!(source.as_ref(), BundleError::Apply(ApplyError::OwnedByOthers(_))) =>
+            {
+                Duration::from_secs(15)
+            }
             _ => Duration::from_secs(10),
         }
     }
