@@ -189,11 +189,52 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
     match solver.solve(problem) {
         Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
         Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
-            let text = conflict.display_user_friendly(&solver).to_string();
+            let text = bounded_text(&conflict.display_user_friendly(&solver), MAX_EXPLANATION_BYTES);
             Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
         }
         Err(UnsolvableOrCancelled::Cancelled(_)) => Err(PlanError::TimedOut(request.limits.max_duration)),
     }
+}
+
+/// The longest explanation of a conflict kept. resolvo's tree of the conflict can grow
+/// exponentially with the catalog (each shared API or package repeats the subtrees under it),
+/// so its text is cut, and formatting stops, at this size.
+pub const MAX_EXPLANATION_BYTES: usize = 16 * 1024;
+
+/// `value`'s text, formatting stopped once it passes `limit` bytes (then marked as cut).
+fn bounded_text(value: &impl fmt::Display, limit: usize) -> String {
+    struct Bounded {
+        text: String,
+        limit: usize,
+        cut: bool,
+    }
+    impl fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            if self.text.len() + s.len() <= self.limit {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut end = self.limit - self.text.len();
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&s[..end]);
+            self.cut = true;
+            // An error ends the formatting: the rest is never computed.
+            Err(fmt::Error)
+        }
+    }
+    let mut out = Bounded {
+        text: String::new(),
+        limit,
+        cut: false,
+    };
+    let _ = fmt::Write::write_fmt(&mut out, format_args!("{value}"));
+    if out.cut {
+        out.text
+            .push_str(&format!("\n... (explanation cut at {limit} bytes)"));
+    }
+    out.text
 }
 
 struct NameInfo {
@@ -613,7 +654,8 @@ impl<'a> Universe<'a> {
             if info.dependencies.is_none() {
                 continue;
             }
-            let gvks: Vec<Gvk> = info
+            // Once per API, even when a bundle lists it twice (two markers would exclude each other).
+            let gvks: BTreeSet<Gvk> = info
                 .facts
                 .gvks
                 .iter()
@@ -959,5 +1001,28 @@ impl DependencyProvider for Provider<'_> {
 
     fn should_cancel_with_value(&self) -> Option<Box<dyn std::any::Any>> {
         (Instant::now() > self.deadline).then(|| Box::new(()) as Box<dyn std::any::Any>)
+    }
+}
+
+#[cfg(test)]
+mod bounded_text_tests {
+    use super::*;
+
+    /// Formatting stops at the limit (a Display that would write without end still ends).
+    #[test]
+    fn text_is_cut_at_the_limit_and_formatting_stops() {
+        struct Endless;
+        impl fmt::Display for Endless {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                loop {
+                    f.write_str("é and more ")?;
+                }
+            }
+        }
+        let text = bounded_text(&Endless, 100);
+        let (kept, marker) = text.split_once('\n').unwrap();
+        assert!(kept.len() <= 100 && kept.len() > 90, "{kept}");
+        assert_eq!(marker, "... (explanation cut at 100 bytes)");
+        assert_eq!(bounded_text(&"short", 100), "short");
     }
 }
