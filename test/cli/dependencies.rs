@@ -337,3 +337,290 @@ fn resolve_with_dependencies_prefers_catalogs_by_priority_then_the_dependents_ca
         [pair("blue.v1.0.0", "main"), pair("app.v1.0.0", "main")]
     );
 }
+
+/// `app` 1.0.0 needs package blue and the EtcdCluster API; 1.1.0 needs, by compound and CEL
+/// constraints, a certified blue (with a failure message) and any bundle of blue >=1.1.0 or
+/// providing the API (without one); 1.2.0 has a constraint with an unknown field.
+fn app_with_every_form(dir: &Path) -> String {
+    let certified_blue = json!({
+        "failureMessage": "app 1.1 needs a certified blue",
+        "all": {"constraints": [
+            {"package": {"packageName": "blue", "versionRange": ">=1.0.0"}},
+            {"cel": {"rule": "properties.exists(p, p.type == \"certified\")"}}
+        ]}
+    });
+    let any_blue_or_api = json!({
+        "any": {"constraints": [
+            {"package": {"packageName": "blue", "versionRange": ">=1.1.0"}},
+            {"gvk": {"group": "etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}}
+        ]}
+    });
+    write_catalog(
+        dir,
+        &[
+            (
+                "app",
+                vec![
+                    bundle("1.0.0")
+                        .needs_package("blue", ">=1.0.0")
+                        .needs_gvk("etcd.database.coreos.com", "v1beta2", "EtcdCluster"),
+                    bundle("1.1.0")
+                        .with("olm.constraint", certified_blue)
+                        .with("olm.constraint", any_blue_or_api),
+                    bundle("1.2.0").with(
+                        "olm.constraint",
+                        json!({"package": {"packageName": "blue", "versionRange": ">=1.0.0"}, "colour": "red"}),
+                    ),
+                ],
+            ),
+            ("blue", vec![bundle("1.0.0"), bundle("1.1.0").with("certified", json!(true))]),
+        ],
+    );
+    format!("main={}", dir.display())
+}
+
+#[test]
+fn versions_and_search_show_what_each_bundle_requires() {
+    let work = tempfile::tempdir().unwrap();
+    let main = app_with_every_form(&work.path().join("main"));
+
+    let v = json_of(olmv1(&["versions", "app", "--catalog", &main, "-o", "json"]));
+    let entries = &v[0]["channels"][0]["entries"];
+    let by_bundle = |name: &str| {
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["bundle"] == name)
+            .unwrap_or_else(|| panic!("{name} in {entries}"))
+            .clone()
+    };
+    let v100 = by_bundle("app.v1.0.0");
+    assert_eq!(
+        v100["requires"],
+        json!([
+            {"property": "olm.package.required", "summary": "pkg blue >=1.0.0", "failureMessage": null,
+             "constraint": {"package": {"packageName": "blue", "versionRange": ">=1.0.0"}}},
+            {"property": "olm.gvk.required",
+             "summary": "gvk etcd.database.coreos.com/v1beta2 EtcdCluster", "failureMessage": null,
+             "constraint": {"gvk": {"group": "etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}}},
+        ])
+    );
+    assert_eq!(v100["requiresError"], Value::Null);
+    let v110 = by_bundle("app.v1.1.0");
+    // A compound constraint is summarised by its failure message, or else by its short form;
+    // the structured form is whole.
+    assert_eq!(v110["requires"][0]["summary"], "app 1.1 needs a certified blue");
+    assert_eq!(
+        v110["requires"][0]["constraint"]["all"]["constraints"][1],
+        json!({"cel": {"rule": "properties.exists(p, p.type == \"certified\")"}})
+    );
+    assert_eq!(
+        v110["requires"][1]["summary"],
+        "any(pkg blue >=1.1.0, gvk etcd.database.coreos.com/v1beta2 EtcdCluster)"
+    );
+    let v120 = by_bundle("app.v1.2.0");
+    assert_eq!(v120["requires"], json!([]));
+    let error = v120["requiresError"].as_str().unwrap();
+    assert!(
+        error.starts_with("bundle \"app.v1.2.0\" has an invalid olm.constraint dependency:")
+            && error.contains("colour"),
+        "{error}"
+    );
+
+    let text = olmv1(&["versions", "app", "--catalog", &main]).ok();
+    let header = text.lines().nth(1).unwrap();
+    assert!(header.ends_with("DEPRECATED   REQUIRES"), "{text}");
+    // Cells wrap at 64 characters.
+    for part in [
+        "-            pkg blue >=1.0.0, gvk etcd.database.coreos.com/v1beta2\n",
+        "-            app 1.1 needs a certified blue, any(pkg blue >=1.1.0, gvk\n",
+        "-            invalid: bundle \"app.v1.2.0\" has an invalid olm.constraint\n",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+    // A package whose bundles require nothing keeps the usual columns.
+    let text = olmv1(&["versions", "blue", "--catalog", &main]).ok();
+    assert!(!text.contains("REQUIRES"), "{text}");
+
+    // search: the newest bundle's requirements (app.v1.2.0, whose constraint is unreadable;
+    // the resolver refuses its dependency, but it is still the newest one).
+    let v = json_of(olmv1(&["search", "--catalog", &main, "--no-pull", "-o", "json"]));
+    let rows = v.as_array().unwrap();
+    let app = rows.iter().find(|r| r["package"] == "app").unwrap();
+    assert_eq!(app["newestBundle"], "app.v1.2.0");
+    assert!(app["requiresError"].as_str().unwrap().contains("colour"), "{app}");
+    let blue = rows.iter().find(|r| r["package"] == "blue").unwrap();
+    assert_eq!(blue["requires"], json!([]));
+    assert_eq!(blue["requiresError"], Value::Null);
+    let text = olmv1(&["search", "--catalog", &main, "--no-pull"]).ok();
+    assert!(text.lines().next().unwrap().ends_with("   REQUIRES"), "{text}");
+    let blue_line = text.lines().find(|l| l.starts_with("blue ")).unwrap();
+    assert!(blue_line.trim_end().ends_with(" -"), "{text}");
+
+    // The first version's requirements, as search shows them for a package whose newest
+    // bundle reads.
+    let older = work.path().join("older");
+    write_catalog(
+        &older,
+        &[(
+            "app",
+            vec![bundle("1.0.0").needs_package("blue", ">=1.0.0").needs_gvk(
+                "etcd.database.coreos.com",
+                "v1beta2",
+                "EtcdCluster",
+            )],
+        )],
+    );
+    let older = format!("older={}", older.display());
+    let text = olmv1(&["search", "app", "--catalog", &older, "--no-pull"]).ok();
+    assert!(
+        text.contains("pkg blue >=1.0.0, gvk etcd.database.coreos.com/v1beta2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn explain_shows_the_plan_and_why_each_requirement_is_satisfied_by_its_bundle() {
+    let work = tempfile::tempdir().unwrap();
+    let main = app_blue_etcd(&work.path().join("main"));
+    let other_dir = work.path().join("other");
+    write_catalog(&other_dir, &[("blue", vec![bundle("2.0.0")])]);
+    let other = format!("other={}", other_dir.display());
+    let args = [
+        "explain",
+        "--package",
+        "app",
+        "--catalog",
+        &main,
+        "--catalog",
+        &other,
+    ];
+
+    let v = json_of(olmv1(&[&args[..], &["-o", "json"]].concat()));
+    let d = &v["dependencies"];
+    assert_eq!(d["bundle"], "app.v1.0.0");
+    assert_eq!(d["requires"][0]["summary"], "pkg blue >=1.0.0");
+    assert_eq!(d["error"], Value::Null);
+    let plan: Vec<&str> = d["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bundle"].as_str().unwrap())
+        .collect();
+    assert_eq!(plan, ["blue.v1.1.0", "etcd.v0.9.4", "app.v1.0.0"]);
+    // blue >=1.0.0: main's 1.1.0 and 1.0.0 and other's 2.0.0 qualify; the dependent's catalog
+    // comes before a higher version elsewhere, the head first.
+    assert_eq!(
+        d["choices"],
+        json!([
+            {"dependent": "app.v1.0.0", "requirement": "pkg blue >=1.0.0", "satisfiedBy": "blue.v1.1.0",
+             "catalog": "main",
+             "why": "first choice of 3: catalog main (priority 0, the dependent's catalog), default channel stable, its head"},
+            {"dependent": "app.v1.0.0", "requirement": "gvk etcd.database.coreos.com/v1beta2 EtcdCluster",
+             "satisfiedBy": "etcd.v0.9.4", "catalog": "main",
+             "why": "first choice of 1: catalog main (priority 0, the dependent's catalog), default channel stable, its head"},
+        ])
+    );
+    // With a higher priority, the other catalog's blue comes first.
+    let v = json_of(olmv1(
+        &[&args[..], &["--priority", "other=5", "-o", "json"]].concat(),
+    ));
+    assert_eq!(
+        v["dependencies"]["choices"][0]["why"],
+        "first choice of 3: catalog other (priority 5), default channel stable, its head"
+    );
+
+    let out = olmv1(&args);
+    assert_eq!(out.code, Some(0), "a plan exists: {}", out.stderr);
+    let text = out.stdout;
+    for part in [
+        "app.v1.0.0 requires (the controller installs it once these are installed; --dependencies=refuse and upstream refuse it):\n  pkg blue >=1.0.0\n  gvk etcd.database.coreos.com/v1beta2 EtcdCluster\n",
+        "plan (olmv1 install --with-dependencies), dependencies first:\n  blue.v1.1.0 1.1.0 main (required by app.v1.0.0)\n  etcd.v0.9.4 0.9.4 main (required by app.v1.0.0)\n  app.v1.0.0 1.0.0 main\n",
+        "BUNDLE       REQUIRES                                           SATISFIED BY   WHY",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn explain_names_the_candidates_other_requirements_excluded_and_why_there_is_no_plan() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("main");
+    // app needs blue and red; red needs blue <1.1.0, so blue's head is passed over.
+    write_catalog(
+        &dir,
+        &[
+            (
+                "app",
+                vec![
+                    bundle("1.0.0")
+                        .needs_package("blue", ">=1.0.0")
+                        .needs_package("red", ">=1.0.0"),
+                ],
+            ),
+            ("blue", vec![bundle("1.0.0"), bundle("1.1.0")]),
+            ("red", vec![bundle("1.0.0").needs_package("blue", "<1.1.0")]),
+            (
+                "lonely",
+                vec![bundle("1.0.0").needs_package("nowhere", ">=1.0.0")],
+            ),
+        ],
+    );
+    let main = format!("main={}", dir.display());
+    let v = json_of(olmv1(&[
+        "explain",
+        "--package",
+        "app",
+        "--catalog",
+        &main,
+        "-o",
+        "json",
+    ]));
+    let choices = v["dependencies"]["choices"].as_array().unwrap();
+    let blue_for_app = choices
+        .iter()
+        .find(|c| c["dependent"] == "app.v1.0.0" && c["requirement"] == "pkg blue >=1.0.0")
+        .unwrap();
+    assert_eq!(blue_for_app["satisfiedBy"], "blue.v1.0.0");
+    assert_eq!(
+        blue_for_app["why"],
+        "choice 2 of 2: catalog main (priority 0, the dependent's catalog), default channel stable, \
+         1 below its head; preferred to it but excluded by other requirements: blue.v1.1.0"
+    );
+    let blue_for_red = choices.iter().find(|c| c["dependent"] == "red.v1.0.0").unwrap();
+    assert_eq!(blue_for_red["satisfiedBy"], "blue.v1.0.0");
+
+    let out = olmv1(&["explain", "--package", "lonely", "--catalog", &main]);
+    assert_eq!(out.code, Some(1));
+    let text = out.stdout;
+    assert!(text.contains("lonely.v1.0.0 requires"), "{text}");
+    assert!(
+        text.contains("no plan: no set of bundles satisfies every requirement:")
+            && text.contains("package nowhere >=1.0.0 (no catalog has a bundle of it in that range)"),
+        "{text}"
+    );
+    let v = json_of_failed(olmv1(&[
+        "explain",
+        "--package",
+        "lonely",
+        "--catalog",
+        &main,
+        "-o",
+        "json",
+    ]));
+    assert_eq!(v["dependencies"]["plan"], Value::Null);
+    assert!(
+        v["dependencies"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("package nowhere >=1.0.0"),
+        "{v}"
+    );
+}
+
+/// The JSON a command printed while exiting 1.
+fn json_of_failed(out: CmdOutput) -> Value {
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", out.stdout))
+}
