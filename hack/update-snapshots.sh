@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rewrites every snapshot file from the current code: test/snapshots/cli (olmv1 versions and
 # upgrades of every package of ../shared/catalogs), test/snapshots/render (the pinned real
-# bundles' renderings), test/snapshots/catalogs (resolution of every real package) and
+# bundles' renderings), test/snapshots/catalogs (resolution of every real package),
+# test/snapshots/dependencies (the plan of every real bundle with dependencies) and
 # test/snapshots/rbac (`olmv1 rbac` of a hand-checked sample of real bundles). The tests
 # only compare; this is the one way to write. Review the diff before committing it.
 set -euo pipefail

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::dependencies::BundleRequirements;
 use crate::{
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
@@ -51,6 +52,9 @@ pub struct PackageSummary {
     pub installable: bool,
     /// Why not (the resolver's or renderer's message), when not.
     pub not_installable_reason: Option<String>,
+    /// What the newest bundle requires (`requires`, `requiresError`).
+    #[serde(flatten)]
+    pub requirements: BundleRequirements,
 }
 
 /// Where a summary's manifests were read.
@@ -187,6 +191,7 @@ fn summary_without_manifests(
                 .count()
         }),
         installable: false,
+        requirements: newest_index.map(BundleRequirements::of).unwrap_or_default(),
         not_installable_reason: newest_index
             .and_then(unsupported_dependency)
             .map(|p| format!("declares a dependency ({p}), which OLM v1 does not support")),

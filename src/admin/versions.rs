@@ -1,8 +1,9 @@
 //! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
-//! deprecations, per catalog.
+//! deprecations and what each bundle requires, per catalog.
 
 use serde::Serialize;
 
+use super::dependencies::BundleRequirements;
 use crate::catalog::{Deprecation, PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 
 /// A package as one catalog has it.
@@ -50,6 +51,9 @@ pub struct EntryVersions {
     pub skip_range: Option<String>,
     /// The bundle's deprecation message, if it is deprecated.
     pub deprecated: Option<String>,
+    /// What the bundle requires (`requires`, `requiresError`).
+    #[serde(flatten)]
+    pub requirements: BundleRequirements,
 }
 
 fn message(deprecation: Option<&Deprecation>, schema: &str, name: &str) -> Option<String> {
@@ -83,6 +87,10 @@ pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
                             skips: e.skips.iter().map(|s| s.to_string()).collect(),
                             skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
                             deprecated: message(deprecation, SCHEMA_BUNDLE, &e.name),
+                            requirements: e
+                                .bundle
+                                .map(|i| BundleRequirements::of(&package.bundles[i]))
+                                .unwrap_or_default(),
                         },
                     )
                 })

@@ -1,10 +1,12 @@
-//! `olmv1 explain [EXTENSION]`: why the resolver chose what it chose, or found nothing.
+//! `olmv1 explain [EXTENSION]`: why the resolver chose what it chose, or found nothing; and for
+//! a bundle with dependencies, what it requires and the plan that satisfies it, or why none does.
 
 use std::process::ExitCode;
 
 use super::sources::{Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
 use crate::{
     admin::{
+        dependencies::{DependencyExplanation, explain_dependencies},
         table::{Table, Tone},
         terminal::TerminalText,
     },
@@ -25,8 +27,17 @@ pub struct ExplainArgs {
     pub output: Output,
 }
 
-/// Runs `olmv1 explain`. Exit status 0 when resolution succeeds, 1 when it fails (the
-/// explanation says why), 2 on bad input.
+/// `-o json`: the resolver's explanation and, for a bundle with dependencies, their reasoning.
+#[derive(serde::Serialize)]
+struct JsonOutput<'a> {
+    #[serde(flatten)]
+    explanation: &'a Explanation,
+    dependencies: Option<&'a DependencyExplanation>,
+}
+
+/// Runs `olmv1 explain`. Exit status 0 when resolution succeeds (or, for a bundle with
+/// dependencies, when they can be planned), 1 when it fails (the explanation says why), 2 on
+/// bad input.
 pub async fn run(args: ExplainArgs) -> ExitCode {
     let (request, inputs) = match load_request(args.extension.as_deref(), &args.request, &args.sources).await
     {
@@ -40,17 +51,75 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = if explanation.chosen.is_some() {
+    let dependencies = explain_dependencies(&request, &inputs);
+    let planned = match &dependencies {
+        Some(d) => d.plan.is_some(),
+        None => explanation.chosen.is_some(),
+    };
+    let code = if planned {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     };
     if args.output == Output::Json {
-        print_json(&explanation);
+        print_json(&JsonOutput {
+            explanation: &explanation,
+            dependencies: dependencies.as_ref(),
+        });
     } else {
-        super::write_terminal(&render_text(&explanation, colour()));
+        let mut text = render_text(&explanation, colour());
+        if let Some(d) = &dependencies {
+            render_dependencies(&mut text, d, colour());
+        }
+        super::write_terminal(&text);
     }
     code
+}
+
+/// The dependency section: what the bundle requires, then the plan with the choice behind each
+/// requirement, or the planner's explanation.
+pub fn render_dependencies(out: &mut TerminalText, d: &DependencyExplanation, colour: bool) {
+    out.push_str(&format!(
+        "\n{} requires (the controller installs it once these are installed; --dependencies=refuse and upstream refuse it):\n",
+        d.bundle
+    ));
+    match &d.requirements.requires_error {
+        Some(e) => out.push_str(&format!("  its requirements cannot be read: {e}\n")),
+        None => {
+            for r in &d.requirements.requires {
+                out.push_str(&format!("  {}\n", r.summary()));
+            }
+        }
+    }
+    let Some(plan) = &d.plan else {
+        out.push_str(&format!(
+            "\nno plan: {}\n",
+            d.error.as_deref().unwrap_or("unknown")
+        ));
+        return;
+    };
+    out.push_str("\nplan (olmv1 install --with-dependencies), dependencies first:\n");
+    for step in plan {
+        let mut line = format!("  {} {} {}", step.bundle, step.version, step.catalog);
+        if !step.required_by.is_empty() {
+            line.push_str(&format!(" (required by {})", step.required_by.join(", ")));
+        }
+        out.push_str(&format!("{line}\n"));
+    }
+    if d.choices.is_empty() {
+        return;
+    }
+    out.push_str("\n");
+    let mut t = Table::new(&["BUNDLE", "REQUIRES", "SATISFIED BY", "WHY"]);
+    for c in &d.choices {
+        t.toned_row(vec![
+            (c.dependent.clone(), Tone::Plain),
+            (c.requirement.clone(), Tone::Plain),
+            (c.satisfied_by.clone(), Tone::Good),
+            (c.why.clone(), Tone::Plain),
+        ]);
+    }
+    out.push_table(&t, colour);
 }
 
 /// The text form: the verdict, the catalogs, then every bundle with its first excluding rule.

@@ -149,7 +149,10 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
     match plan(&plan_request, catalogs) {
         Ok(plan) => {
             if output == "json" {
-                outln!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
+                match crate::admin::terminal::to_json_line(&plan) {
+                    Ok(text) => outln!("{text}"),
+                    Err(e) => return usage_error(&e.to_string()),
+                }
             } else {
                 for step in &plan.plan {
                     let mut line = format!("{} {} {}", step.bundle, step.version, step.catalog);
@@ -162,7 +165,8 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{e}");
+            // Escaped: the explanation quotes catalog text (names, failure messages).
+            errln!("{e}");
             ExitCode::from(1)
         }
     }

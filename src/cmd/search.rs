@@ -78,7 +78,9 @@ pub async fn run(args: SearchArgs) -> ExitCode {
 }
 
 fn table(rows: &[PackageSummary]) -> Table {
-    let mut t = Table::new(&[
+    // REQUIRES only when a newest bundle declares dependencies.
+    let requires = rows.iter().any(|r| !r.requirements.is_empty());
+    let mut header = vec![
         "PACKAGE",
         "CATALOG",
         "CHANNEL",
@@ -88,7 +90,11 @@ fn table(rows: &[PackageSummary]) -> Table {
         "MAX OCP",
         "DEPRECATED",
         "OLM V1",
-    ]);
+    ];
+    if requires {
+        header.push("REQUIRES");
+    }
+    let mut t = Table::new(&header);
     for r in rows {
         let modes: Vec<&str> = r
             .install_modes
@@ -116,7 +122,7 @@ fn table(rows: &[PackageSummary]) -> Table {
                 Tone::Bad,
             ),
         };
-        t.toned_row(vec![
+        let mut row = vec![
             (r.package.clone(), Tone::Plain),
             (r.catalog.clone(), Tone::Plain),
             (
@@ -142,7 +148,15 @@ fn table(rows: &[PackageSummary]) -> Table {
             ),
             deprecated,
             verdict,
-        ]);
+        ];
+        if requires {
+            let tone = match r.requirements.requires_error {
+                Some(_) => Tone::Bad,
+                None => Tone::Plain,
+            };
+            row.push((r.requirements.cell(), tone));
+        }
+        t.toned_row(row);
     }
     t
 }

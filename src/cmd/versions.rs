@@ -63,7 +63,13 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
         if let Some(m) = &p.deprecated {
             out.push_str(&format!("deprecated: {m}\n"));
         }
-        let mut t = Table::new(&[
+        // REQUIRES only for packages whose bundles declare dependencies.
+        let requires = p
+            .channels
+            .iter()
+            .flat_map(|ch| &ch.entries)
+            .any(|e| !e.requirements.is_empty());
+        let mut header = vec![
             "CHANNEL",
             "BUNDLE",
             "VERSION",
@@ -71,14 +77,18 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
             "SKIPS",
             "SKIP RANGE",
             "DEPRECATED",
-        ]);
+        ];
+        if requires {
+            header.push("REQUIRES");
+        }
+        let mut t = Table::new(&header);
         for ch in &p.channels {
             let channel = match &ch.deprecated {
                 Some(_) => (format!("{} (deprecated)", ch.name), Tone::Warn),
                 None => (ch.name.clone(), Tone::Plain),
             };
             for e in &ch.entries {
-                t.toned_row(vec![
+                let mut row = vec![
                     channel.clone(),
                     (e.bundle.clone(), Tone::Plain),
                     (e.version.clone().unwrap_or_else(|| "?".into()), Tone::Plain),
@@ -96,7 +106,15 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
                         Some(_) => ("yes".into(), Tone::Warn),
                         None => ("-".into(), Tone::Plain),
                     },
-                ]);
+                ];
+                if requires {
+                    let tone = match e.requirements.requires_error {
+                        Some(_) => Tone::Bad,
+                        None => Tone::Plain,
+                    };
+                    row.push((e.requirements.cell(), tone));
+                }
+                t.toned_row(row);
             }
         }
         out.push_table(&t, colour);

@@ -39,13 +39,13 @@ mod plan;
 
 pub use cel_rule::{CelRule, semver_compare};
 pub use installed::{BrokenDependent, broken_by_change};
-pub use model::{BundleFacts, Constraint, Gvk, Requirement, Unsatisfied, unsatisfied};
+pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
 pub use parse::{
     MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, has_dependencies, requirements_from_bundle_metadata,
     requirements_of,
 };
 pub use plan::{
-    InstalledExtension, KeptBundle, Plan, PlanError, PlanLimits, PlanRequest, PlannedBundle, plan,
+    Choice, InstalledExtension, KeptBundle, Plan, PlanError, PlanLimits, PlanRequest, PlannedBundle, plan,
 };
 
 /// Why a bundle's dependencies cannot be read. Each message names the bundle and the cause.

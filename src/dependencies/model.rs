@@ -114,6 +114,90 @@ impl fmt::Display for Constraint {
     }
 }
 
+/// The structured form (`-o json` of the admin commands): the catalog's `olm.constraint` shape,
+/// `{"package": {packageName, versionRange}}`, `{"gvk": {group, version, kind}}`, `{"cel":
+/// {rule}}`, `{"all"|"any"|"not": {"constraints": [...]}}`.
+impl Serialize for Constraint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde_json::json;
+        let list = |cs: &[Constraint]| -> Result<serde_json::Value, S::Error> {
+            let items = serde_json::to_value(cs).map_err(serde::ser::Error::custom)?;
+            Ok(json!({ "constraints": items }))
+        };
+        let value = match self {
+            Constraint::Package { package, range } => {
+                json!({"package": {"packageName": package, "versionRange": range.as_str()}})
+            }
+            Constraint::Gvk(gvk) => json!({ "gvk": gvk }),
+            Constraint::Cel(rule) => json!({"cel": {"rule": rule.source()}}),
+            Constraint::All(cs) => json!({ "all": list(cs)? }),
+            Constraint::Any(cs) => json!({ "any": list(cs)? }),
+            Constraint::Not(cs) => json!({ "not": list(cs)? }),
+        };
+        value.serialize(serializer)
+    }
+}
+
+/// The longest short form of a constraint ([`Constraint::short`]); longer ones end in `...`
+/// (the structured form is whole).
+pub const MAX_SHORT_CHARS: usize = 160;
+
+impl Constraint {
+    /// A compact form for one table cell: `pkg blue >=1.0.0`, `gvk etcd.database.coreos.com/v1beta2
+    /// EtcdCluster`, `cel <rule>`, `all(..., ...)`, `any(...)`, `not(...)`; at most
+    /// [`MAX_SHORT_CHARS`] characters.
+    pub fn short(&self) -> String {
+        let mut out = String::new();
+        self.write_short(&mut out);
+        cut(out, MAX_SHORT_CHARS)
+    }
+
+    fn write_short(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        // Deep or wide trees stop growing the text once it is past the limit.
+        if out.len() > MAX_SHORT_CHARS * 4 {
+            return;
+        }
+        let list = |out: &mut String, word: &str, cs: &[Constraint]| {
+            out.push_str(word);
+            out.push('(');
+            for (i, c) in cs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                c.write_short(out);
+            }
+            out.push(')');
+        };
+        match self {
+            Constraint::Package { package, range } => {
+                let _ = write!(out, "pkg {package} {}", range.as_str());
+            }
+            Constraint::Gvk(gvk) if gvk.group.is_empty() => {
+                let _ = write!(out, "gvk {} {}", gvk.version, gvk.kind);
+            }
+            Constraint::Gvk(gvk) => {
+                let _ = write!(out, "gvk {}/{} {}", gvk.group, gvk.version, gvk.kind);
+            }
+            Constraint::Cel(rule) => {
+                let _ = write!(out, "cel {}", rule.source());
+            }
+            Constraint::All(cs) => list(out, "all", cs),
+            Constraint::Any(cs) => list(out, "any", cs),
+            Constraint::Not(cs) => list(out, "not", cs),
+        }
+    }
+}
+
+fn cut(text: String, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text;
+    }
+    let mut cut: String = text.chars().take(max - 3).collect();
+    cut.push_str("...");
+    cut
+}
+
 /// One dependency of a bundle: satisfied when at least one bundle present satisfies its
 /// constraint.
 #[derive(Debug, Clone)]
@@ -150,6 +234,32 @@ impl Requirement {
             properties: &properties,
         };
         self.constraint.holds(&served)
+    }
+}
+
+impl Requirement {
+    /// What it asks for, in one table cell: the short form of a package or API requirement;
+    /// for a CEL or compound constraint, its `failureMessage` when the author gave one.
+    pub fn summary(&self) -> String {
+        match (&self.constraint, &self.failure_message) {
+            (Constraint::Package { .. } | Constraint::Gvk(_), _) => self.constraint.short(),
+            (_, Some(m)) if !m.trim().is_empty() => cut(m.trim().to_string(), MAX_SHORT_CHARS),
+            _ => self.constraint.short(),
+        }
+    }
+}
+
+/// `{property, summary, failureMessage, constraint}`: where it was declared, [`Requirement::summary`],
+/// the author's message (or `null`) and the structured constraint.
+impl Serialize for Requirement {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Requirement", 4)?;
+        s.serialize_field("property", &self.property)?;
+        s.serialize_field("summary", &self.summary())?;
+        s.serialize_field("failureMessage", &self.failure_message)?;
+        s.serialize_field("constraint", &self.constraint)?;
+        s.end()
     }
 }
 

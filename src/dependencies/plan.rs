@@ -125,6 +125,28 @@ pub struct Plan {
     pub plan: Vec<PlannedBundle>,
     /// Installed bundles that satisfy requirements of the plan (unchanged).
     pub installed: Vec<KeptBundle>,
+    /// Which bundle satisfies each requirement of the plan's bundles, and why that one
+    /// (`olmv1 explain`).
+    #[serde(skip)]
+    pub choices: Vec<Choice>,
+}
+
+/// The bundle that satisfies one requirement of a planned bundle, and why the planner took it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Choice {
+    /// The bundle that declares the requirement.
+    pub dependent: String,
+    /// The requirement ([`Requirement::summary`]).
+    pub requirement: String,
+    /// The bundle that satisfies it.
+    pub satisfied_by: String,
+    /// Its catalog (`None` for an installed bundle).
+    pub catalog: Option<String>,
+    /// Classic's preference in words: its rank among the candidates, its catalog (priority,
+    /// the dependent's own), channel and place from the head, and the candidates preferred to
+    /// it that other requirements excluded.
+    pub why: String,
 }
 
 /// Why there is no plan.
@@ -254,8 +276,23 @@ struct SolvableInfo<'a> {
     /// The installed extension it is, if any.
     installed: Option<usize>,
     dependencies: Option<Dependencies>,
-    /// Each requirement's version sets (to find what a chosen bundle was required by).
-    satisfies: Vec<Vec<VersionSetId>>,
+    /// Each requirement (its summary) and its version sets (to find what a chosen bundle was
+    /// required by).
+    satisfies: Vec<(String, Vec<VersionSetId>)>,
+    /// Where a dependency's candidate stood in classic's order (catalog bundles of dependencies).
+    preference: Option<Preference<'a>>,
+}
+
+/// The facts classic's order ranked a dependency's candidate by.
+#[derive(Debug, Clone, Copy)]
+struct Preference<'a> {
+    priority: i32,
+    /// Whether it is in the catalog of the bundle that first required its package.
+    dependents_catalog: bool,
+    /// The channel where it ranks best, and whether that is the default channel.
+    channel: Option<(&'a str, bool)>,
+    /// Its distance from that channel's head.
+    from_head: usize,
 }
 
 struct VersionSetInfo {
@@ -308,6 +345,7 @@ impl<'a> Universe<'a> {
                 installed: Some(i),
                 dependencies: None,
                 satisfies: Vec::new(),
+                preference: None,
             });
             universe.installed_solvable.push(id);
         }
@@ -347,6 +385,7 @@ impl<'a> Universe<'a> {
             installed: None,
             dependencies: None,
             satisfies: Vec::new(),
+            preference: None,
         });
         self.queue.push_back(id);
         if self.solvables.len() > self.request.limits.max_candidates {
@@ -388,13 +427,19 @@ impl<'a> Universe<'a> {
             }
         }
         let installed_bundle = installed.map(|i| self.request.installed[i].bundle.as_str());
-        let mut ordered: Vec<(OrderKey<'a>, &'a CatalogInput, &'a PackageIndex, &'a BundleIndex)> =
-            Vec::new();
+        #[allow(clippy::type_complexity)]
+        let mut ordered: Vec<(
+            OrderKey<'a>,
+            Preference<'a>,
+            &'a CatalogInput,
+            &'a PackageIndex,
+            &'a BundleIndex,
+        )> = Vec::new();
         for catalog in self.catalogs.iter().filter(|c| c.available) {
             let Some(pkg) = catalog.index.package(package) else {
                 continue;
             };
-            let places = channel_places(pkg);
+            let (places, channel_names) = channel_places(pkg);
             for (i, bundle) in pkg.bundles.iter().enumerate() {
                 if Some(&*bundle.name) == installed_bundle {
                     continue;
@@ -407,12 +452,22 @@ impl<'a> Universe<'a> {
                     catalog: &catalog.name,
                     position: i,
                 };
-                ordered.push((key, catalog, pkg, bundle));
+                let (rank, from_head) = places[i];
+                let preference = Preference {
+                    priority: catalog.priority,
+                    dependents_catalog: preferred == Some(catalog.name.as_str()),
+                    channel: channel_names
+                        .get(rank)
+                        .map(|c| (*c, Some(*c) == pkg.default_channel.as_deref())),
+                    from_head,
+                };
+                ordered.push((key, preference, catalog, pkg, bundle));
             }
         }
         ordered.sort_by(|a, b| a.0.cmp(&b.0));
-        for (_, catalog, pkg, bundle) in ordered {
+        for (_, preference, catalog, pkg, bundle) in ordered {
             let id = self.add_catalog_bundle(name, catalog, pkg, bundle);
+            self.solvables[id.to_index()].preference = Some(preference);
             self.names[name.to_index()].candidates.push(id);
         }
         name
@@ -542,7 +597,7 @@ impl<'a> Universe<'a> {
         Ok(())
     }
 
-    fn dependencies_of(&mut self, id: SolvableId) -> (Dependencies, Vec<Vec<VersionSetId>>) {
+    fn dependencies_of(&mut self, id: SolvableId) -> (Dependencies, Vec<(String, Vec<VersionSetId>)>) {
         let info = &self.solvables[id.to_index()];
         let (bundle, properties) = (info.facts.name, info.facts.properties);
         let preferred = info.catalog.map(|c| c.name.as_str());
@@ -606,7 +661,7 @@ impl<'a> Universe<'a> {
                 };
                 sets.push(self.version_set(name, Vec::new(), String::new()));
             }
-            satisfies.push(sets.clone());
+            satisfies.push((r.summary(), sets.clone()));
             let requirement = if sets.len() == 1 {
                 SolverRequirement::Single(sets[0])
             } else {
@@ -695,11 +750,13 @@ impl<'a> Universe<'a> {
         // Who requires whom, among the chosen.
         let mut required_by: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
         for &s in chosen {
-            for sets in &self.solvables[s.to_index()].satisfies {
+            for (_, sets) in &self.solvables[s.to_index()].satisfies {
+                // The most preferred chosen member (several packages may provide one API).
                 if let Some(provider) = sets
                     .iter()
                     .flat_map(|vs| self.version_sets[vs.0 as usize].members.iter())
-                    .find(|m| chosen_set.contains(m))
+                    .filter(|m| chosen_set.contains(m))
+                    .min()
                 {
                     let list = required_by.entry(*provider).or_default();
                     if !list.contains(&s) {
@@ -713,6 +770,7 @@ impl<'a> Universe<'a> {
             return Plan {
                 plan: Vec::new(),
                 installed: Vec::new(),
+                choices: Vec::new(),
             };
         };
         let mut needs: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
@@ -743,6 +801,29 @@ impl<'a> Universe<'a> {
         }
         let mut plan = Vec::new();
         let mut installed = Vec::new();
+        let mut choices = Vec::new();
+        for &s in &order {
+            for (requirement, sets) in &self.solvables[s.to_index()].satisfies {
+                let mut candidates: Vec<SolvableId> = sets
+                    .iter()
+                    .flat_map(|vs| self.version_sets[vs.0 as usize].members.iter().copied())
+                    .collect();
+                candidates.sort_unstable();
+                candidates.dedup();
+                let Some(position) = candidates.iter().position(|c| chosen_set.contains(c)) else {
+                    continue;
+                };
+                let provider = candidates[position];
+                let info = &self.solvables[provider.to_index()];
+                choices.push(Choice {
+                    dependent: label(s),
+                    requirement: requirement.clone(),
+                    satisfied_by: info.facts.name.to_string(),
+                    catalog: info.catalog.map(|c| c.name.clone()),
+                    why: self.why(provider, &candidates[..position], candidates.len()),
+                });
+            }
+        }
         for s in order {
             let info = &self.solvables[s.to_index()];
             let mut by: Vec<String> = required_by
@@ -783,13 +864,65 @@ impl<'a> Universe<'a> {
                 (None, None) => {}
             }
         }
-        Plan { plan, installed }
+        Plan {
+            plan,
+            installed,
+            choices,
+        }
+    }
+
+    /// Why `chosen` satisfies a requirement: where classic's order put it, and the candidates
+    /// preferred to it, which other requirements excluded.
+    fn why(&self, chosen: SolvableId, preferred: &[SolvableId], candidates: usize) -> String {
+        let info = &self.solvables[chosen.to_index()];
+        let facts = match (info.installed, info.preference) {
+            (Some(i), _) => format!("installed as {}, kept", self.request.installed[i].extension),
+            (None, Some(p)) => {
+                let catalog = info.catalog.map_or("", |c| c.name.as_str());
+                let mut text = format!("catalog {catalog} (priority {}", p.priority);
+                if p.dependents_catalog {
+                    text.push_str(", the dependent's catalog");
+                }
+                text.push(')');
+                match p.channel {
+                    Some((channel, default)) => {
+                        let kind = if default { "default" } else { "non-default" };
+                        let place = match p.from_head {
+                            0 => "its head".to_string(),
+                            n if n >= usize::MAX - 1 => "not reachable from its head".to_string(),
+                            n => format!("{n} below its head"),
+                        };
+                        text.push_str(&format!(", {kind} channel {channel}, {place}"));
+                    }
+                    None => text.push_str(", in no channel"),
+                }
+                text
+            }
+            // The requested package's own candidates: the resolver's order.
+            (None, None) => "the resolver's choice for the requested package".to_string(),
+        };
+        if preferred.is_empty() {
+            return format!("first choice of {candidates}: {facts}");
+        }
+        let mut names: Vec<String> = preferred
+            .iter()
+            .take(3)
+            .map(|p| self.solvables[p.to_index()].facts.name.to_string())
+            .collect();
+        if preferred.len() > 3 {
+            names.push(format!("{} more", preferred.len() - 3));
+        }
+        format!(
+            "choice {} of {candidates}: {facts}; preferred to it but excluded by other requirements: {}",
+            preferred.len() + 1,
+            names.join(", ")
+        )
     }
 }
 
 /// Where a bundle sits in its package's channels: the default channel before the others by
-/// name, then its distance from the channel head.
-fn channel_places(pkg: &PackageIndex) -> Vec<(usize, usize)> {
+/// name, then its distance from the channel head; and the channels' names by rank.
+fn channel_places(pkg: &PackageIndex) -> (Vec<(usize, usize)>, Vec<&str>) {
     let mut places = vec![(usize::MAX, usize::MAX); pkg.bundles.len()];
     let mut channels: Vec<_> = pkg.channels.iter().collect();
     channels.sort_by(|a, b| {
@@ -834,7 +967,8 @@ fn channel_places(pkg: &PackageIndex) -> Vec<(usize, usize)> {
             }
         }
     }
-    places
+    let names = channels.iter().map(|c| &*c.name).collect();
+    (places, names)
 }
 
 /// Classic's order of dependency candidates.

@@ -654,3 +654,66 @@ proptest! {
         }
     }
 }
+
+/// The one requirement declared by a property of `type_` with `value`.
+fn requirement(type_: &str, value: Value) -> Requirement {
+    let property = crate::catalog::Property::new(type_, value.into());
+    let mut all = requirements_of("b.v1", &[property]).expect("a valid requirement");
+    assert_eq!(all.len(), 1);
+    all.remove(0)
+}
+
+#[test]
+fn requirements_summarise_in_a_short_form_and_serialize_in_the_constraint_shape() {
+    let gvk = requirement(
+        "olm.gvk.required",
+        json!({"group": "", "version": "v1", "kind": "Pod"}),
+    );
+    assert_eq!(gvk.summary(), "gvk v1 Pod", "the core group has no prefix");
+    let cel = json!({"cel": {"rule": "properties.exists(p, p.type == \"certified\")"}});
+    let not = requirement(
+        "olm.constraint",
+        json!({"all": {"constraints": [
+            {"package": {"packageName": "blue", "versionRange": ">=1.0.0"}},
+            {"not": {"constraints": [cel.clone()]}}
+        ]}}),
+    );
+    assert_eq!(
+        not.summary(),
+        "all(pkg blue >=1.0.0, not(cel properties.exists(p, p.type == \"certified\")))"
+    );
+    // A failure message summarises a compound or CEL constraint, never a package or an API.
+    let with_message = requirement(
+        "olm.constraint",
+        json!({"failureMessage": "  certified only  ", "cel": cel["cel"].clone()}),
+    );
+    assert_eq!(with_message.summary(), "certified only");
+    let package_with_message = requirement(
+        "olm.constraint",
+        json!({"failureMessage": "blue please", "package": {"packageName": "blue", "versionRange": "<2.0.0"}}),
+    );
+    assert_eq!(package_with_message.summary(), "pkg blue <2.0.0");
+    assert_eq!(
+        serde_json::to_value(&not).unwrap(),
+        json!({
+            "property": "olm.constraint",
+            "summary": not.summary(),
+            "failureMessage": null,
+            "constraint": {"all": {"constraints": [
+                {"package": {"packageName": "blue", "versionRange": ">=1.0.0"}},
+                {"not": {"constraints": [cel]}}
+            ]}}
+        })
+    );
+    // A wide constraint stops at the limit.
+    let wide: Vec<Value> = (0..100)
+        .map(|i| json!({"package": {"packageName": format!("package-{i}"), "versionRange": ">=1.0.0"}}))
+        .collect();
+    let wide = requirement("olm.constraint", json!({"any": {"constraints": wide}}));
+    let summary = wide.summary();
+    assert_eq!(summary.chars().count(), MAX_SHORT_CHARS);
+    assert!(
+        summary.starts_with("any(pkg package-0 >=1.0.0, ") && summary.ends_with("..."),
+        "{summary}"
+    );
+}

@@ -45,11 +45,11 @@ fn versions_lists_channels_edges_and_deprecations() {
             "channels": [{"name": "stable", "deprecated": null, "entries": [
                 {"bundle": "example.v3.0.0", "version": "3.0.0", "replaces": null,
                  "skips": ["example.v2.0.0"], "skipRange": null,
-                 "deprecated": "example.v3.0.0 is deprecated, use 2.x"},
+                 "deprecated": "example.v3.0.0 is deprecated, use 2.x", "requires": [], "requiresError": null},
                 {"bundle": "example.v2.0.0", "version": "2.0.0", "replaces": null, "skips": [],
-                 "skipRange": ">=1.0.0 <2.0.0", "deprecated": null},
+                 "skipRange": ">=1.0.0 <2.0.0", "deprecated": null, "requires": [], "requiresError": null},
                 {"bundle": "example.v1.0.0", "version": "1.0.0", "replaces": null, "skips": [],
-                 "skipRange": null, "deprecated": null}
+                 "skipRange": null, "deprecated": null, "requires": [], "requiresError": null}
             ]}]
         }])
     );

@@ -6,6 +6,7 @@
 mod support;
 
 mod commands;
+mod dependencies;
 mod hostile;
 mod sample;
 mod snapshots;

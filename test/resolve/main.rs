@@ -6,5 +6,6 @@ mod support;
 
 mod cases;
 mod cli;
+mod dependencies;
 mod real_catalogs;
 mod version_tables;
