@@ -734,6 +734,7 @@ impl<'a> Universe<'a> {
                     installed: None,
                     dependencies: Some(Dependencies::Known(KnownDependencies::default())),
                     satisfies: Vec::new(),
+                    preference: None,
                 });
                 self.names[name.to_index()].candidates.push(marker);
                 let set = self.version_set(name, vec![marker], gvk.to_string());
