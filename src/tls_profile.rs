@@ -1,18 +1,19 @@
 //! TLS security profiles (upstream's `--tls-profile old|intermediate|modern|custom`): what each
-//! profile allows, and the rustls configuration that offers it with the *ring* provider. Every TLS
+//! profile allows, and the rustls configuration that offers it: *ring*'s suites and classic groups,
+//! aws-lc-rs's post-quantum hybrid groups (ring has no ML-KEM). Every TLS
 //! server olmv1 runs is built here; its HTTP clients take the profile's minimum version. Pure: no
 //! I/O.
 //!
 //! The named profiles are upstream's (Mozilla's guidelines as upstream pins them). rustls offers
 //! a subset of what Go's crypto/tls can: TLS 1.2 and 1.3 only, AEAD suites with ECDHE only, the
-//! groups X25519, P-256 and P-384. A named profile is served as its intersection with that subset
+//! groups X25519MLKEM768, X25519, P-256, P-384 and SecP256r1MLKEM768. A named profile is served as its intersection with that subset
 //! (never more than the profile allows; [`Offer::not_offered`] lists the rest); a custom profile
 //! that names something rustls cannot offer is refused, so the admin sees exactly what is served.
 
 use std::sync::Arc;
 
 use rustls::SupportedCipherSuite;
-use rustls::crypto::{CryptoProvider, SupportedKxGroup, ring};
+use rustls::crypto::{CryptoProvider, SupportedKxGroup, aws_lc_rs, ring};
 
 /// Why a profile cannot be built; always a configuration mistake (terminal).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -35,10 +36,11 @@ pub enum TlsProfileError {
          ChaCha20-Poly1305 for TLS 1.2, and the three TLS 1.3 suites; remove it from --tls-custom-ciphers"
     )]
     CipherNotOffered(String),
-    /// A custom profile names a group rustls with ring does not implement.
+    /// A custom profile names a group rustls does not implement.
     #[error(
-        "curve {0} cannot be offered: olmv1's TLS library (rustls with ring) implements only X25519, \
-         prime256v1 (secp256r1) and secp384r1; remove it from --tls-custom-curves"
+        "curve {0} cannot be offered: olmv1's TLS library (rustls) implements only X25519MLKEM768, \
+         X25519, prime256v1 (secp256r1), secp384r1 and SecP256r1MLKEM768; remove it from \
+         --tls-custom-curves"
     )]
     CurveNotOffered(String),
     /// A custom profile's minimum version is below what rustls speaks.
@@ -139,6 +141,14 @@ impl std::str::FromStr for TlsVersion {
             .find(|v| v.name() == name || v.name().replace("TLSv1.", "VersionTLS1") == name)
             .ok_or_else(|| TlsProfileError::UnknownVersion(name.to_string()))
     }
+}
+
+/// Makes *ring* the process's default rustls provider, which kube's client and connectors ask
+/// for. rustls is built with ring and aws-lc-rs (for the hybrid groups), so it cannot pick a
+/// default itself. Idempotent; call before building a Kubernetes client.
+pub fn install_default_provider() {
+    // An error means a provider is installed already, which is all this asks.
+    let _ = ring::default_provider().install_default();
 }
 
 /// A cipher suite by its IANA name (Go's), its OpenSSL name (OpenShift's APIServer profiles use
@@ -242,17 +252,27 @@ static CIPHERS: &[Cipher] = {
     ]
 };
 
-/// The curve names upstream's `--tls-custom-curves` accepts, and what ring implements of them
-/// (no post-quantum hybrid: ring has no ML-KEM; no P-521).
+/// The curve names upstream's `--tls-custom-curves` accepts, and what rustls implements of them:
+/// the classic curves from ring, the post-quantum hybrids from aws-lc-rs (ring has no ML-KEM);
+/// neither has P-521 nor SecP384r1MLKEM1024.
 static CURVES: &[(&str, Option<&dyn SupportedKxGroup>)] = &[
-    ("X25519MLKEM768", None),
+    ("X25519MLKEM768", Some(aws_lc_rs::kx_group::X25519MLKEM768)),
     ("X25519", Some(ring::kx_group::X25519)),
     ("prime256v1", Some(ring::kx_group::SECP256R1)),
     ("secp256r1", Some(ring::kx_group::SECP256R1)),
     ("secp384r1", Some(ring::kx_group::SECP384R1)),
     ("secp521r1", None),
-    ("SecP256r1MLKEM768", None),
+    ("SecP256r1MLKEM768", Some(aws_lc_rs::kx_group::SECP256R1MLKEM768)),
     ("SecP384r1MLKEM1024", None),
+];
+
+/// What an empty curve list offers, in Go's default order: the hybrid first, then the classic curves.
+static ALL_GROUPS: [&dyn SupportedKxGroup; 5] = [
+    aws_lc_rs::kx_group::X25519MLKEM768,
+    ring::kx_group::X25519,
+    ring::kx_group::SECP256R1,
+    ring::kx_group::SECP384R1,
+    aws_lc_rs::kx_group::SECP256R1MLKEM768,
 ];
 
 const CURVE_NAMES: &str = "X25519MLKEM768, X25519, prime256v1, secp256r1, secp384r1, secp521r1, SecP256r1MLKEM768, SecP384r1MLKEM1024";
@@ -436,7 +456,7 @@ impl TlsProfile {
             }
         }
         if self.curves.is_empty() {
-            groups = ring::ALL_KX_GROUPS.to_vec();
+            groups = ALL_GROUPS.to_vec();
         }
         let mut versions = Vec::new();
         for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
@@ -505,7 +525,7 @@ impl TlsProfile {
 pub struct Offer {
     /// The protocol versions, newest first.
     pub versions: Vec<&'static rustls::SupportedProtocolVersion>,
-    /// ring with the profile's suites and groups.
+    /// ring's provider with the profile's suites and groups (hybrid groups from aws-lc-rs).
     pub provider: CryptoProvider,
     /// What the profile allows and rustls cannot offer (named profiles only).
     pub not_offered: Vec<String>,
@@ -550,9 +570,14 @@ mod tests {
         assert_eq!(suites(&offer), TLS13);
         assert_eq!(
             groups(&offer),
-            [NamedGroup::X25519, NamedGroup::secp256r1, NamedGroup::secp384r1]
+            [
+                NamedGroup::X25519MLKEM768,
+                NamedGroup::X25519,
+                NamedGroup::secp256r1,
+                NamedGroup::secp384r1
+            ]
         );
-        assert_eq!(offer.not_offered, ["X25519MLKEM768"]);
+        assert!(offer.not_offered.is_empty(), "{:?}", offer.not_offered);
     }
 
     #[test]
@@ -566,7 +591,12 @@ mod tests {
         assert_eq!(offered.len(), 9, "{offered:?}");
         assert!(offered.contains(&CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
         assert!(offered.contains(&CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256));
-        assert_eq!(offer.not_offered, ["X25519MLKEM768"]);
+        assert_eq!(
+            groups(&offer)[0],
+            NamedGroup::X25519MLKEM768,
+            "the hybrid is preferred"
+        );
+        assert!(offer.not_offered.is_empty(), "{:?}", offer.not_offered);
     }
 
     #[test]
@@ -616,6 +646,19 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_profile_may_list_the_post_quantum_hybrids() {
+        let offer = custom(Some("TLSv1.3"), &[], &["SecP256r1MLKEM768", "X25519MLKEM768"])
+            .unwrap()
+            .offer()
+            .unwrap();
+        assert_eq!(
+            groups(&offer),
+            [NamedGroup::secp256r1MLKEM768, NamedGroup::X25519MLKEM768],
+            "the listed groups, in the listed order"
+        );
+    }
+
+    #[test]
     fn a_custom_profile_naming_one_tls_1_3_suite_offers_only_it_for_1_3() {
         let offer = custom(Some("TLSv1.3"), &["TLS_AES_256_GCM_SHA384"], &[])
             .unwrap()
@@ -623,7 +666,17 @@ mod tests {
             .unwrap();
         assert_eq!(versions(&offer), [rustls::ProtocolVersion::TLSv1_3]);
         assert_eq!(suites(&offer), [CipherSuite::TLS13_AES_256_GCM_SHA384]);
-        assert_eq!(groups(&offer).len(), 3, "no list: every group");
+        assert_eq!(
+            groups(&offer),
+            [
+                NamedGroup::X25519MLKEM768,
+                NamedGroup::X25519,
+                NamedGroup::secp256r1,
+                NamedGroup::secp384r1,
+                NamedGroup::secp256r1MLKEM768
+            ],
+            "no list: every group"
+        );
     }
 
     #[test]
@@ -641,8 +694,8 @@ mod tests {
                 TlsProfileError::CipherNotOffered("TLS_RSA_WITH_AES_128_CBC_SHA".into()),
             ),
             (
-                custom(None, &[], &["X25519MLKEM768"]),
-                TlsProfileError::CurveNotOffered("X25519MLKEM768".into()),
+                custom(None, &[], &["SecP384r1MLKEM1024"]),
+                TlsProfileError::CurveNotOffered("SecP384r1MLKEM1024".into()),
             ),
             (
                 custom(Some("TLSv1.0"), &[], &[]),

@@ -341,6 +341,7 @@ impl ServiceAccountClients {
 /// One connection pool to the API server of `base` (kube's client stack: TLS with its CA, and
 /// its connect, read and write timeouts), without credentials.
 fn shared_connections(base: &Config) -> Result<SharedConnections, kube::Error> {
+    crate::tls_profile::install_default_provider();
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let mut connector =

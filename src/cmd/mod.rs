@@ -109,6 +109,7 @@ pub fn parse() -> Cli {
 pub async fn run(cli: Cli) -> ExitCode {
     start::init_tracing();
     start::exit_with_parent();
+    crate::tls_profile::install_default_provider();
     match cli.command {
         Command::Controller(args) => controller::run(args).await,
         Command::Catalogd(args) => catalogd::run(*args).await,

@@ -153,6 +153,7 @@ pub fn default_cache_dir() -> PathBuf {
 
 /// A client from KUBECONFIG or the in-cluster configuration.
 pub async fn kube_client() -> Result<Client, String> {
+    crate::tls_profile::install_default_provider();
     let config = kube::Config::infer()
         .await
         .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;

@@ -248,6 +248,7 @@ impl Replica {
     /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` before leading.
     pub async fn connect(component: &str, elect: bool, namespace: &str, lease: &str) -> Result<Self, String> {
         let identity = replica_identity(component);
+        crate::tls_profile::install_default_provider();
         let mut config = Config::infer()
             .await
             .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;

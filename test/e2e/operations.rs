@@ -1,10 +1,17 @@
 //! The components as platform parts: `/metrics` over HTTPS only for callers the API server allows
 //! `get` on `/metrics` (TokenReview + SubjectAccessReview), probes open on their own port, and
 //! the TLS profile (`--tls-profile`) on catalogd's catalog server and on a metrics server, checked
-//! with `openssl s_client` offering only what a profile forbids, then what it allows.
+//! with `openssl s_client` offering only what a profile forbids, then what it allows, and with a
+//! rustls client for the post-quantum hybrid group (OpenSSL 3.0 has no ML-KEM).
 
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::NamedGroup;
+use rustls::crypto::{CryptoProvider, aws_lc_rs};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
 use crate::components::{self, Operations};
 use crate::fixtures::scratch_dir;
@@ -103,17 +110,60 @@ fn handshake(addr: &str, offer: &[&str]) -> bool {
     output.status.success()
 }
 
+/// A rustls client (aws-lc-rs) handshakes with `addr` offering TLS 1.3 with the one key exchange
+/// `group`, trusting `ca`: whether the server accepted, having agreed on that group.
+fn handshake_with_group(addr: &str, ca: &Path, group: NamedGroup) -> bool {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("the test CA") {
+        roots.add(cert.expect("the test CA's PEM")).expect("the test CA");
+    }
+    let provider = CryptoProvider {
+        kx_groups: aws_lc_rs::ALL_KX_GROUPS
+            .iter()
+            .copied()
+            .filter(|g| g.name() == group)
+            .collect(),
+        ..aws_lc_rs::default_provider()
+    };
+    assert_eq!(provider.kx_groups.len(), 1, "aws-lc-rs implements {group:?}");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").expect("server name");
+    let mut connection = rustls::ClientConnection::new(Arc::new(config), name).expect("client connection");
+    let mut socket = std::net::TcpStream::connect(addr).expect("connect");
+    socket.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    while connection.is_handshaking() {
+        if connection.complete_io(&mut socket).is_err() {
+            return false;
+        }
+    }
+    let agreed = connection.negotiated_key_exchange_group().map(|g| g.name());
+    assert_eq!(agreed, Some(group), "the only group offered");
+    true
+}
+
+/// How a test client offers.
+enum Client {
+    /// `openssl s_client` with these options.
+    OpenSsl(&'static [&'static str]),
+    /// rustls offering TLS 1.3 with this one group.
+    Group(NamedGroup),
+}
+
 /// What a client offers, and whether the profile lets it in.
 struct Offer {
     what: &'static str,
-    args: &'static [&'static str],
+    client: Client,
     accepted: bool,
 }
 
 const fn refused(what: &'static str, args: &'static [&'static str]) -> Offer {
     Offer {
         what,
-        args,
+        client: Client::OpenSsl(args),
         accepted: false,
     }
 }
@@ -121,8 +171,17 @@ const fn refused(what: &'static str, args: &'static [&'static str]) -> Offer {
 const fn accepted(what: &'static str, args: &'static [&'static str]) -> Offer {
     Offer {
         what,
-        args,
+        client: Client::OpenSsl(args),
         accepted: true,
+    }
+}
+
+/// Only the post-quantum hybrid X25519MLKEM768, which the named profiles list first.
+const fn hybrid_only(what: &'static str, accepted: bool) -> Offer {
+    Offer {
+        what,
+        client: Client::Group(NamedGroup::X25519MLKEM768),
+        accepted,
     }
 }
 
@@ -136,6 +195,7 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>, Vec<Offer>)> {
                 refused("TLS 1.2", &["-tls1_2"]),
                 refused("TLS 1.3 with only P-521", &["-tls1_3", "-groups", "P-521"]),
                 accepted("TLS 1.3", &["-tls1_3"]),
+                hybrid_only("TLS 1.3 with only X25519MLKEM768", true),
             ],
         ),
         (
@@ -156,6 +216,7 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>, Vec<Offer>)> {
                     &["-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256"],
                 ),
                 accepted("TLS 1.3", &["-tls1_3"]),
+                hybrid_only("TLS 1.3 with only X25519MLKEM768", true),
             ],
         ),
         (
@@ -176,6 +237,7 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>, Vec<Offer>)> {
                     &["-tls1_2", "-cipher", "ECDHE-RSA-CHACHA20-POLY1305"],
                 ),
                 accepted("TLS 1.3", &["-tls1_3"]),
+                hybrid_only("TLS 1.3 with only X25519MLKEM768", true),
             ],
         ),
         (
@@ -226,15 +288,22 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>, Vec<Offer>)> {
                     ],
                 ),
                 accepted("TLS 1.3 with the curve", &["-tls1_3", "-groups", "P-384"]),
+                hybrid_only("TLS 1.3 with only X25519MLKEM768 (not listed)", false),
             ],
         ),
     ]
 }
 
-fn check_offers(server: &str, addr: &str, offers: &[Offer]) -> Vec<String> {
+fn check_offers(server: &str, addr: &str, ca: &Path, offers: &[Offer]) -> Vec<String> {
     offers
         .iter()
-        .filter(|offer| handshake(addr, offer.args) != offer.accepted)
+        .filter(|offer| {
+            let accepted = match offer.client {
+                Client::OpenSsl(args) => handshake(addr, args),
+                Client::Group(group) => handshake_with_group(addr, ca, group),
+            };
+            accepted != offer.accepted
+        })
         .map(|offer| {
             format!(
                 "{server}: {} was {}",
@@ -295,7 +364,12 @@ async fn the_catalog_server_offers_exactly_what_each_tls_profile_allows() {
                 .expect("olmv1 catalogd serve"),
         );
         wait_listening(&mut server, &addr).await;
-        wrong.extend(check_offers(&format!("catalog server, {name}"), &addr, &offers));
+        wrong.extend(check_offers(
+            &format!("catalog server, {name}"),
+            &addr,
+            &tls.ca_cert,
+            &offers,
+        ));
         drop(server);
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
@@ -339,11 +413,13 @@ async fn a_metrics_server_follows_the_tls_profile_and_reviews_its_callers() {
         wrong.extend(check_offers(
             &format!("catalogd metrics server, {name}"),
             &operations.metrics,
+            &tls.ca_cert,
             &offers,
         ));
         wrong.extend(check_offers(
             &format!("catalogd catalog server, {name}"),
             &catalogd.address,
+            &tls.ca_cert,
             &offers,
         ));
         if name == "custom" {

@@ -181,6 +181,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    olmv1::tls_profile::install_default_provider();
     match Cli::parse().command {
         Command::Publish { out } => {
             let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");

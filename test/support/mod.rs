@@ -91,6 +91,7 @@ impl TestEnv {
 
     /// The admin client configuration (from the env's kubeconfig).
     pub async fn config(&self) -> kube::Config {
+        olmv1::tls_profile::install_default_provider();
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
             .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", self.kubeconfig.display()));
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())

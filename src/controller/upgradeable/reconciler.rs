@@ -779,6 +779,7 @@ mod tests {
             .expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        crate::tls_profile::install_default_provider();
         let client = Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
         let mut config = UpgradeableConfig::new("olmv1-system");
         config.api_recheck_interval = Duration::from_millis(20);
