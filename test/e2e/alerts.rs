@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::{
     Scenario, components,
-    fixtures::{Bundle, Channel, Package},
+    fixtures::{Bundle, Package},
     support::{self, promql},
     two_versions,
 };
@@ -98,13 +98,7 @@ fn the_evaluator_handles_the_forms_the_alerts_use() {
 /// A package whose only bundle's pods have no Node to run on (pool `package`, which no test
 /// creates): with a deadline, its first install ends `Progressing=False/ProgressDeadlineExceeded`.
 fn never_ready(package: &str) -> Package {
-    Package {
-        name: package.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0").on_node_pool(package)],
-        deprecations: vec![],
-    }
+    crate::only(package, Bundle::new("1.0.0").on_node_pool(package))
 }
 
 #[tokio::test]

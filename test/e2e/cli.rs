@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::components::olmv1;
 use crate::{
     Scenario, components,
     fixtures::{Bundle, Channel, Package},
@@ -25,15 +26,6 @@ fn chain(package: &str) -> Package {
         ],
         deprecations: vec![],
     }
-}
-
-fn olmv1(args: &[&str]) -> support::CmdOutput {
-    support::run(
-        support::env()
-            .command(support::olmv1_bin())
-            .args(args)
-            .env("RUST_LOG", "off"),
-    )
 }
 
 fn json(out: support::CmdOutput) -> Value {

@@ -1054,3 +1054,13 @@ impl AuditLog {
         by_replica
     }
 }
+
+/// Runs the `olmv1` command line against the test cluster, its logs off.
+pub fn olmv1(args: &[&str]) -> support::CmdOutput {
+    support::run(
+        support::env()
+            .command(support::olmv1_bin())
+            .args(args)
+            .env("RUST_LOG", "off"),
+    )
+}

@@ -10,13 +10,11 @@ use kube::{
     Api,
     api::{DeleteParams, PostParams},
 };
-use olmv1_api::v1::ClusterExtension;
 use serde_json::json;
 
 use crate::{
     Scenario, components,
     fixtures::{Bundle, Channel, NODE_POOL_KEY, Package},
-    support,
 };
 
 /// The extension's deadline, in (test) minutes: upstream's minimum.
@@ -132,22 +130,6 @@ async fn a_rollout_past_its_deadline_is_reported_keeps_the_installed_version_and
     );
 
     // Uninstalled before its Node goes, so that no pod is left without one.
-    let extensions = Api::<ClusterExtension>::all(s.client.clone());
-    extensions
-        .delete(&s.extension, &DeleteParams::default())
-        .await
-        .unwrap();
-    support::wait_for(
-        "the extension to be uninstalled",
-        components::INSTALL_TIMEOUT,
-        || async {
-            match extensions.get_opt(&s.extension).await {
-                Ok(None) => Ok(()),
-                Ok(Some(_)) => Err("still there".to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        },
-    )
-    .await;
+    s.uninstall().await;
     nodes.delete(&node_name, &DeleteParams::default()).await.unwrap();
 }

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::components::olmv1;
 use crate::{
     components::{self, PACKAGE_LABEL},
     fixtures::{self, Bundle, Channel, Package},
@@ -97,15 +98,6 @@ fn a_needs_b(range: &str) -> impl FnOnce(&str, &str) -> Vec<Package> + '_ {
             ),
         ]
     }
-}
-
-fn olmv1(args: &[&str]) -> support::CmdOutput {
-    support::run(
-        support::env()
-            .command(support::olmv1_bin())
-            .args(args)
-            .env("RUST_LOG", "off"),
-    )
 }
 
 #[tokio::test]

@@ -252,14 +252,7 @@ async fn the_installed_extension_keeps_running_when_its_catalog_goes_away() {
 
 #[tokio::test]
 async fn the_installed_extension_keeps_running_when_its_bundle_leaves_the_catalog() {
-    let s = Scenario::new("gone", |p| Package {
-        name: p.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0")],
-        deprecations: vec![],
-    })
-    .await;
+    let s = Scenario::new("gone", crate::one_version).await;
     s.apply_extension(json!({})).await;
     components::wait_installed(&s.client, &s.extension, "1.0.0").await;
 

@@ -12,6 +12,7 @@ use kube::api::ListParams;
 use olmv1::admin::rbac::LABEL_INSTALLER_FOR;
 use olmv1_api::v1::ClusterExtension;
 
+use crate::components::olmv1;
 use crate::{
     Scenario, components,
     fixtures::{self, Bundle, Channel, Package},
@@ -30,15 +31,6 @@ fn growing(package: &str) -> Package {
         ],
         deprecations: vec![],
     }
-}
-
-fn olmv1(args: &[&str]) -> support::CmdOutput {
-    support::run(
-        support::env()
-            .command(support::olmv1_bin())
-            .args(args)
-            .env("RUST_LOG", "off"),
-    )
 }
 
 /// Resources the controller writes as itself, not bundle content: the extension's own status

@@ -104,35 +104,9 @@ async fn drift_on_an_applied_object_is_repaired() {
     let s = Scenario::new("drift", two_versions).await;
     s.apply_extension(json!({})).await;
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    s.scale_operator_and_wait_restored(3).await;
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
     let name = fixtures::deployment_name(&s.package);
-    deployments
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .unwrap();
-    support::wait_for(
-        "the Deployment's replicas to be restored",
-        components::INSTALL_TIMEOUT,
-        || async {
-            let replicas = deployments
-                .get(&name)
-                .await
-                .map_err(|e| e.to_string())?
-                .spec
-                .unwrap()
-                .replicas;
-            if replicas == Some(1) {
-                Ok(())
-            } else {
-                Err(format!("replicas {replicas:?}"))
-            }
-        },
-    )
-    .await;
 
     // Deleted (its last state, as the watch reports it, looks like the ready one): applied
     // again, a new object.

@@ -177,11 +177,86 @@ impl Scenario {
         serde_json::from_slice(&secret.data.unwrap()["revision.json"].0).unwrap()
     }
 
+    /// Scales the operator Deployment to `replicas` (drift) and waits until the controller has
+    /// written its one replica back: proof that a reconcile applied the Deployment since.
+    pub async fn scale_operator_and_wait_restored(&self, replicas: i32) {
+        use kube::api::{Patch, PatchParams};
+        let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+            self.client.clone(),
+            &self.namespace,
+        );
+        let name = fixtures::deployment_name(&self.package);
+        deployments
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .unwrap();
+        support::wait_for(
+            "the Deployment's replicas to be restored",
+            components::INSTALL_TIMEOUT,
+            || async {
+                let replicas = deployments
+                    .get(&name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .spec
+                    .unwrap()
+                    .replicas;
+                if replicas == Some(1) {
+                    Ok(())
+                } else {
+                    Err(format!("replicas {replicas:?}"))
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Deletes the ClusterExtension and waits until it is gone (its finalizer has uninstalled).
+    pub async fn uninstall(&self) {
+        let extensions = kube::Api::<olmv1_api::v1::ClusterExtension>::all(self.client.clone());
+        extensions
+            .delete(&self.extension, &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        support::wait_for(
+            "the extension to be uninstalled",
+            components::INSTALL_TIMEOUT,
+            || async {
+                match extensions.get_opt(&self.extension).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(_)) => Err("still there".to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await;
+    }
+
     /// Applies the scenario's ClusterExtension with the given `spec.source.catalog` fields.
     pub async fn apply_extension(&self, catalog_fields: serde_json::Value) {
         let body = components::extension(&self.extension, &self.namespace, &self.package, catalog_fields);
         components::apply_extension(&self.client, body).await;
     }
+}
+
+/// A package with the one bundle `bundle` in channel `stable`.
+pub fn only(package: &str, bundle: Bundle) -> Package {
+    Package {
+        name: package.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &[bundle.version.as_str()])],
+        bundles: vec![bundle],
+        deprecations: vec![],
+    }
+}
+
+/// A package with one plain bundle, 1.0.0, in channel `stable`.
+pub fn one_version(package: &str) -> Package {
+    only(package, Bundle::new("1.0.0"))
 }
 
 /// A package with bundles 1.0.0 and 1.1.0 (replaces 1.0.0) in channel `stable`.

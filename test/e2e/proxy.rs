@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::{
     components::{self, PACKAGE_LABEL, Replica},
-    fixtures::{self, Bundle, Channel, Package},
+    fixtures,
     support::{self, RegistryOptions, TestTls, proxy::ForwardProxy},
 };
 
@@ -80,13 +80,7 @@ async fn install_through(
         registry,
         &format!("e2e/{catalog}"),
         "v1",
-        &Package {
-            name: package.clone(),
-            default_channel: "stable".into(),
-            channels: vec![Channel::new("stable", &["1.0.0"])],
-            bundles: vec![Bundle::new("1.0.0")],
-            deprecations: vec![],
-        },
+        &crate::one_version(&package),
     )
     .await;
 

@@ -12,7 +12,7 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
 };
-use olmv1_api::v1::{ClusterCatalog, ClusterExtension, conditions::LABEL_OWNER_NAME};
+use olmv1_api::v1::{ClusterCatalog, conditions::LABEL_OWNER_NAME};
 use serde_json::{Value, json};
 
 use crate::{
@@ -23,13 +23,7 @@ use crate::{
 
 /// A package of one bundle, 1.0.0, whose CSV supports only `modes`.
 fn supporting_only(package: &str, modes: &[&'static str]) -> Package {
-    Package {
-        name: package.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0").supporting_only(modes)],
-        deprecations: vec![],
-    }
+    crate::only(package, Bundle::new("1.0.0").supporting_only(modes))
 }
 
 /// Applies the scenario's extension with `spec.config.inline` set to `inline` (none when null).
@@ -207,14 +201,7 @@ async fn a_pinned_non_successor_version_is_refused_with_upstreams_message() {
 
 #[tokio::test]
 async fn a_successor_re_pushed_under_the_same_catalog_image_ref_is_installed() {
-    let s = Scenario::new("repush", |p| Package {
-        name: p.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0")],
-        deprecations: vec![],
-    })
-    .await;
+    let s = Scenario::new("repush", crate::one_version).await;
     // catalogd polls the tag (a poll minute is a second for the test components).
     Api::<ClusterCatalog>::all(s.client.clone())
         .patch(
@@ -377,40 +364,6 @@ async fn trigger_reconcile(s: &Scenario, version: &str) {
     components::wait_installed(&s.client, &s.extension, version).await;
 }
 
-/// Scales the operator Deployment (drift) and waits until the controller has written it back:
-/// proof that a reconcile applied the Deployment since.
-async fn wait_reapplied(s: &Scenario) {
-    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
-    let name = fixtures::deployment_name(&s.package);
-    deployments
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 2}})),
-        )
-        .await
-        .unwrap();
-    support::wait_for(
-        "the Deployment's replicas to be restored",
-        components::INSTALL_TIMEOUT,
-        || async {
-            let replicas = deployments
-                .get(&name)
-                .await
-                .map_err(|e| e.to_string())?
-                .spec
-                .unwrap()
-                .replicas;
-            if replicas == Some(1) {
-                Ok(())
-            } else {
-                Err(format!("replicas {replicas:?}"))
-            }
-        },
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn user_added_labels_and_annotations_survive_a_reconcile() {
     let s = Scenario::new("usermeta", two_versions).await;
@@ -431,7 +384,7 @@ async fn user_added_labels_and_annotations_survive_a_reconcile() {
         .unwrap();
 
     trigger_reconcile(&s, "1.1.0").await;
-    wait_reapplied(&s).await;
+    s.scale_operator_and_wait_restored(2).await;
     let meta = deployments.get(&name).await.unwrap().metadata;
     let annotations = meta.annotations.unwrap_or_default();
     let labels = meta.labels.unwrap_or_default();
@@ -499,7 +452,7 @@ async fn a_rollout_restart_survives_a_reconcile() {
     );
 
     trigger_reconcile(&s, "1.1.0").await;
-    wait_reapplied(&s).await;
+    s.scale_operator_and_wait_restored(2).await;
     assert_eq!(restarted_at().await, Some(stamp), "the restart annotation stays");
     rollout_complete();
 }
@@ -525,12 +478,8 @@ async fn set_unready_taint(nodes: &Api<Node>, node: &str, pool: &str, on: bool) 
 
 #[tokio::test]
 async fn readiness_lost_after_install_is_reported_and_its_return_too() {
-    let s = Scenario::new("unready", |p| Package {
-        name: p.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0").on_node_pool(p)],
-        deprecations: vec![],
+    let s = Scenario::new("unready", |p| {
+        crate::only(p, Bundle::new("1.0.0").on_node_pool(p))
     })
     .await;
     let nodes = Api::<Node>::all(s.client.clone());
@@ -559,22 +508,6 @@ async fn readiness_lost_after_install_is_reported_and_its_return_too() {
     components::wait_installed(&s.client, &s.extension, "1.0.0").await;
 
     // Uninstalled before its Node goes, so that no pod is left without one.
-    let extensions = Api::<ClusterExtension>::all(s.client.clone());
-    extensions
-        .delete(&s.extension, &DeleteParams::default())
-        .await
-        .unwrap();
-    support::wait_for(
-        "the extension to be uninstalled",
-        components::INSTALL_TIMEOUT,
-        || async {
-            match extensions.get_opt(&s.extension).await {
-                Ok(None) => Ok(()),
-                Ok(Some(_)) => Err("still there".to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        },
-    )
-    .await;
+    s.uninstall().await;
     nodes.delete(&node, &DeleteParams::default()).await.unwrap();
 }

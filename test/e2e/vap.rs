@@ -14,23 +14,12 @@ use kube::{
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
 
-use crate::{
-    Scenario, components,
-    fixtures::{Bundle, Channel, Package},
-    support,
-};
+use crate::{Scenario, components, support};
 
 /// Upstream's catalog: one bundle, 1.0.0, in channel `stable`, the catalog labelled
 /// `team=monitoring`.
 async fn scenario(prefix: &str) -> Scenario {
-    let s = Scenario::new(prefix, |p| Package {
-        name: p.into(),
-        default_channel: "stable".into(),
-        channels: vec![Channel::new("stable", &["1.0.0"])],
-        bundles: vec![Bundle::new("1.0.0")],
-        deprecations: vec![],
-    })
-    .await;
+    let s = Scenario::new(prefix, crate::one_version).await;
     Api::<ClusterCatalog>::all(s.client.clone())
         .patch(
             &s.catalog,
