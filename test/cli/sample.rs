@@ -14,7 +14,7 @@ use std::sync::Arc;
 use olmv1::{
     admin::upgrades::{Upgrades, upgrades},
     catalog::CatalogIndex,
-    resolve::{CatalogInput, InstalledBundle, ResolveRequest},
+    resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
 use olmv1_api::v1::UpgradeConstraintPolicy;
 
@@ -35,7 +35,12 @@ fn answer(catalog: &str, package: &str, channel: &str, installed: &str) -> Upgra
             release: None,
         }),
     };
-    upgrades(&request, &[CatalogInput::new(catalog, index)]).expect("upgrades listed")
+    upgrades(
+        &request,
+        &[CatalogInput::new(catalog, index)],
+        DependencyMode::default(),
+    )
+    .expect("upgrades listed")
 }
 
 fn reachable(u: &Upgrades) -> Vec<&str> {

@@ -21,18 +21,7 @@ use crate::{
     dependencies,
 };
 
-/// How the controller treats a bundle that declares dependencies (`olm.package.required`,
-/// `olm.gvk.required`, `olm.constraint`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DependencyMode {
-    /// Upstream's behaviour: such a bundle is refused by resolution.
-    Refuse,
-    /// Such a bundle installs once every dependency is satisfied by a bundle another
-    /// ClusterExtension installed (or, for an API, one the cluster serves); an upgrade that
-    /// would break an installed dependent is refused.
-    #[default]
-    Check,
-}
+pub use crate::resolve::DependencyMode;
 
 /// How soon an extension blocked on dependencies is looked at again with no wake: the safety
 /// net behind [`DependencyWaits`] (an API served by an object the controller does not watch).

@@ -306,11 +306,8 @@ impl ReconcileState<'_> {
             release: None,
         });
         let request = resolve::ResolveRequest::from_cluster_extension(self.ext, installed)?;
-        let resolution = match self.ctx.dependencies {
-            DependencyMode::Refuse => resolve::resolve(&request, &inputs)?,
-            // The dependency step checks them once the bundle is unpacked.
-            DependencyMode::Check => resolve::resolve_allowing_dependencies(&request, &inputs)?,
-        };
+        // With `check`, the dependency step checks them once the bundle is unpacked.
+        let resolution = self.ctx.dependencies.resolve(&request, &inputs)?;
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
     }
