@@ -21,7 +21,7 @@ use crate::{
     },
     dependencies::{Gvk, InstalledExtension},
     resolve::{
-        DependencyMode,
+        CatalogInput, DependencyMode,
         explain::{CatalogVerdict, Explanation, explain},
     },
 };
@@ -72,7 +72,7 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         }
     };
     let (installed, served) = match &args.extension {
-        Some(name) => match in_cluster(name, &args.system_namespace).await {
+        Some(name) => match in_cluster(name, &args.system_namespace, &inputs).await {
             Ok(found) => found,
             Err(e) => return fail("explain", &e),
         },
@@ -108,9 +108,10 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
 async fn in_cluster(
     extension: &str,
     system_namespace: &str,
+    catalogs: &[CatalogInput],
 ) -> Result<(Vec<InstalledExtension>, Vec<Gvk>), String> {
     let client = kube_client().await?;
-    let (others, own) = installed_extensions(&client, Some(extension), system_namespace)
+    let (others, own) = installed_extensions(&client, Some(extension), system_namespace, catalogs)
         .await
         .map_err(|e| format!("reading what is installed to plan dependencies: {e}"))?;
     let served = served_apis_of(&client).await?;

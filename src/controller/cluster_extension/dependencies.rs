@@ -17,7 +17,7 @@ use crate::{
         identity::installer_name,
         revision::{InstalledRevision, RecordError},
     },
-    catalog::{PROPERTY_PACKAGE, Property},
+    catalog::{CatalogIndex, PROPERTY_PACKAGE, Property},
     dependencies,
 };
 
@@ -157,6 +157,20 @@ pub fn installed_extension(
         version: record.bundle_version.clone(),
         properties,
     }
+}
+
+/// The properties `index` (the catalog a record names) lists for the record's bundle, when it
+/// still carries it: what completes the record in [`installed_extension`].
+pub fn catalog_entry_properties<'a>(
+    index: &'a CatalogIndex,
+    record: &InstalledRevision,
+) -> Option<&'a [Property]> {
+    let bundle = index
+        .package(&record.package)?
+        .bundles
+        .iter()
+        .find(|b| *b.name == *record.bundle_name)?;
+    Some(&bundle.properties)
 }
 
 /// `first`, then each property of `then` it lacks.

@@ -455,12 +455,7 @@ impl ReconcileState<'_> {
                 return None;
             }
         };
-        let bundle = index
-            .package(&record.package)?
-            .bundles
-            .iter()
-            .find(|b| *b.name == *record.bundle_name)?;
-        Some(bundle.properties.clone())
+        dependencies::catalog_entry_properties(&index, record).map(<[Property]>::to_vec)
     }
 
     /// The group/version/kinds the API server serves.
