@@ -50,7 +50,8 @@ pub struct PackageSummary {
     pub deprecated: Option<String>,
     /// Number of deprecated channels and bundles.
     pub deprecated_entries: usize,
-    /// Whether OLM v1 installs the newest bundle with the default configuration.
+    /// Whether olmv1 installs the newest bundle with the default configuration (with
+    /// `--dependencies=check`, once what it requires is installed).
     pub installable: bool,
     /// Why not (the resolver's or renderer's message), when not.
     pub not_installable_reason: Option<String>,
