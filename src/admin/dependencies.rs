@@ -7,8 +7,11 @@
 use serde::Serialize;
 
 use crate::{
-    catalog::BundleIndex,
-    dependencies::{Choice, PlanLimits, PlanRequest, PlannedBundle, Requirement, plan, requirements_of},
+    catalog::{BundleIndex, Property},
+    dependencies::{
+        Choice, Gvk, InstalledExtension, PlanLimits, PlanRequest, PlannedBundle, Requirement, plan,
+        requirements_of,
+    },
     resolve::{CatalogInput, ResolveRequest, resolve_allowing_dependencies},
 };
 
@@ -27,7 +30,12 @@ pub struct BundleRequirements {
 impl BundleRequirements {
     /// The requirements of a catalog bundle.
     pub fn of(bundle: &BundleIndex) -> BundleRequirements {
-        match requirements_of(&bundle.name, &bundle.properties) {
+        BundleRequirements::from_properties(&bundle.name, &bundle.properties)
+    }
+
+    /// The requirements among the properties of bundle `name`.
+    pub fn from_properties(name: &str, properties: &[Property]) -> BundleRequirements {
+        match requirements_of(name, properties) {
             Ok(requires) => BundleRequirements {
                 requires,
                 requires_error: None,
@@ -47,17 +55,19 @@ impl BundleRequirements {
     /// One table cell: the summaries joined by `, `; `-` for none; `invalid: ...` when
     /// unreadable.
     pub fn cell(&self) -> String {
-        if let Some(e) = &self.requires_error {
-            return format!("invalid: {e}");
-        }
-        if self.requires.is_empty() {
+        let summaries = self.summaries();
+        if summaries.is_empty() {
             return "-".to_string();
         }
-        self.requires
-            .iter()
-            .map(Requirement::summary)
-            .collect::<Vec<_>>()
-            .join(", ")
+        summaries.join(", ")
+    }
+
+    /// One short line per requirement; `invalid: ...` alone when unreadable.
+    pub fn summaries(&self) -> Vec<String> {
+        match &self.requires_error {
+            Some(e) => vec![format!("invalid: {e}")],
+            None => self.requires.iter().map(Requirement::summary).collect(),
+        }
     }
 }
 
@@ -78,11 +88,14 @@ pub struct DependencyExplanation {
     pub error: Option<String>,
 }
 
-/// The dependency reasoning for `request`, planned over `catalogs` alone (nothing installed):
-/// `None` when the resolver finds no bundle or the bundle it finds requires nothing.
+/// The dependency reasoning for `request`, planned over `catalogs` with `installed` kept and
+/// `served_apis` present (as the controller's check counts them): `None` when the resolver finds
+/// no bundle or the bundle it finds requires nothing.
 pub fn explain_dependencies(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
+    installed: &[InstalledExtension],
+    served_apis: &[Gvk],
 ) -> Option<DependencyExplanation> {
     let resolution = resolve_allowing_dependencies(request, catalogs).ok()?;
     let bundle = catalogs
@@ -97,8 +110,8 @@ pub fn explain_dependencies(
     }
     let plan_request = PlanRequest {
         request,
-        installed: &[],
-        served_apis: &[],
+        installed,
+        served_apis,
         allow_changes: false,
         limits: PlanLimits::default(),
     };

@@ -1,7 +1,9 @@
 //! `olmv1 search [TEXT]`: packages across catalogs, with what an admin needs to know before
 //! installing: the default channel's newest bundle (the resolver's answer with nothing installed),
 //! its install modes, webhooks, APIServices, dependencies, `olm.maxOpenShiftVersion`, the
-//! package's deprecations, and whether OLM v1 can install it (the renderer's own verdict).
+//! package's deprecations, and whether olmv1 installs it (the resolver's verdict under
+//! `--dependencies`, then the renderer's own): with `check`, a bundle with dependencies installs
+//! once they are installed; with `refuse`, upstream's refusal.
 
 use std::collections::HashMap;
 
@@ -14,7 +16,7 @@ use crate::{
         Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
-    resolve::{CatalogInput, ResolveRequest, resolve, unsupported_dependency},
+    resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
 /// One package of one catalog.
@@ -48,7 +50,8 @@ pub struct PackageSummary {
     pub deprecated: Option<String>,
     /// Number of deprecated channels and bundles.
     pub deprecated_entries: usize,
-    /// Whether OLM v1 installs the newest bundle with the default configuration.
+    /// Whether olmv1 installs the newest bundle with the default configuration (with
+    /// `--dependencies=check`, once what it requires is installed).
     pub installable: bool,
     /// Why not (the resolver's or renderer's message), when not.
     pub not_installable_reason: Option<String>,
@@ -74,12 +77,13 @@ pub fn matches(package: &str, text: &str) -> bool {
     text.is_empty() || package.to_lowercase().contains(&text.to_lowercase())
 }
 
-/// The summaries of the packages of `catalog` matching `text`. `content` is read once for the
-/// newest bundles' manifests.
+/// The summaries of the packages of `catalog` matching `text`, resolved as `dependencies`
+/// says. `content` is read once for the newest bundles' manifests.
 pub fn search(
     catalog: &CatalogInput,
     content: &CatalogContent,
     text: &str,
+    dependencies: DependencyMode,
 ) -> Result<Vec<PackageSummary>, CatalogError> {
     let inputs = std::slice::from_ref(catalog);
     let mut rows = Vec::new();
@@ -93,7 +97,7 @@ pub fn search(
             upgrade_constraint_policy: Default::default(),
             installed: None,
         };
-        let (newest, reason) = match resolve(&request, inputs) {
+        let (newest, reason) = match dependencies.resolve(&request, inputs) {
             Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None),
             Err(e) => {
                 // A bundle refused for its dependencies is still the newest one to describe.
@@ -108,6 +112,14 @@ pub fn search(
         };
         let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref());
         row.not_installable_reason = reason;
+        // With `check`, the controller refuses a bundle whose requirements cannot be read.
+        if let (DependencyMode::Check, None, Some(e)) = (
+            dependencies,
+            &row.not_installable_reason,
+            &row.requirements.requires_error,
+        ) {
+            row.not_installable_reason = Some(format!("its requirements cannot be read: {e}"));
+        }
         if let Some((name, _)) = &newest {
             wanted.insert(name.clone(), rows.len());
         }
@@ -192,9 +204,7 @@ fn summary_without_manifests(
         }),
         installable: false,
         requirements: newest_index.map(BundleRequirements::of).unwrap_or_default(),
-        not_installable_reason: newest_index
-            .and_then(unsupported_dependency)
-            .map(|p| format!("declares a dependency ({p}), which OLM v1 does not support")),
+        not_installable_reason: None,
     }
 }
 

@@ -7,15 +7,19 @@
 //! range. Candidates are the bundles the resolver's own channel and successor rules admit (any
 //! other version is refused by the same rules), so no answer is guessed from the bare graph. A
 //! path steps through such answers, each step being what the admin gets by setting `version` to
-//! the step's exact version.
+//! the step's exact version. `--dependencies` decides, as the controller's flag, whether a
+//! bundle that declares dependencies is an answer (`check`, with what it requires) or refused
+//! (`refuse`, upstream's rule).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
+use super::dependencies::BundleRequirements;
 use crate::{
     resolve::{
-        CatalogInput, InstalledBundle, PackageFilter, PreparedRequest, ResolveError, ResolveRequest, resolve,
+        CatalogInput, DependencyMode, InstalledBundle, PackageFilter, PreparedRequest, ResolveError,
+        ResolveRequest,
     },
     version::{VersionRange, VersionRelease},
 };
@@ -32,6 +36,10 @@ pub struct Target {
     pub catalog: String,
     /// Whether the bundle is deprecated.
     pub deprecated: bool,
+    /// What it requires, one short line each (`--dependencies=check`: it installs once these
+    /// are installed); absent when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 /// The installed bundle.
@@ -117,12 +125,14 @@ pub fn exact_range(v: &VersionRelease) -> String {
 }
 
 /// One resolver step from `from`: every bundle the resolver answers when asked for each exact
-/// version its channel and successor rules admit. `within` restricts answers to a range.
+/// version its channel and successor rules admit, resolved as `dependencies` says. `within`
+/// restricts answers to a range.
 pub fn one_step(
     request: &ResolveRequest,
     from: &InstalledBundle,
     catalogs: &[CatalogInput],
     within: Option<&VersionRange>,
+    dependencies: DependencyMode,
 ) -> Result<Vec<Target>, ResolveError> {
     let probe = ResolveRequest {
         version_range: None,
@@ -151,7 +161,7 @@ pub fn one_step(
             version_range: Some(range),
             ..probe.clone()
         };
-        let Ok(resolution) = resolve(&pinned, catalogs) else {
+        let Ok(resolution) = dependencies.resolve(&pinned, catalogs) else {
             continue;
         };
         if resolution.bundle.name == from.name || out.iter().any(|t| t.bundle == resolution.bundle.name) {
@@ -159,6 +169,11 @@ pub fn one_step(
         }
         out.push(Target {
             deprecated: resolution.bundle_deprecated(),
+            requires: BundleRequirements::from_properties(
+                &resolution.bundle.name,
+                &resolution.bundle.properties,
+            )
+            .summaries(),
             bundle: resolution.bundle.name,
             version: resolution.bundle.status_version,
             catalog: resolution.catalog,
@@ -182,7 +197,11 @@ fn sort_targets_descending(targets: &mut [Target]) {
 }
 
 /// Lists the upgrades of `request.installed` (see the module documentation).
-pub fn upgrades(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Upgrades, UpgradesError> {
+pub fn upgrades(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    dependencies: DependencyMode,
+) -> Result<Upgrades, UpgradesError> {
     let installed = request.installed.clone().ok_or(UpgradesError::NotInstalled)?;
     let prepared = PreparedRequest::new(request)?;
     let installed_vr = match &installed.release {
@@ -219,20 +238,27 @@ pub fn upgrades(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<U
                         version: v.status_version(),
                         catalog: catalog.name.clone(),
                         deprecated: b.deprecated,
+                        requires: Vec::new(),
                     },
                     v.clone(),
                 ));
             }
         }
     }
-    let reachable = one_step(request, &installed, catalogs, prepared.range.as_ref())?;
+    let reachable = one_step(
+        request,
+        &installed,
+        catalogs,
+        prepared.range.as_ref(),
+        dependencies,
+    )?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
     let mut previous: HashMap<String, Option<String>> = HashMap::from([(installed.name.clone(), None)]);
     let mut nodes: HashMap<String, Target> = HashMap::new();
     let mut queue = VecDeque::from([installed.clone()]);
     while let Some(from) = queue.pop_front() {
-        for target in one_step(request, &from, catalogs, None)? {
+        for target in one_step(request, &from, catalogs, None, dependencies)? {
             if previous.contains_key(&target.bundle) {
                 continue;
             }
@@ -276,7 +302,7 @@ pub fn upgrades(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<U
                 version_range: Some(exact_range(version)),
                 ..request.clone()
             };
-            let message = match resolve(&pinned, catalogs) {
+            let message = match dependencies.resolve(&pinned, catalogs) {
                 Ok(r) => format!(
                     "the resolver answers {} {}",
                     r.bundle.name, r.bundle.status_version

@@ -1,16 +1,29 @@
 //! `olmv1 explain [EXTENSION]`: why the resolver chose what it chose, or found nothing; and for
 //! a bundle with dependencies, what it requires and the plan that satisfies it, or why none does.
+//! `--dependencies` is the controller's flag: with `check` (the default) such a bundle is chosen
+//! and installs once its requirements are; with `refuse`, upstream's refusal. For an EXTENSION of
+//! the cluster, the plan keeps what the cluster's ClusterExtensions installed and counts the APIs
+//! it serves, as the controller's check does.
 
 use std::process::ExitCode;
 
-use super::sources::{Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
+use super::{
+    install::{installed_extensions, served_apis_of},
+    sources::{
+        DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, kube_client, load_request, print_json,
+    },
+};
 use crate::{
     admin::{
         dependencies::{DependencyExplanation, explain_dependencies},
         table::{Table, Tone},
         terminal::TerminalText,
     },
-    resolve::explain::{CatalogVerdict, Explanation, explain},
+    dependencies::{Gvk, InstalledExtension},
+    resolve::{
+        CatalogInput, DependencyMode,
+        explain::{CatalogVerdict, Explanation, explain},
+    },
 };
 
 /// Arguments of `olmv1 explain`.
@@ -22,6 +35,12 @@ pub struct ExplainArgs {
     pub request: RequestArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub dependencies: DependencyArgs,
+    /// The controller's namespace, where it records what each extension installed (an
+    /// EXTENSION's plan keeps what is installed).
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: Output,
@@ -35,26 +54,34 @@ struct JsonOutput<'a> {
     dependencies: Option<&'a DependencyExplanation>,
 }
 
-/// Runs `olmv1 explain`. Exit status 0 when resolution succeeds (or, for a bundle with
-/// dependencies, when they can be planned), 1 when it fails (the explanation says why), 2 on
-/// bad input.
+/// Runs `olmv1 explain`. Exit status 0 when resolution succeeds (and, for a bundle with
+/// dependencies under `--dependencies=check`, when they can be planned), 1 when it fails (the
+/// explanation says why), 2 on bad input.
 pub async fn run(args: ExplainArgs) -> ExitCode {
     let (request, inputs) = match load_request(args.extension.as_deref(), &args.request, &args.sources).await
     {
         Ok(loaded) => loaded,
         Err(e) => return fail("explain", &e),
     };
-    let explanation = match explain(&request, &inputs) {
+    let mode = args.dependencies.mode;
+    let explanation = match explain(&request, &inputs, mode) {
         Ok(e) => e,
         Err(e) => {
             errln!("{e}");
             return ExitCode::from(1);
         }
     };
-    let dependencies = explain_dependencies(&request, &inputs);
-    let planned = match &dependencies {
-        Some(d) => d.plan.is_some(),
-        None => explanation.chosen.is_some(),
+    let (installed, served) = match &args.extension {
+        Some(name) => match in_cluster(name, &args.system_namespace, &inputs).await {
+            Ok(found) => found,
+            Err(e) => return fail("explain", &e),
+        },
+        None => (Vec::new(), Vec::new()),
+    };
+    let dependencies = explain_dependencies(&request, &inputs, &installed, &served);
+    let planned = match (&dependencies, mode) {
+        (Some(d), DependencyMode::Check) => d.plan.is_some(),
+        _ => explanation.chosen.is_some(),
     };
     let code = if planned {
         ExitCode::SUCCESS
@@ -69,20 +96,43 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     } else {
         let mut text = render_text(&explanation, colour());
         if let Some(d) = &dependencies {
-            render_dependencies(&mut text, d, colour());
+            render_dependencies(&mut text, d, mode, colour());
         }
         super::write_terminal(&text);
     }
     code
 }
 
+/// What the cluster's other ClusterExtensions installed (and `extension`'s own bundle), and the
+/// APIs it serves: what the controller's check counts as present.
+async fn in_cluster(
+    extension: &str,
+    system_namespace: &str,
+    catalogs: &[CatalogInput],
+) -> Result<(Vec<InstalledExtension>, Vec<Gvk>), String> {
+    let client = kube_client().await?;
+    let (others, own) = installed_extensions(&client, Some(extension), system_namespace, catalogs)
+        .await
+        .map_err(|e| format!("reading what is installed to plan dependencies: {e}"))?;
+    let served = served_apis_of(&client).await?;
+    Ok((others.into_iter().chain(own).collect(), served))
+}
+
 /// The dependency section: what the bundle requires, then the plan with the choice behind each
 /// requirement, or the planner's explanation.
-pub fn render_dependencies(out: &mut TerminalText, d: &DependencyExplanation, colour: bool) {
-    out.push_str(&format!(
-        "\n{} requires (the controller installs it once these are installed; --dependencies=refuse and upstream refuse it):\n",
-        d.bundle
-    ));
+pub fn render_dependencies(
+    out: &mut TerminalText,
+    d: &DependencyExplanation,
+    mode: DependencyMode,
+    colour: bool,
+) {
+    let verdict = match mode {
+        DependencyMode::Check => "it installs once these are installed",
+        DependencyMode::Refuse => {
+            "refused by --dependencies=refuse, as upstream does; --dependencies=check installs it once these are installed"
+        }
+    };
+    out.push_str(&format!("\n{} requires ({verdict}):\n", d.bundle));
     match &d.requirements.requires_error {
         Some(e) => out.push_str(&format!("  its requirements cannot be read: {e}\n")),
         None => {

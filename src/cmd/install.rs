@@ -23,9 +23,11 @@ use crate::{
     },
     apply::revision::RevisionStore,
     bundle::render::WebhookProvider,
-    controller::cluster_extension::{UNSATISFIED_DEPENDENCIES, installed_extension, served_apis},
+    controller::cluster_extension::{
+        UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension, served_apis,
+    },
     dependencies::{BrokenDependent, InstalledExtension, broken_by_change},
-    resolve::{ResolveRequest, resolve},
+    resolve::{CatalogInput, ResolveRequest, resolve},
 };
 
 /// The field manager of the command line's server-side applies.
@@ -512,11 +514,13 @@ pub async fn uninstall(args: UninstallArgs) -> ExitCode {
 }
 
 /// The bundles other ClusterExtensions (not being deleted) installed, by their revision records
-/// in `system_namespace`, and the one `extension` installed (if any).
+/// in `system_namespace`, and the one `extension` installed (if any); each record completed with
+/// its catalog entry's properties when that catalog is among `catalogs`, as the controller does.
 pub async fn installed_extensions(
     client: &kube::Client,
     extension: Option<&str>,
     system_namespace: &str,
+    catalogs: &[CatalogInput],
 ) -> Result<(Vec<InstalledExtension>, Option<InstalledExtension>), String> {
     let live: std::collections::BTreeSet<String> = cluster::cluster_extensions(client)
         .await
@@ -531,10 +535,15 @@ pub async fn installed_extensions(
         .map_err(|e| e.to_string())?;
     let (mut others, mut own) = (Vec::new(), None);
     for (name, record) in records {
+        let from_catalog = record
+            .catalog
+            .as_deref()
+            .and_then(|catalog| catalogs.iter().find(|c| c.name == catalog))
+            .and_then(|c| catalog_entry_properties(&c.index, &record));
         if Some(name.as_str()) == extension {
-            own = Some(installed_extension(&name, &record, None));
+            own = Some(installed_extension(&name, &record, from_catalog));
         } else if live.contains(&name) {
-            others.push(installed_extension(&name, &record, None));
+            others.push(installed_extension(&name, &record, from_catalog));
         }
     }
     Ok((others, own))
@@ -558,7 +567,7 @@ async fn installed_dependents(
     extension: &str,
     system_namespace: &str,
 ) -> Result<Vec<BrokenDependent>, String> {
-    let (others, own) = installed_extensions(client, Some(extension), system_namespace).await?;
+    let (others, own) = installed_extensions(client, Some(extension), system_namespace, &[]).await?;
     let Some(own) = own else {
         return Ok(Vec::new());
     };
@@ -586,7 +595,7 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
     let catalogs = args.sources.load().await?;
     super::sources::warn_unreadable("install", &catalogs);
     let inputs: Vec<_> = catalogs.into_iter().map(|c| c.input).collect();
-    let (others, own) = installed_extensions(&client, Some(&name), &args.system_namespace).await?;
+    let (others, own) = installed_extensions(&client, Some(&name), &args.system_namespace, &inputs).await?;
     let installed: Vec<InstalledExtension> = others.into_iter().chain(own).collect();
     let served = served_apis_of(&client).await?;
     let plan = crate::dependencies::plan(

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
+use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, warn_unreadable};
 use crate::{
     admin::{
         search::{ManifestSource, PackageSummary, describe_bundle, search},
@@ -20,6 +20,8 @@ pub struct SearchArgs {
     pub text: Option<String>,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub dependencies: DependencyArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: Output,
@@ -40,7 +42,7 @@ pub async fn run(args: SearchArgs) -> ExitCode {
     let mut rows: Vec<PackageSummary> = Vec::new();
     for c in &catalogs {
         let Some(content) = &c.content else { continue };
-        match search(&c.input, content, &text) {
+        match search(&c.input, content, &text, args.dependencies.mode) {
             Ok(found) => rows.extend(found),
             Err(e) => return fail("search", &format!("catalog {:?}: {e}", c.input.name)),
         }
@@ -115,6 +117,10 @@ fn table(rows: &[PackageSummary]) -> Table {
         let verdict = match &r.not_installable_reason {
             None if r.manifests_from == ManifestSource::None => {
                 ("unknown (manifests not read)".to_string(), Tone::Warn)
+            }
+            // `--dependencies=check`: installs once what REQUIRES names is installed.
+            None if !r.requirements.is_empty() => {
+                ("yes, once REQUIRES are installed".to_string(), Tone::Good)
             }
             None => ("yes".to_string(), Tone::Good),
             Some(reason) => (

@@ -14,8 +14,19 @@ use crate::{
     },
     cmd::start::load_registries_conf,
     image::PullOptions,
-    resolve::{CatalogInput, InstalledBundle, ResolveRequest},
+    resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
+
+/// `--dependencies` of the admin commands that give the controller's verdict: the controller's
+/// flag, with its default.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct DependencyArgs {
+    /// Bundles that declare dependencies, as the controller's flag of the same name treats them:
+    /// `check` installs them once their requirements are installed, `refuse` refuses them as
+    /// upstream does.
+    #[arg(long = "dependencies", value_enum, default_value_t)]
+    pub mode: DependencyMode,
+}
 
 /// Where catalogs come from. With neither `--catalog` nor `--image`, the cluster's
 /// ClusterCatalogs (KUBECONFIG), read through catalogd's HTTP API as the controller reads them.

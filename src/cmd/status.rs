@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use olmv1_api::v1::{ClusterExtension, conditions::ConditionStatus};
 use serde::Serialize;
 
-use super::sources::{Output, SourceArgs, colour, fail, kube_client, print_json};
+use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, kube_client, print_json};
 use crate::{
     admin::{
         cluster::{self, SourcedCatalog},
@@ -15,7 +15,7 @@ use crate::{
         terminal::TerminalText,
         upgrades::upgrades,
     },
-    resolve::{CatalogInput, ResolveRequest, resolve},
+    resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
 /// Arguments of `olmv1 status`.
@@ -25,6 +25,8 @@ pub struct StatusArgs {
     pub extension: Option<String>,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub dependencies: DependencyArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: Output,
@@ -71,8 +73,12 @@ pub struct ConditionSummary {
     pub message: String,
 }
 
-/// The summary of one extension against the catalogs.
-pub fn summarize(ext: &ClusterExtension, catalogs: &[CatalogInput]) -> ExtensionStatus {
+/// The summary of one extension against the catalogs, resolved as `dependencies` says.
+pub fn summarize(
+    ext: &ClusterExtension,
+    catalogs: &[CatalogInput],
+    dependencies: DependencyMode,
+) -> ExtensionStatus {
     let installed = cluster::installed_bundle(ext);
     let package = ext
         .spec
@@ -85,12 +91,12 @@ pub fn summarize(ext: &ClusterExtension, catalogs: &[CatalogInput]) -> Extension
         Err(e) => (None, Some(e.to_string()), Vec::new()),
         Ok(request) => {
             let reachable = match &request.installed {
-                Some(_) => upgrades(&request, catalogs)
+                Some(_) => upgrades(&request, catalogs, dependencies)
                     .map(|u| u.reachable.into_iter().map(|t| t.version).collect())
                     .unwrap_or_default(),
                 None => Vec::new(),
             };
-            match resolve(&request, catalogs) {
+            match dependencies.resolve(&request, catalogs) {
                 Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
                 Err(e) => (None, Some(e.to_string()), reachable),
             }
@@ -139,7 +145,10 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         Err(e) => return fail("status", &e),
     };
     let inputs: Vec<CatalogInput> = catalogs.into_iter().map(|c| c.input).collect();
-    let rows: Vec<ExtensionStatus> = extensions.iter().map(|e| summarize(e, &inputs)).collect();
+    let rows: Vec<ExtensionStatus> = extensions
+        .iter()
+        .map(|e| summarize(e, &inputs, args.dependencies.mode))
+        .collect();
     if args.output == Output::Json {
         return print_json(&rows);
     }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::sources::{RequestArgs, SourceArgs, colour, fail, load_request, print_json};
+use super::sources::{DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
 use crate::admin::{
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
@@ -35,6 +35,8 @@ pub struct UpgradesArgs {
     pub request: RequestArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub dependencies: DependencyArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: UpgradesOutput,
@@ -47,7 +49,7 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(e) => return fail("upgrades", &e),
     };
-    let answer = match upgrades(&request, &inputs) {
+    let answer = match upgrades(&request, &inputs, args.dependencies.mode) {
         Ok(u) => u,
         Err(e) => return fail("upgrades", &e.to_string()),
     };
@@ -104,12 +106,24 @@ pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
     ));
     let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
     let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
+    // `--dependencies=check`: the version installs once what it requires is installed.
+    let requires = |r: &[String]| match r {
+        [] => String::new(),
+        r => format!(" (requires {})", r.join(", ")),
+    };
     for r in &u.reachable {
         t.toned_row(vec![
             (r.version.clone(), Tone::Good),
             (r.bundle.clone(), Tone::Plain),
             (r.catalog.clone(), Tone::Plain),
-            (format!("reachable now{}", deprecated(r.deprecated)), Tone::Good),
+            (
+                format!(
+                    "reachable now{}{}",
+                    deprecated(r.deprecated),
+                    requires(&r.requires)
+                ),
+                Tone::Good,
+            ),
         ]);
     }
     for p in &u.paths {
@@ -120,10 +134,11 @@ pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
             (p.target.catalog.clone(), Tone::Plain),
             (
                 format!(
-                    "{} step(s): {}{}",
+                    "{} step(s): {}{}{}",
                     steps.len(),
                     steps.join(" -> "),
-                    deprecated(p.target.deprecated)
+                    deprecated(p.target.deprecated),
+                    requires(&p.target.requires)
                 ),
                 Tone::Warn,
             ),

@@ -1,6 +1,6 @@
 //! Why the resolver chose what it chose, or found nothing: each catalog considered or skipped and,
-//! for each bundle of the package, the first rule that excluded it. The verdict is [`resolve`]'s
-//! own answer; the per-bundle rules are the same [`PackageFilter`] and [`rank`] it uses, so the
+//! for each bundle of the package, the first rule that excluded it. The verdict is the resolver's
+//! own answer under the [`DependencyMode`] given ([`resolve`] for `refuse`); the per-bundle rules are the same [`PackageFilter`] and [`rank`] it uses, so the
 //! explanation cannot drift from the resolution. Status keeps upstream's message; this is extra.
 
 use std::cmp::Ordering;
@@ -8,8 +8,8 @@ use std::cmp::Ordering;
 use serde::Serialize;
 
 use super::{
-    BundleRule, CatalogInput, CatalogSkip, PackageFilter, PreparedRequest, ResolveError, ResolveRequest,
-    rank, resolve, unsupported_dependency,
+    BundleRule, CatalogInput, CatalogSkip, DependencyMode, PackageFilter, PreparedRequest, ResolveError,
+    ResolveRequest, rank, unsupported_dependency,
 };
 use crate::catalog::BundleIndex;
 
@@ -93,7 +93,8 @@ pub enum Exclusion {
     OtherCatalog,
     /// Its catalog tied with another one of the same priority: resolution fails.
     TiedCatalogs,
-    /// It would win, but declares a dependency OLM v1 does not support.
+    /// It would win, but declares a dependency, which `--dependencies=refuse` (upstream's rule)
+    /// refuses.
     UnsupportedDependency,
 }
 
@@ -121,12 +122,16 @@ pub struct ChosenBundle {
     pub deprecated: bool,
 }
 
-/// Explains `resolve(request, catalogs)`. Errors only when the request itself is invalid (bad
-/// selector or range) or the installed version cannot be read: resolution then looks at no
-/// bundle at all.
-pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Explanation, ResolveError> {
+/// Explains `dependencies.resolve(request, catalogs)`. Errors only when the request itself is
+/// invalid (bad selector or range) or the installed version cannot be read: resolution then looks
+/// at no bundle at all.
+pub fn explain(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    dependencies: DependencyMode,
+) -> Result<Explanation, ResolveError> {
     let prepared = PreparedRequest::new(request)?;
-    let outcome = resolve(request, catalogs);
+    let outcome = dependencies.resolve(request, catalogs);
     if let Err(
         e @ (ResolveError::InvalidSelector(_)
         | ResolveError::InvalidVersionRange { .. }

@@ -404,6 +404,35 @@ pub fn dependency_property(properties: &[Property]) -> Option<&str> {
         .map(|p| &*p.type_)
 }
 
+/// How a bundle that declares dependencies (`olm.package.required`, `olm.gvk.required`,
+/// `olm.constraint`) is treated: the controller's `--dependencies`, and the same flag of the
+/// admin commands that give its verdict (search, explain, upgrades, status).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DependencyMode {
+    /// Upstream's behaviour: such a bundle is refused by resolution.
+    Refuse,
+    /// Such a bundle installs once every dependency is satisfied by a bundle another
+    /// ClusterExtension installed (or, for an API, one the cluster serves); an upgrade that
+    /// would break an installed dependent is refused.
+    #[default]
+    Check,
+}
+
+impl DependencyMode {
+    /// Resolves `request` as this mode does: [`resolve`] refuses a bundle with dependencies,
+    /// [`resolve_allowing_dependencies`] picks it (its requirements are checked afterwards).
+    pub fn resolve(
+        self,
+        request: &ResolveRequest,
+        catalogs: &[CatalogInput],
+    ) -> Result<Resolution, ResolveError> {
+        match self {
+            DependencyMode::Refuse => resolve(request, catalogs),
+            DependencyMode::Check => resolve_allowing_dependencies(request, catalogs),
+        }
+    }
+}
+
 /// Resolves the bundle to install, as upstream OLM v1 does: a bundle that declares a dependency
 /// is refused. Catalogs are consulted in name order (the order the API server lists them).
 pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Resolution, ResolveError> {

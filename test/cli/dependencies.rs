@@ -1,7 +1,9 @@
 //! Dependencies on the command line, on small FBC catalogs written by each test:
 //! `olmv1 resolve --with-dependencies` (the plan in text and JSON, classic's catalog priority,
 //! exit 1 with the explanation when there is no plan), what `search` and `versions` say each
-//! bundle requires, and the dependency reasoning of `explain`.
+//! bundle requires, the dependency reasoning of `explain`, and the verdicts of `search`,
+//! `explain` and `upgrades` under `--dependencies` (`check`, the default, as the controller's:
+//! a bundle with dependencies installs once they are installed; `refuse`: upstream's refusal).
 
 use std::path::Path;
 
@@ -13,12 +15,16 @@ use crate::support::{self, CmdOutput, run};
 struct Bundle {
     version: &'static str,
     properties: Vec<Value>,
+    /// Whether the catalog carries its manifests (`olm.bundle.object`), so that `search` has a
+    /// renderer's verdict without pulling an image.
+    manifests: bool,
 }
 
 fn bundle(version: &'static str) -> Bundle {
     Bundle {
         version,
         properties: Vec::new(),
+        manifests: false,
     }
 }
 
@@ -40,6 +46,11 @@ impl Bundle {
             "olm.gvk.required",
             json!({"group": group, "version": version, "kind": kind}),
         )
+    }
+
+    fn with_manifests(mut self) -> Bundle {
+        self.manifests = true;
+        self
     }
 
     fn provides_gvk(self, group: &str, version: &str, kind: &str) -> Bundle {
@@ -69,6 +80,11 @@ fn write_catalog(dir: &Path, packages: &[(&str, Vec<Bundle>)]) {
             let mut properties =
                 vec![json!({"type": "olm.package", "value": {"packageName": package, "version": b.version}})];
             properties.extend(b.properties.iter().cloned());
+            if b.manifests {
+                properties.push(
+                    json!({"type": "olm.bundle.object", "value": {"data": csv_object(&name, b.version)}}),
+                );
+            }
             lines.push(json!({
                 "schema": "olm.bundle", "package": package, "name": name,
                 "image": format!("example.com/{package}:v{}", b.version),
@@ -81,6 +97,31 @@ fn write_catalog(dir: &Path, packages: &[(&str, Vec<Bundle>)]) {
     std::fs::create_dir_all(dir).unwrap();
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(dir.join("catalog.json"), text).unwrap();
+}
+
+/// A ClusterServiceVersion that installs in AllNamespaces mode (one Deployment), as an
+/// `olm.bundle.object`'s base64 data.
+fn csv_object(name: &str, version: &str) -> String {
+    use base64::Engine as _;
+    let csv = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": name},
+        "spec": {
+            "version": version,
+            "installModes": [{"type": "AllNamespaces", "supported": true}],
+            "install": {"strategy": "deployment", "spec": {"deployments": [{
+                "name": "manager",
+                "spec": {
+                    "selector": {"matchLabels": {"app": "manager"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "manager"}},
+                        "spec": {"containers": [{"name": "manager", "image": "example.com/manager:v1"}]}
+                    }
+                }
+            }]}}
+        }
+    });
+    base64::engine::general_purpose::STANDARD.encode(csv.to_string())
 }
 
 fn olmv1(args: &[&str]) -> CmdOutput {
@@ -443,13 +484,20 @@ fn versions_and_search_show_what_each_bundle_requires() {
     let text = olmv1(&["versions", "blue", "--catalog", &main]).ok();
     assert!(!text.contains("REQUIRES"), "{text}");
 
-    // search: the newest bundle's requirements (app.v1.2.0, whose constraint is unreadable;
-    // the resolver refuses its dependency, but it is still the newest one).
+    // search: the newest bundle's requirements (app.v1.2.0, whose constraint is unreadable).
     let v = json_of(olmv1(&["search", "--catalog", &main, "--no-pull", "-o", "json"]));
     let rows = v.as_array().unwrap();
     let app = rows.iter().find(|r| r["package"] == "app").unwrap();
     assert_eq!(app["newestBundle"], "app.v1.2.0");
     assert!(app["requiresError"].as_str().unwrap().contains("colour"), "{app}");
+    // The controller (`--dependencies=check`) refuses a bundle whose requirements it cannot read.
+    assert!(
+        app["notInstallableReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("its requirements cannot be read: bundle \"app.v1.2.0\""),
+        "{app}"
+    );
     let blue = rows.iter().find(|r| r["package"] == "blue").unwrap();
     assert_eq!(blue["requires"], json!([]));
     assert_eq!(blue["requiresError"], Value::Null);
@@ -498,6 +546,16 @@ fn explain_shows_the_plan_and_why_each_requirement_is_satisfied_by_its_bundle() 
     ];
 
     let v = json_of(olmv1(&[&args[..], &["-o", "json"]].concat()));
+    // `--dependencies=check` (the default): the bundle is chosen, as the controller chooses it.
+    assert_eq!(v["chosen"]["bundle"], "app.v1.0.0");
+    assert_eq!(v["error"], Value::Null);
+    let app = v["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["bundle"] == "app.v1.0.0")
+        .unwrap();
+    assert_eq!(app["excludedBy"], Value::Null, "{app}");
     let d = &v["dependencies"];
     assert_eq!(d["bundle"], "app.v1.0.0");
     assert_eq!(d["requires"][0]["summary"], "pkg blue >=1.0.0");
@@ -535,12 +593,164 @@ fn explain_shows_the_plan_and_why_each_requirement_is_satisfied_by_its_bundle() 
     assert_eq!(out.code, Some(0), "a plan exists: {}", out.stderr);
     let text = out.stdout;
     for part in [
-        "app.v1.0.0 requires (the controller installs it once these are installed; --dependencies=refuse and upstream refuse it):\n  pkg blue >=1.0.0\n  gvk etcd.database.coreos.com/v1beta2 EtcdCluster\n",
+        "app: resolves to app.v1.0.0 1.0.0 from catalog main\n",
+        "app.v1.0.0 requires (it installs once these are installed):\n  pkg blue >=1.0.0\n  gvk etcd.database.coreos.com/v1beta2 EtcdCluster\n",
         "plan (olmv1 install --with-dependencies), dependencies first:\n  blue.v1.1.0 1.1.0 main (required by app.v1.0.0)\n  etcd.v0.9.4 0.9.4 main (required by app.v1.0.0)\n  app.v1.0.0 1.0.0 main\n",
         "BUNDLE       REQUIRES                                           SATISFIED BY   WHY",
     ] {
         assert!(text.contains(part), "{part:?} missing from:\n{text}");
     }
+
+    // `--dependencies=refuse`: upstream's refusal, its message verbatim; the requirements and
+    // plan stay shown for what `check` would do.
+    let refuse = [&args[..], &["--dependencies", "refuse"]].concat();
+    let v = json_of_failed(olmv1(&[&refuse[..], &["-o", "json"]].concat()));
+    assert_eq!(v["chosen"], Value::Null);
+    assert_eq!(v["error"], upstream_refusal("app.v1.0.0", "olm.package.required"));
+    let app = v["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["bundle"] == "app.v1.0.0")
+        .unwrap();
+    assert_eq!(app["excludedBy"], "unsupportedDependency");
+    assert_eq!(
+        app["detail"],
+        "declares olm.package.required (dependencies are not supported)"
+    );
+    assert_eq!(v["dependencies"]["bundle"], "app.v1.0.0");
+    let out = olmv1(&refuse);
+    assert_eq!(out.code, Some(1), "refused: {}", out.stderr);
+    for part in [
+        format!("app: no resolution: {}\n", upstream_refusal("app.v1.0.0", "olm.package.required")),
+        // The VERDICT cell wraps after the property.
+        "unsupportedDependency: declares olm.package.required\n".to_string(),
+        "app.v1.0.0 requires (refused by --dependencies=refuse, as upstream does; --dependencies=check installs it once these are installed):\n".to_string(),
+    ] {
+        assert!(out.stdout.contains(&part), "{part:?} missing from:\n{}", out.stdout);
+    }
+}
+
+/// Upstream's refusal of a bundle that declares a dependency (`--dependencies=refuse`).
+fn upstream_refusal(bundle: &str, property: &str) -> String {
+    format!(
+        "validating bundle \"{bundle}\": bundle \"{bundle}\" has a dependency declared via property \"{property}\" which is currently not supported"
+    )
+}
+
+/// `app` 1.0.0 requires nothing; 1.1.0 (replacing it) needs package `blue`; both, and blue's
+/// 1.0.0, carry their manifests.
+fn app_then_app_needing_blue(dir: &Path) -> String {
+    write_catalog(
+        dir,
+        &[
+            (
+                "app",
+                vec![
+                    bundle("1.0.0").with_manifests(),
+                    bundle("1.1.0").needs_package("blue", ">=1.0.0").with_manifests(),
+                ],
+            ),
+            ("blue", vec![bundle("1.0.0").with_manifests()]),
+        ],
+    );
+    format!("main={}", dir.display())
+}
+
+#[test]
+fn search_says_a_bundle_with_dependencies_installs_once_they_are_and_refuse_refuses_it() {
+    let work = tempfile::tempdir().unwrap();
+    let main = app_then_app_needing_blue(&work.path().join("main"));
+    let search = ["search", "--catalog", &main, "--no-pull"];
+    let row = |v: &Value, package: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["package"] == package)
+            .unwrap_or_else(|| panic!("{package} in {v}"))
+            .clone()
+    };
+
+    // check (the default): the newest bundle installs, once what it requires is installed.
+    let v = json_of(olmv1(&[&search[..], &["-o", "json"]].concat()));
+    let app = row(&v, "app");
+    assert_eq!(app["newestBundle"], "app.v1.1.0");
+    assert_eq!(app["manifestsFrom"], "catalog");
+    assert_eq!(app["installable"], true, "{app}");
+    assert_eq!(app["notInstallableReason"], Value::Null);
+    assert_eq!(app["requires"][0]["summary"], "pkg blue >=1.0.0");
+    assert_eq!(row(&v, "blue")["installable"], true);
+    let text = olmv1(&search).ok();
+    let line = |text: &str, package: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{package} ")))
+            .unwrap_or_else(|| panic!("{package} in:\n{text}"))
+            .trim_end()
+            .to_string()
+    };
+    let app_line = line(&text, "app");
+    assert!(
+        app_line.contains(" yes, once REQUIRES are installed ") && app_line.ends_with(" pkg blue >=1.0.0"),
+        "{text}"
+    );
+    let blue_line = line(&text, "blue");
+    assert!(blue_line.contains(" yes ") && blue_line.ends_with(" -"), "{text}");
+
+    // refuse: upstream's refusal; a package without dependencies is unaffected.
+    let refuse = [&search[..], &["--dependencies", "refuse"]].concat();
+    let v = json_of(olmv1(&[&refuse[..], &["-o", "json"]].concat()));
+    let app = row(&v, "app");
+    assert_eq!(app["installable"], false);
+    assert_eq!(
+        app["notInstallableReason"],
+        upstream_refusal("app.v1.1.0", "olm.package.required")
+    );
+    assert_eq!(row(&v, "blue")["installable"], true);
+    let text = olmv1(&refuse).ok();
+    assert!(
+        line(&text, "app").contains(" no: validating bundle \"app.v1.1.0\": bundle"),
+        "{text}"
+    );
+    assert!(line(&text, "blue").contains(" yes "), "{text}");
+}
+
+#[test]
+fn upgrades_lists_a_successor_with_dependencies_and_what_it_requires_unless_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let main = app_then_app_needing_blue(&work.path().join("main"));
+    let upgrades = [
+        "upgrades",
+        "--package",
+        "app",
+        "--installed",
+        "1.0.0",
+        "--catalog",
+        &main,
+    ];
+
+    let v = json_of(olmv1(&[&upgrades[..], &["-o", "json"]].concat()));
+    assert_eq!(
+        v["reachable"],
+        json!([{"bundle": "app.v1.1.0", "version": "1.1.0", "catalog": "main", "deprecated": false,
+                "requires": ["pkg blue >=1.0.0"]}])
+    );
+    assert_eq!(v["unreachable"], json!([]));
+    let text = olmv1(&upgrades).ok();
+    assert!(
+        text.contains("reachable now (requires pkg blue >=1.0.0)"),
+        "{text}"
+    );
+
+    let refuse = [&upgrades[..], &["--dependencies", "refuse"]].concat();
+    let v = json_of(olmv1(&[&refuse[..], &["-o", "json"]].concat()));
+    assert_eq!(v["reachable"], json!([]));
+    assert_eq!(v["unreachable"][0]["bundle"], "app.v1.1.0");
+    assert_eq!(
+        v["unreachable"][0]["message"],
+        upstream_refusal("app.v1.1.0", "olm.package.required")
+    );
+    let text = olmv1(&refuse).ok();
+    assert!(text.contains("unreachable: validating bundle"), "{text}");
 }
 
 #[test]

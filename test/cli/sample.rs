@@ -6,21 +6,33 @@
 //!   leads from 2.0.1 to 2.1.0;
 //! - community dell-csm-operator (stable): 1.8.0 and 1.8.1 both replace 1.7.0, so 1.9.0 and 1.9.1
 //!   are reached through different branches;
-//! - certified v4.16 cpd-platform-operator (v6.4): every successor declares `olm.gvk.required`,
-//!   so the resolver refuses each one although the graph has the edges.
+//! - certified v4.16 cpd-platform-operator (v6.4): every successor declares `olm.gvk.required`
+//!   (and `olm.package.required`): with `--dependencies=check` (the default) each is reachable,
+//!   naming what it requires; with `refuse` the resolver refuses each one although the graph has
+//!   the edges.
 
 use std::sync::Arc;
 
 use olmv1::{
     admin::upgrades::{Upgrades, upgrades},
     catalog::CatalogIndex,
-    resolve::{CatalogInput, InstalledBundle, ResolveRequest},
+    resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
 use olmv1_api::v1::UpgradeConstraintPolicy;
 
 use crate::support::shared_catalogs_root;
 
 fn answer(catalog: &str, package: &str, channel: &str, installed: &str) -> Upgrades {
+    answer_with(catalog, package, channel, installed, DependencyMode::default())
+}
+
+fn answer_with(
+    catalog: &str,
+    package: &str,
+    channel: &str,
+    installed: &str,
+    dependencies: DependencyMode,
+) -> Upgrades {
     let dir = shared_catalogs_root().join(catalog).join(package);
     let index = Arc::new(CatalogIndex::from_dir(&dir).expect("package indexes"));
     let request = ResolveRequest {
@@ -35,7 +47,7 @@ fn answer(catalog: &str, package: &str, channel: &str, installed: &str) -> Upgra
             release: None,
         }),
     };
-    upgrades(&request, &[CatalogInput::new(catalog, index)]).expect("upgrades listed")
+    upgrades(&request, &[CatalogInput::new(catalog, index)], dependencies).expect("upgrades listed")
 }
 
 fn reachable(u: &Upgrades) -> Vec<&str> {
@@ -98,13 +110,27 @@ fn dell_csm_reaches_1_9_0_and_1_9_1_through_different_branches() {
 }
 
 #[test]
-fn cpd_platform_successors_are_refused_for_their_dependencies() {
-    let u = answer(
+fn cpd_platform_successors_need_their_dependencies_or_are_refused_for_them() {
+    let args = (
         "certified-operators-v4.16",
         "cpd-platform-operator",
         "v6.4",
         "6.4.0",
     );
+    let u = answer(args.0, args.1, args.2, args.3);
+    let versions: Vec<&str> = u.reachable.iter().map(|t| t.version.as_str()).collect();
+    assert_eq!(versions, ["6.4.11", "6.4.9", "6.4.7", "6.4.4", "6.4.2"]);
+    assert!(
+        u.reachable.iter().all(|t| t.requires
+            == [
+                "gvk operator.ibm.com/v3 CommonService",
+                "pkg ibm-common-service-operator <5.0.0"
+            ]),
+        "{u:?}"
+    );
+    assert!(u.paths.is_empty() && u.unreachable.is_empty(), "{u:?}");
+
+    let u = answer_with(args.0, args.1, args.2, args.3, DependencyMode::Refuse);
     assert!(u.reachable.is_empty(), "{u:?}");
     assert!(u.paths.is_empty(), "{u:?}");
     assert_eq!(u.unreachable.len(), 5);

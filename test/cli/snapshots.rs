@@ -9,7 +9,7 @@ use olmv1::{
     admin::{upgrades::upgrades, versions::versions},
     catalog::CatalogIndex,
     cmd,
-    resolve::{CatalogInput, InstalledBundle, ResolveRequest},
+    resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
 use olmv1_api::v1::UpgradeConstraintPolicy;
 
@@ -72,7 +72,7 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
                 }),
             };
             let _ = writeln!(out, "\nupgrades from {} in {}:", entry.name, default.name);
-            match upgrades(&request, &inputs) {
+            match upgrades(&request, &inputs, DependencyMode::default()) {
                 Ok(u) => out.push_str(&cmd::upgrades::render_text(&u, false)),
                 Err(e) => {
                     let _ = writeln!(out, "error: {e}");

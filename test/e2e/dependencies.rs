@@ -2,7 +2,8 @@
 //! package waits, Blocked, until an extension installs that package; an upgrade that would break
 //! an installed dependent is refused and the installed version keeps running; `olmv1 uninstall`
 //! refuses to remove a dependency; an API the cluster already serves satisfies a requirement of
-//! it. `--dependencies=refuse` keeps upstream's refusal.
+//! it; `olmv1 explain` of an extension plans with what the cluster's extensions installed.
+//! `--dependencies=refuse` keeps upstream's refusal.
 
 use serde_json::{Value, json};
 
@@ -100,6 +101,22 @@ fn a_needs_b(range: &str) -> impl FnOnce(&str, &str) -> Vec<Package> + '_ {
     }
 }
 
+/// `olmv1 explain EXTENSION -o json`, from the cluster's catalogs and extensions.
+fn explain_json(extension: &str) -> Value {
+    let text = olmv1(&["explain", extension, "-o", "json"]).ok();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The bundles of explain's dependency plan, dependencies first.
+fn planned(explained: &Value) -> Vec<String> {
+    let plan = explained["dependencies"]["plan"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a plan in {explained}"));
+    plan.iter()
+        .map(|p| p["bundle"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[tokio::test]
 async fn an_extension_needing_a_package_is_blocked_until_an_extension_installs_it() {
     let w = World::new("deps-blocked", a_needs_b(">=1.0.0")).await;
@@ -139,11 +156,35 @@ async fn an_extension_needing_a_package_is_blocked_until_an_extension_installs_i
         (installed.status.as_str(), installed.reason.as_str()),
         ("False", "Failed")
     );
+    // `olmv1 explain` agrees with the controller (`--dependencies=check`, the default): a's
+    // bundle is chosen, and the plan installs b's head first.
+    let explained = explain_json(&ext_a);
+    assert_eq!(explained["chosen"]["bundle"], format!("{}.v1.0.0", w.a));
+    assert_eq!(
+        planned(&explained),
+        [format!("{}.v2.0.0", w.b), format!("{}.v1.0.0", w.a)]
+    );
 
     // The admin installs b: a converges on its own (another extension's install wakes it).
     w.apply(&w.b, json!({"version": "1.0.0"})).await;
     components::wait_installed(&w.client, &ext_b, "1.0.0").await;
     components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    // explain counts what the cluster's extensions installed, as the controller's check does:
+    // b 1.0.0, installed as b's extension, satisfies a's requirements; nothing else is planned.
+    let explained = explain_json(&ext_a);
+    assert_eq!(planned(&explained), [format!("{}.v1.0.0", w.a)]);
+    let choices = explained["dependencies"]["choices"].as_array().unwrap();
+    assert!(!choices.is_empty(), "{explained}");
+    for choice in choices {
+        assert_eq!(choice["satisfiedBy"], format!("{}.v1.0.0", w.b), "{choice}");
+        assert!(
+            choice["why"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("installed as {ext_b}")),
+            "{choice}"
+        );
+    }
     olmv1(&["uninstall", &ext_a]).ok();
     olmv1(&["uninstall", &ext_b]).ok();
 }

@@ -17,22 +17,11 @@ use crate::{
         identity::installer_name,
         revision::{InstalledRevision, RecordError},
     },
-    catalog::{PROPERTY_PACKAGE, Property},
+    catalog::{CatalogIndex, PROPERTY_PACKAGE, Property},
     dependencies,
 };
 
-/// How the controller treats a bundle that declares dependencies (`olm.package.required`,
-/// `olm.gvk.required`, `olm.constraint`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DependencyMode {
-    /// Upstream's behaviour: such a bundle is refused by resolution.
-    Refuse,
-    /// Such a bundle installs once every dependency is satisfied by a bundle another
-    /// ClusterExtension installed (or, for an API, one the cluster serves); an upgrade that
-    /// would break an installed dependent is refused.
-    #[default]
-    Check,
-}
+pub use crate::resolve::DependencyMode;
 
 /// How soon an extension blocked on dependencies is looked at again with no wake: the safety
 /// net behind [`DependencyWaits`] (an API served by an object the controller does not watch).
@@ -168,6 +157,20 @@ pub fn installed_extension(
         version: record.bundle_version.clone(),
         properties,
     }
+}
+
+/// The properties `index` (the catalog a record names) lists for the record's bundle, when it
+/// still carries it: what completes the record in [`installed_extension`].
+pub fn catalog_entry_properties<'a>(
+    index: &'a CatalogIndex,
+    record: &InstalledRevision,
+) -> Option<&'a [Property]> {
+    let bundle = index
+        .package(&record.package)?
+        .bundles
+        .iter()
+        .find(|b| *b.name == *record.bundle_name)?;
+    Some(&bundle.properties)
 }
 
 /// `first`, then each property of `then` it lacks.

@@ -39,7 +39,8 @@ use olmv1_api::v1::{
 use tracing::{info, warn};
 
 pub use dependencies::{
-    DependencyMode, DependencyWaits, UNSATISFIED_DEPENDENCIES, installed_extension, served_apis,
+    DependencyMode, DependencyWaits, UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension,
+    served_apis,
 };
 pub use error::{Error, StepError};
 

@@ -306,11 +306,8 @@ impl ReconcileState<'_> {
             release: None,
         });
         let request = resolve::ResolveRequest::from_cluster_extension(self.ext, installed)?;
-        let resolution = match self.ctx.dependencies {
-            DependencyMode::Refuse => resolve::resolve(&request, &inputs)?,
-            // The dependency step checks them once the bundle is unpacked.
-            DependencyMode::Check => resolve::resolve_allowing_dependencies(&request, &inputs)?,
-        };
+        // With `check`, the dependency step checks them once the bundle is unpacked.
+        let resolution = self.ctx.dependencies.resolve(&request, &inputs)?;
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
     }
@@ -458,12 +455,7 @@ impl ReconcileState<'_> {
                 return None;
             }
         };
-        let bundle = index
-            .package(&record.package)?
-            .bundles
-            .iter()
-            .find(|b| *b.name == *record.bundle_name)?;
-        Some(bundle.properties.clone())
+        dependencies::catalog_entry_properties(&index, record).map(<[Property]>::to_vec)
     }
 
     /// The group/version/kinds the API server serves.
