@@ -1,8 +1,8 @@
 //! Why the resolver chose what it chose, or found nothing: each catalog considered or skipped and,
 //! for each bundle of the package, the first rule that excluded it. The verdict is the resolver's
-//! own answer under the [`DependencyMode`] given ([`super::resolve`] for `refuse`); the per-bundle rules
-//! are the same [`PackageFilter`] and [`rank`] it uses, so the explanation cannot drift from the
-//! resolution. Status keeps upstream's message; this is extra.
+//! own answer under the [`DependencyMode`] given ([`super::resolve`] for `refuse`); the
+//! per-bundle rules are the same [`PackageFilter`] and [`rank`] it uses, so the explanation
+//! cannot drift from the resolution. Status keeps upstream's message; this is extra.
 
 use std::cmp::Ordering;
 
