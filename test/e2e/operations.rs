@@ -6,7 +6,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rustls::NamedGroup;
@@ -44,6 +44,24 @@ async fn wait_served(addr: &str, ca: &[u8], token: &str, metric: &str) {
     .await;
 }
 
+/// A token of a ServiceAccount without any role, created on first use. Once per process: two
+/// tests ask at the same time, and the second `kubectl apply` of a new object can fail with
+/// AlreadyExists.
+fn stranger_token() -> String {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let stranger = "olmv1-e2e-no-metrics";
+            support::kubectl_apply(&format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {stranger}\n  namespace: {}\n",
+                components::SYSTEM_NAMESPACE
+            ))
+            .ok();
+            components::service_account_token(components::SYSTEM_NAMESPACE, stranger)
+        })
+        .clone()
+}
+
 /// What every reviewed metrics server answers: 401 without a token or with one the API server
 /// does not accept, 403 for a ServiceAccount without the role, the metrics for the reader; no
 /// plain HTTP.
@@ -53,14 +71,7 @@ async fn check_metrics_access(addr: &str, ca: &[u8], metric: &str) {
     let (status, body) = metrics_answer(addr, ca, Some("not-a-token")).await;
     assert_eq!(status, 401, "a token the API server does not know: {body}");
 
-    let stranger = "olmv1-e2e-no-metrics";
-    support::kubectl_apply(&format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {stranger}\n  namespace: {}\n",
-        components::SYSTEM_NAMESPACE
-    ))
-    .ok();
-    let token = components::service_account_token(components::SYSTEM_NAMESPACE, stranger);
-    let (status, body) = metrics_answer(addr, ca, Some(&token)).await;
+    let (status, body) = metrics_answer(addr, ca, Some(&stranger_token())).await;
     assert_eq!(
         status, 403,
         "a ServiceAccount without olmv1-metrics-reader: {body}"
