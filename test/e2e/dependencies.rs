@@ -164,6 +164,27 @@ async fn an_extension_needing_a_package_is_blocked_until_an_extension_installs_i
         planned(&explained),
         [format!("{}.v2.0.0", w.b), format!("{}.v1.0.0", w.a)]
     );
+    // `olmv1 status` gives the controller's verdict too: a's bundle is the target; with
+    // `--dependencies refuse`, upstream's refusal of it.
+    let status = |extra: &[&str]| -> Value {
+        let mut args = vec!["status", ext_a.as_str(), "-o", "json"];
+        args.extend(extra);
+        let text = olmv1(&args).ok();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+    let checked = status(&[]);
+    assert_eq!(checked[0]["targetBundle"], format!("{}.v1.0.0", w.a), "{checked}");
+    assert_eq!(checked[0]["targetError"], Value::Null, "{checked}");
+    let refused = status(&["--dependencies", "refuse"]);
+    assert_eq!(refused[0]["targetBundle"], Value::Null, "{refused}");
+    let error = refused[0]["targetError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "bundle \"{}.v1.0.0\" has a dependency declared via property",
+            w.a
+        )) && error.ends_with("which is currently not supported"),
+        "{refused}"
+    );
 
     // The admin installs b: a converges on its own (another extension's install wakes it).
     w.apply(&w.b, json!({"version": "1.0.0"})).await;
