@@ -88,15 +88,12 @@ pub struct DependencyExplanation {
     pub error: Option<String>,
 }
 
-/// The dependency reasoning for `request`, planned over `catalogs` with `installed` kept and
-/// `served_apis` present (as the controller's check counts them): `None` when the resolver finds
-/// no bundle or the bundle it finds requires nothing.
-pub fn explain_dependencies(
+/// The bundle the resolver picks for `request` under `check` and what it requires: `None` when
+/// it finds no bundle or the bundle it finds requires nothing.
+pub fn chosen_requirements(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
-    installed: &[InstalledExtension],
-    served_apis: &[Gvk],
-) -> Option<DependencyExplanation> {
+) -> Option<(String, BundleRequirements)> {
     let resolution = resolve_allowing_dependencies(request, catalogs).ok()?;
     let bundle = catalogs
         .iter()
@@ -105,9 +102,18 @@ pub fn explain_dependencies(
         .package(&request.package)?
         .bundle(&resolution.bundle.name)?;
     let requirements = BundleRequirements::of(bundle);
-    if requirements.is_empty() {
-        return None;
-    }
+    (!requirements.is_empty()).then_some((resolution.bundle.name, requirements))
+}
+
+/// The dependency reasoning for the bundle of [`chosen_requirements`], planned over `catalogs`
+/// with `installed` kept and `served_apis` present (as the controller's check counts them).
+pub fn explain_dependencies(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    installed: &[InstalledExtension],
+    served_apis: &[Gvk],
+) -> Option<DependencyExplanation> {
+    let (bundle, requirements) = chosen_requirements(request, catalogs)?;
     let plan_request = PlanRequest {
         request,
         installed,
@@ -120,7 +126,7 @@ pub fn explain_dependencies(
         Err(e) => (None, Vec::new(), Some(e.to_string())),
     };
     Some(DependencyExplanation {
-        bundle: resolution.bundle.name,
+        bundle,
         requirements,
         plan,
         choices,

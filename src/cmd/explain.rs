@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     admin::{
-        dependencies::{DependencyExplanation, explain_dependencies},
+        dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
         table::{Table, Tone},
         terminal::TerminalText,
     },
@@ -71,12 +71,15 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Only a bundle with dependencies needs what the cluster installed and serves.
     let (installed, served) = match &args.extension {
-        Some(name) => match in_cluster(name, &args.system_namespace, &inputs).await {
-            Ok(found) => found,
-            Err(e) => return fail("explain", &e),
-        },
-        None => (Vec::new(), Vec::new()),
+        Some(name) if chosen_requirements(&request, &inputs).is_some() => {
+            match in_cluster(name, &args.system_namespace, &inputs).await {
+                Ok(found) => found,
+                Err(e) => return fail("explain", &e),
+            }
+        }
+        _ => (Vec::new(), Vec::new()),
     };
     let dependencies = explain_dependencies(&request, &inputs, &installed, &served);
     let planned = match (&dependencies, mode) {
