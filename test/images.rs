@@ -1108,6 +1108,56 @@ async fn a_damaged_cache_entry_is_detected_by_its_digest_and_pulled_again() {
     }
 }
 
+#[tokio::test]
+async fn what_is_read_of_a_cache_entry_damaged_meanwhile_is_never_handed_out() {
+    let registry = start_registry(&RegistryOptions::default());
+    let (_, pushed) = push_simple(&registry).await;
+    let work = tempfile::tempdir().unwrap();
+    let options = PullOptions::new(work.path().join("cache"));
+    let configmap = "manifests/configmap.yaml";
+    let damage = |rootfs: &Path| {
+        let path = rootfs.join(configmap);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("greeting: hello", "greeting: jello")).unwrap();
+    };
+
+    // Damage that lands after the pull's check, while the content is read: the entry is pulled
+    // again and read again, and only the second read is handed out.
+    let reads = std::cell::Cell::new(0);
+    let (pulled, content) = image::pull_and_read(&pushed.digest_ref, &options, |rootfs| {
+        reads.set(reads.get() + 1);
+        let content = std::fs::read_to_string(rootfs.join(configmap)).unwrap();
+        if reads.get() == 1 {
+            damage(rootfs);
+        }
+        content
+    })
+    .await
+    .expect("pulled again after the damage");
+    assert_eq!(reads.get(), 2, "the damaged read is repeated");
+    assert!(content.contains("greeting: hello"), "{content}");
+    let scoped_cache = pulled.dir.parent().unwrap().parent().unwrap();
+    assert_eq!(
+        image::cache::lookup(scoped_cache, &pushed.digest).as_ref(),
+        Some(&pulled),
+        "the entry handed out verifies"
+    );
+    let on_disk = std::fs::read_to_string(pulled.dir.join(configmap)).unwrap();
+    assert!(on_disk.contains("greeting: hello"), "{on_disk}");
+
+    // Damaged at every read: an error naming the image, the entry and the damage.
+    let error = image::pull_and_read(&pushed.digest_ref, &options, damage)
+        .await
+        .expect_err("an entry damaged at every read is refused");
+    let message = error.to_string();
+    assert!(
+        message.contains(&pushed.digest_ref)
+            && message.contains(&pulled.dir.parent().unwrap().display().to_string())
+            && message.contains("content digest"),
+        "{message}"
+    );
+}
+
 /// Pushes a bundle-shaped image with a 1 MiB file (more than the small tmpfs below holds).
 async fn push_large_image(host_port: &str) -> image::PushedImage {
     let dir = tempfile::tempdir().unwrap();

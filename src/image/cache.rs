@@ -105,6 +105,48 @@ pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<Pulle
     pull_with_client(&client, &image, &options.cache_dir, &options.limits).await
 }
 
+/// [`pull_to_dir`], then `read` over the unpacked root; what `read` returns is handed out only
+/// if the entry still verified after it. The pull checks the entry before handing it out, but a
+/// file damaged between that check and `read` would otherwise be used (and a manifest missing
+/// from a render is pruned from the cluster): such an entry is removed and pulled again, once.
+pub async fn pull_and_read<T>(
+    reference: &str,
+    options: &PullOptions,
+    read: impl Fn(&Path) -> T,
+) -> Result<(PulledImage, T), ImageError> {
+    let mut damaged = (PathBuf::new(), String::new());
+    for _ in 0..2 {
+        let pulled = pull_to_dir(reference, options).await?;
+        let read_back = read(&pulled.dir);
+        let Some(entry) = pulled.dir.parent() else {
+            return Ok((pulled, read_back));
+        };
+        let cause = match check_entry(entry.parent().unwrap_or(entry), &pulled.digest) {
+            Entry::Valid(now) if now.unpacked_at == pulled.unpacked_at => return Ok((pulled, read_back)),
+            Entry::Valid(_) => "it was replaced while it was read".to_string(),
+            Entry::Missing => "it was removed while it was read".to_string(),
+            Entry::Corrupt(cause) => {
+                tracing::warn!(image = reference, path = %entry.display(), %cause, during = "read",
+                    "cached image is damaged; pulling it again");
+                remove_entry_dir(entry).map_err(|source| ImageError::Io {
+                    image: reference.to_string(),
+                    action: "removing the damaged cache entry",
+                    path: entry.to_path_buf(),
+                    source,
+                })?;
+                cause
+            }
+        };
+        damaged = (entry.to_path_buf(), cause);
+    }
+    let (path, cause) = damaged;
+    Err(ImageError::CorruptCache {
+        image: reference.to_string(),
+        path,
+        cause,
+    })
+}
+
 /// Like [`pull_to_dir`] with a long-lived client (keeps tokens and schemes between pulls).
 /// The image is pulled from its first source that serves it (the mirrors of the client's
 /// registries.conf, then its primary location) and named by `image` whatever the source.

@@ -19,7 +19,7 @@ pub mod unpack;
 
 use std::path::{Path, PathBuf};
 
-pub use cache::{PullOptions, PulledImage, pull_to_dir, pull_with_client, resolve_digest};
+pub use cache::{PullOptions, PulledImage, pull_and_read, pull_to_dir, pull_with_client, resolve_digest};
 pub use mirrors::{RegistriesConf, RegistriesConfError};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;

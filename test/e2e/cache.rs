@@ -39,6 +39,9 @@ async fn a_damaged_bundle_in_the_cache_is_pulled_again_and_never_applied() {
     let rootfs = cached_bundle(&s.package, "1.1.0").expect("the installed bundle is cached");
     let settings_path = rootfs.join("manifests/settings.configmap.yaml");
     let original = std::fs::read_to_string(&settings_path).unwrap();
+    let configmaps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
+    let settings_name = format!("{}-settings", s.package);
+    let before = configmaps.get(&settings_name).await.unwrap();
 
     // The same size, another value: only a digest of the content tells them apart. Applied, it
     // would show in the cluster's ConfigMap.
@@ -73,10 +76,11 @@ async fn a_damaged_bundle_in_the_cache_is_pulled_again_and_never_applied() {
     .await;
     let ext = components::wait_installed(&s.client, &s.extension, "1.1.0").await;
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
-    let settings = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
-        .get(&format!("{}-settings", s.package))
-        .await
-        .unwrap();
+    let settings = configmaps.get(&settings_name).await.unwrap();
+    assert_eq!(
+        settings.metadata.uid, before.metadata.uid,
+        "no render of the damaged entry pruned the ConfigMap"
+    );
     assert_eq!(
         settings.data.unwrap()["version"],
         "1.1.0",

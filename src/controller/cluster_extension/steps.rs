@@ -29,7 +29,7 @@ use crate::{
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
-    image::cache::{PulledImage, pull_to_dir},
+    image::cache::{PulledImage, pull_and_read},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
 
@@ -144,6 +144,8 @@ impl Target {
 struct Unpacked {
     image: PulledImage,
     bundle: RegistryV1Bundle,
+    /// `metadata/dependencies.yaml`, if the image has one (or why it cannot be read).
+    dependencies_yaml: Result<Option<String>, String>,
 }
 
 impl ReconcileState<'_> {
@@ -313,13 +315,24 @@ impl ReconcileState<'_> {
     }
 
     /// Step: pull the bundle image into the digest-keyed cache and load it as registry+v1.
+    /// Everything later steps read of the image is read here, checked against the cache entry's
+    /// digest afterwards.
     async fn unpack(&self, target: &Target) -> Result<Unpacked, StepError> {
-        let image = pull_to_dir(&target.image, &self.ctx.pull)
-            .await
-            .map_err(|e| target.error(e))?;
-        let bundle = RegistryV1Bundle::from_dir_within(&image.dir, self.ctx.pull.limits.max_file_bytes)
-            .map_err(|e| target.error(e))?;
-        Ok(Unpacked { image, bundle })
+        let max_file_bytes = self.ctx.pull.limits.max_file_bytes;
+        let (image, (bundle, dependencies_yaml)) = pull_and_read(&target.image, &self.ctx.pull, |dir| {
+            (
+                RegistryV1Bundle::from_dir_within(dir, max_file_bytes),
+                read_dependencies_yaml(dir, max_file_bytes),
+            )
+        })
+        .await
+        .map_err(|e| target.error(e))?;
+        let bundle = bundle.map_err(|e| target.error(e))?;
+        Ok(Unpacked {
+            image,
+            bundle,
+            dependencies_yaml,
+        })
     }
 
     /// Step (`--dependencies=check`): a bundle new to this extension installs only when every
@@ -383,14 +396,13 @@ impl ReconcileState<'_> {
         use crate::dependencies::{requirements_from_bundle_metadata, requirements_of};
         let bundle = target.bundle_name.as_str();
         let mut requirements = requirements_of(bundle, &target.properties)?;
-        let dependencies_yaml =
-            read_dependencies_yaml(&unpacked.image.dir, self.ctx.pull.limits.max_file_bytes).map_err(
-                |message| crate::dependencies::DependencyError::File {
-                    bundle: bundle.to_string(),
-                    file: "metadata/dependencies.yaml".into(),
-                    message,
-                },
-            )?;
+        let dependencies_yaml = unpacked.dependencies_yaml.clone().map_err(|message| {
+            crate::dependencies::DependencyError::File {
+                bundle: bundle.to_string(),
+                file: "metadata/dependencies.yaml".into(),
+                message,
+            }
+        })?;
         let from_image = requirements_from_bundle_metadata(bundle, dependencies_yaml.as_deref(), None)?
             .into_iter()
             .chain(requirements_of(bundle, &unpacked.bundle.properties)?);
