@@ -372,7 +372,13 @@ pub fn spawn_with(
     kubeconfig: impl FnOnce(&mut serde_json::Value),
 ) -> Child {
     let env = support::env();
-    let log = std::fs::File::create(log_path(name)).unwrap();
+    // Appended to: a restarted component's log keeps what the process before it wrote, so that
+    // tests counting lines in it (while another test restarts the controller) see them grow.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path(name))
+        .unwrap();
     let path = support::service_account_kubeconfig(
         SYSTEM_NAMESPACE,
         &format!("olmv1-{role}"),

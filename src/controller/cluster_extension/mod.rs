@@ -123,6 +123,37 @@ struct Applies {
     last: std::collections::HashMap<String, (String, std::time::Instant, Vec<WatchedObject>)>,
     /// The extensions looked at since this process started.
     seen: std::collections::HashSet<String>,
+    /// Per extension, what its watches reported since its current (or last) reconcile began.
+    reports: std::collections::HashMap<String, Reports>,
+}
+
+/// What the watches reported of an extension's objects since [`LastApplies::begin`]: each
+/// object's ready state (`None`: deleted or not ready), at most [`Reports::MAX`] of them.
+#[derive(Default)]
+struct Reports {
+    states: Vec<Option<WatchedObject>>,
+    overflowed: bool,
+}
+
+impl Reports {
+    const MAX: usize = 64;
+
+    fn push(&mut self, state: Option<&WatchedObject>) {
+        if self.states.len() < Self::MAX {
+            self.states.push(state.cloned());
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// Whether every object reported is as `watched` has it, ready.
+    fn all_as(&self, watched: &[WatchedObject]) -> bool {
+        !self.overflowed
+            && self
+                .states
+                .iter()
+                .all(|state| state.as_ref().is_some_and(|s| watched.contains(s)))
+    }
 }
 
 /// What [`LastApplies::freshness`] says of an extension's content.
@@ -155,14 +186,34 @@ impl LastApplies {
         }
     }
 
-    /// Remembers a full apply (or a check of one) that ended with everything ready.
-    pub fn remember(&self, extension: &str, fingerprint: &str, watched: Vec<WatchedObject>) {
+    /// A reconcile of `extension` begins: what the watches report from now on is checked by
+    /// [`LastApplies::remember`].
+    pub fn begin(&self, extension: &str) {
+        self.applies()
+            .reports
+            .insert(extension.to_string(), Reports::default());
+    }
+
+    /// Remembers a full apply (or a check of one) that ended with everything ready, unless a
+    /// watch reported, since the reconcile began, an object other than as `watched` has it (a
+    /// deletion or a scale while the reconcile read readiness): that report's reconcile, queued
+    /// behind this one, must not find the content trusted. Returns whether it remembered.
+    pub fn remember(&self, extension: &str, fingerprint: &str, watched: Vec<WatchedObject>) -> bool {
         let mut applies = self.applies();
         applies.seen.insert(extension.to_string());
+        if applies
+            .reports
+            .get(extension)
+            .is_some_and(|reports| !reports.all_as(&watched))
+        {
+            applies.last.remove(extension);
+            return false;
+        }
         applies.last.insert(
             extension.to_string(),
             (fingerprint.to_string(), std::time::Instant::now(), watched),
         );
+        true
     }
 
     /// An owned CRD or Deployment changed: forgets the extension's last apply unless the object
@@ -170,6 +221,9 @@ impl LastApplies {
     /// updates and a restarted watch's initial list leave it.
     pub fn object_changed(&self, extension: &str, ready_state: Option<&WatchedObject>) {
         let mut applies = self.applies();
+        if let Some(reports) = applies.reports.get_mut(extension) {
+            reports.push(ready_state);
+        }
         let unchanged = applies
             .last
             .get(extension)
@@ -184,6 +238,7 @@ impl LastApplies {
         let mut applies = self.applies();
         applies.last.remove(extension);
         applies.seen.remove(extension);
+        applies.reports.remove(extension);
     }
 }
 
@@ -635,4 +690,80 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
     ctx.dependency_waits.changed();
     remove_unused_bundle_images(ctx, None).await;
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Freshness, LastApplies};
+    use crate::apply::revision::{ObjectRef, WatchedObject};
+
+    fn deployment(uid: &str, generation: i64) -> WatchedObject {
+        WatchedObject {
+            object: ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("ns".into()),
+                name: "operator".into(),
+            },
+            uid: uid.into(),
+            generation,
+        }
+    }
+
+    /// A reconcile of `ext` that ended ready with `watched`, then the next reconcile's verdict.
+    fn after(ext: &str, last_apply: &LastApplies, during: impl FnOnce(&LastApplies)) -> Freshness {
+        last_apply.begin(ext);
+        during(last_apply);
+        last_apply.remember(ext, "fp", vec![deployment("a", 2)]);
+        last_apply.begin(ext);
+        last_apply.freshness(ext, "fp")
+    }
+
+    #[test]
+    fn a_ready_apply_with_nothing_reported_meanwhile_is_trusted() {
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        assert_eq!(after("ext", &last_apply, |_| {}), Freshness::Fresh);
+        assert_eq!(last_apply.freshness("ext", "other"), Freshness::Stale);
+    }
+
+    #[test]
+    fn reports_of_the_objects_as_the_apply_left_them_keep_it_trusted() {
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let status_only = |l: &LastApplies| {
+            l.object_changed("ext", Some(&deployment("a", 2)));
+            l.object_changed("other", None);
+        };
+        assert_eq!(after("ext", &last_apply, status_only), Freshness::Fresh);
+        // Reported after the apply was remembered, the same state changes nothing either.
+        last_apply.object_changed("ext", Some(&deployment("a", 2)));
+        assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
+    }
+
+    #[test]
+    fn a_deletion_or_scale_reported_while_readiness_was_read_is_never_trusted_away() {
+        for (what, report) in [
+            ("deleted", None),
+            ("scaled (a new generation)", Some(deployment("a", 3))),
+            ("replaced (a new uid)", Some(deployment("b", 1))),
+        ] {
+            let last_apply = LastApplies::default();
+            last_apply.freshness("ext", "fp");
+            let verdict = after("ext", &last_apply, |l| l.object_changed("ext", report.as_ref()));
+            assert_eq!(verdict, Freshness::Stale, "{what}");
+        }
+    }
+
+    #[test]
+    fn more_reports_than_are_kept_count_as_a_change() {
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let flood = |l: &LastApplies| {
+            for _ in 0..=super::Reports::MAX {
+                l.object_changed("ext", Some(&deployment("a", 2)));
+            }
+        };
+        assert_eq!(after("ext", &last_apply, flood), Freshness::Stale);
+    }
 }

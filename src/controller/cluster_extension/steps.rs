@@ -76,6 +76,7 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         deprecation: None,
         catalogs: Vec::new(),
     };
+    ctx.last_apply.begin(&ext.name_any());
     let result = state.run().await;
     state.outcome(result)
 }
@@ -519,12 +520,11 @@ impl ReconcileState<'_> {
                     return false;
                 }
                 match objects::still_ready(&self.ctx.client, &mark.watched).await {
-                    Ok(true) => {
-                        self.ctx
-                            .last_apply
-                            .remember(&name, fingerprint, mark.watched.clone());
-                        true
-                    }
+                    // Trusted only if no watch reported a change meanwhile.
+                    Ok(true) => self
+                        .ctx
+                        .last_apply
+                        .remember(&name, fingerprint, mark.watched.clone()),
                     Ok(false) => false,
                     Err(e) => {
                         debug!(extension = %name, error = %e, "re-verifying the last ready apply failed; applying in full");
@@ -677,9 +677,13 @@ impl ReconcileState<'_> {
                 Timestamp::now(),
             ));
         }
-        self.ctx
+        if !self
+            .ctx
             .last_apply
-            .remember(&self.ext.name_any(), &fingerprint, rollout.watched.clone());
+            .remember(&self.ext.name_any(), &fingerprint, rollout.watched.clone())
+        {
+            debug!(extension = %self.ext.name_any(), "an owned object changed while readiness was read; the next reconcile applies in full");
+        }
         if let Some(record) = self.installed.clone() {
             let ready = Some(ReadyMark {
                 fingerprint,
