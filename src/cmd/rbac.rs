@@ -26,7 +26,7 @@ use crate::apply::revision::{ObjectRef, RevisionStore};
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
 use crate::catalog::{Bundle, SCHEMA_BUNDLE};
-use crate::image::pull_to_dir;
+use crate::image::pull_and_read;
 use crate::resolve::{
     CatalogSelector, InstalledBundle, Resolution, ResolveRequest, resolve_allowing_dependencies,
 };
@@ -199,11 +199,13 @@ async fn load_bundle(
     }
     let pull = sources.pull_options();
     let image = &resolution.bundle.image;
-    let pulled = pull_to_dir(image, &pull)
-        .await
-        .map_err(|e| format!("bundle image {image:?}: {e}"))?;
-    RegistryV1Bundle::from_dir_within(&pulled.dir, pull.limits.max_file_bytes)
-        .map_err(|e| format!("bundle image {image:?}: {e}"))
+    let max_file_bytes = pull.limits.max_file_bytes;
+    let (_, loaded) = pull_and_read(image, &pull, |dir| {
+        RegistryV1Bundle::from_dir_within(dir, max_file_bytes)
+    })
+    .await
+    .map_err(|e| format!("bundle image {image:?}: {e}"))?;
+    loaded.map_err(|e| format!("bundle image {image:?}: {e}"))
 }
 
 /// The ClusterExtension `olmv1 rbac EXTENSION` and `--diff` start from: the installed one with

@@ -10,7 +10,7 @@ use crate::{
         terminal::TerminalText,
     },
     bundle::registry_v1::RegistryV1Bundle,
-    image::pull_to_dir,
+    image::pull_and_read,
 };
 
 /// Arguments of `olmv1 search`.
@@ -56,8 +56,8 @@ pub async fn run(args: SearchArgs) -> ExitCode {
             let Some(image) = row.newest_image.clone() else {
                 continue;
             };
-            match pull_to_dir(&image, &pull).await {
-                Ok(pulled) => match RegistryV1Bundle::from_dir(&pulled.dir) {
+            match pull_and_read(&image, &pull, RegistryV1Bundle::from_dir).await {
+                Ok((_, loaded)) => match loaded {
                     Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
                     Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
                 },
