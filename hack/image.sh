@@ -33,11 +33,8 @@ revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 git -C "$repo" diff --quiet HEAD 2>/dev/null || revision="$revision-dirty"
 source_url=${OLMV1_IMAGE_SOURCE:-$(git -C "$repo" config --get remote.origin.url 2>/dev/null || echo "https://github.com/olmv1/olmv1")}
 
-# The release build, with this checkout's and cargo's paths remapped out of panic locations.
-cargo_home=${CARGO_HOME:-$HOME/.cargo}
-export RUSTFLAGS="--remap-path-prefix=$repo=/olmv1 --remap-path-prefix=$cargo_home=/cargo"
 started=$SECONDS
-(cd "$repo" && cargo build --release --locked --bin olmv1 >&2)
+"$here/release-build.sh" >&2
 log "release build ready in $((SECONDS - started))s"
 binary="$repo/target/release/olmv1"
 

@@ -3,8 +3,8 @@
 #   installs what is missing (hack/install-deps.sh), builds the tests, starts the environment
 #   (hack/local-up.sh), runs `cargo test --workspace` with OLMV1_TEST_ENV pointing at it, and stops
 #   the environment on exit; then, for a whole run (no arguments), the installed-form test
-#   hack/deploy-test.sh (the image under podman, the install manifest). Exits non-zero when
-#   anything fails.
+#   hack/deploy-test.sh (the image under podman, the install manifest), whose release build
+#   (hack/release-build.sh) runs beside the cargo tests. Exits non-zero when anything fails.
 # Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`) and skip deploy-test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,10 +16,22 @@ cd "$here/.."
 # Build first, so the control plane does not idle through a long compile.
 cargo test --workspace --no-run "$@"
 
+# A whole run ends with deploy-test, whose image needs the release build: it compiles beside the
+# cargo tests (which mostly wait on the cluster) instead of after them.
+release_pid=
+if (($# == 0)); then
+  release_log=$(mktemp "${TMPDIR:-/tmp}/olmv1-release-build.XXXXXX")
+  "$here/release-build.sh" >"$release_log" 2>&1 &
+  release_pid=$!
+fi
+
 export OLMV1_ENV_DIR
 OLMV1_ENV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
 stop_env() {
   local rc=$?
+  if [[ -n "$release_pid" ]]; then
+    kill "$release_pid" 2>/dev/null || true
+  fi
   if ((rc == 0)); then
     "$here/local-down.sh" "$OLMV1_ENV_DIR" || rc=1
   else
@@ -42,5 +54,13 @@ OLMV1_TEST_ENV=$("$here/local-up.sh")
 
 cargo test --workspace "$@"
 if (($# == 0)); then
+  if ! wait "$release_pid"; then
+    release_pid=
+    cat "$release_log" >&2
+    echo "test.sh: the release build failed" >&2
+    exit 1
+  fi
+  release_pid=
+  echo "test.sh: release build ready beside the tests ($(grep -h Finished "$release_log" || true))"
   "$here/deploy-test.sh"
 fi
