@@ -26,7 +26,7 @@ use crate::{
     controller::cluster_extension::{
         UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension, served_apis,
     },
-    dependencies::{BrokenDependent, InstalledExtension, broken_by_change},
+    dependencies::{BrokenDependent, CHECK_WORK_UNITS, InstalledExtension, WorkBudget, broken_by_change},
     resolve::{CatalogInput, ResolveRequest, resolve},
 };
 
@@ -572,7 +572,9 @@ async fn installed_dependents(
         return Ok(Vec::new());
     };
     let served = served_apis_of(client).await?;
-    Ok(broken_by_change(&others, &served, &own, None))
+    let mut budget = WorkBudget::new(CHECK_WORK_UNITS);
+    broken_by_change(&others, &served, &own, None, &mut budget)
+        .map_err(|e| format!("checking what depends on ClusterExtension {extension:?} {e}"))
 }
 
 /// `olmv1 install --with-dependencies`: plans what the package needs with what is installed

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use super::{BundleFacts, Gvk, InstalledExtension, Unsatisfied, requirements_of, unsatisfied};
+use super::{
+    BundleFacts, Gvk, InstalledExtension, OverBudget, Unsatisfied, WorkBudget, requirements_of, unsatisfied,
+};
 use crate::catalog::Property;
 
 impl InstalledExtension {
@@ -38,13 +40,15 @@ impl fmt::Display for BrokenDependent {
 /// would not once `changed` is replaced by a bundle with `replacement`'s name and properties (an
 /// upgrade) or removed (`None`: an uninstall). `served` are the APIs the cluster serves now; those
 /// `changed` provides are taken to go with it. A dependent whose requirements cannot be read is
-/// not one this change can break (its own reconcile reports them).
+/// not one this change can break (its own reconcile reports them). Each evaluation is charged to
+/// `budget`.
 pub fn broken_by_change(
     others: &[InstalledExtension],
     served: &[Gvk],
     changed: &InstalledExtension,
     replacement: Option<(&str, &[Property])>,
-) -> Vec<BrokenDependent> {
+    budget: &mut WorkBudget,
+) -> Result<Vec<BrokenDependent>, OverBudget> {
     let before: Vec<BundleFacts<'_>> = others
         .iter()
         .chain(std::iter::once(changed))
@@ -67,10 +71,10 @@ pub fn broken_by_change(
         };
         for requirement in requirements {
             let one = std::slice::from_ref(&requirement);
-            if !unsatisfied(one, &before, served).is_empty() {
+            if !unsatisfied(one, &before, served, budget)?.is_empty() {
                 continue;
             }
-            if let Some(unsatisfied) = unsatisfied(one, &after, &served_after).pop() {
+            if let Some(unsatisfied) = unsatisfied(one, &after, &served_after, budget)?.pop() {
                 broken.push(BrokenDependent {
                     extension: dependent.extension.clone(),
                     bundle: dependent.bundle.clone(),
@@ -79,7 +83,51 @@ pub fn broken_by_change(
             }
         }
     }
-    broken
+    Ok(broken)
+}
+
+/// What the controller's dependency check finds for a bundle to install (or upgrade to).
+#[derive(Debug, Clone)]
+pub enum DependencyVerdict {
+    /// Every requirement is satisfied, and no installed dependent breaks.
+    Satisfied,
+    /// Requirements that no other installed bundle (nor, for an API, the cluster) satisfies.
+    Unsatisfied(Vec<Unsatisfied>),
+    /// The upgrade would leave these requirements of installed dependents unsatisfied.
+    BreaksDependents {
+        /// The bundle installed now.
+        installed: String,
+        /// The broken requirements.
+        broken: Vec<BrokenDependent>,
+    },
+}
+
+/// The controller's check of a bundle's `requirements` against the bundles the `others`
+/// installed and the `served` APIs, then, for an upgrade (`upgrade`: the installed extension as
+/// it is, and the new bundle's name and properties), against the installed dependents: all of it
+/// within `budget`.
+pub fn check_dependencies_within(
+    requirements: &[super::Requirement],
+    others: &[InstalledExtension],
+    served: &[Gvk],
+    upgrade: Option<(InstalledExtension, String, Vec<Property>)>,
+    budget: &mut WorkBudget,
+) -> Result<DependencyVerdict, OverBudget> {
+    let facts: Vec<BundleFacts<'_>> = others.iter().map(InstalledExtension::facts).collect();
+    let missing = unsatisfied(requirements, &facts, served, budget)?;
+    if !missing.is_empty() {
+        return Ok(DependencyVerdict::Unsatisfied(missing));
+    }
+    if let Some((before, bundle, after)) = upgrade {
+        let broken = broken_by_change(others, served, &before, Some((&bundle, &after)), budget)?;
+        if !broken.is_empty() {
+            return Ok(DependencyVerdict::BreaksDependents {
+                installed: before.bundle,
+                broken,
+            });
+        }
+    }
+    Ok(DependencyVerdict::Satisfied)
 }
 
 #[cfg(test)]
@@ -135,6 +183,17 @@ mod tests {
         )
     }
 
+    /// `broken_by_change` within the controller's budget.
+    fn broken_by(
+        others: &[InstalledExtension],
+        served: &[Gvk],
+        changed: &InstalledExtension,
+        replacement: Option<(&str, &[Property])>,
+    ) -> Vec<BrokenDependent> {
+        let mut budget = WorkBudget::new(crate::dependencies::CHECK_WORK_UNITS);
+        broken_by_change(others, served, changed, replacement, &mut budget).expect("within the budget")
+    }
+
     fn gvk(group: &str, kind: &str) -> Gvk {
         Gvk {
             group: group.into(),
@@ -158,7 +217,7 @@ mod tests {
         );
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
         let others = [a];
-        let broken = broken_by_change(
+        let broken = broken_by(
             &others,
             &[],
             &b,
@@ -170,7 +229,7 @@ mod tests {
             r#"ClusterExtension "a-ext" (bundle "a.v1.0.0") requires package b >=1.0.0 <2.0.0"#
         );
         assert!(
-            broken_by_change(
+            broken_by(
                 &others,
                 &[],
                 &b,
@@ -186,7 +245,7 @@ mod tests {
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
         // The old bundle's CRD is still served during the check: it does not count.
         let served = [gvk("b.io", "Widget"), gvk("apps", "Deployment")];
-        let broken = broken_by_change(
+        let broken = broken_by(
             std::slice::from_ref(&a),
             &served,
             &b,
@@ -200,7 +259,7 @@ mod tests {
         );
         // Keeping the API keeps the dependent.
         let kept = package_of("2.0.0", &["Gadget", "Widget"]);
-        assert!(broken_by_change(&[a], &served, &b, Some(("b.v2.0.0", &kept))).is_empty());
+        assert!(broken_by(&[a], &served, &b, Some(("b.v2.0.0", &kept))).is_empty());
     }
 
     #[test]
@@ -215,21 +274,21 @@ mod tests {
         let b = installed("b-ext", "b", "1.0.0", &[], vec![]);
         let c = installed("c-ext", "c", "1.0.0", &["Gear"], vec![]);
         let second_b = installed("b2-ext", "b", "1.2.0", &[], vec![]);
-        let broken = broken_by_change(&[a.clone(), c.clone()], &[], &b, None);
+        let broken = broken_by(&[a.clone(), c.clone()], &[], &b, None);
         assert_eq!(broken.len(), 1);
         assert_eq!(broken[0].extension, "a-ext");
         // Another extension of the same package still satisfies it.
-        assert!(broken_by_change(&[a.clone(), c.clone(), second_b], &[], &b, None).is_empty());
+        assert!(broken_by(&[a.clone(), c.clone(), second_b], &[], &b, None).is_empty());
         // An API served by something else (not by the removed bundle) keeps the requirement.
         let served = [gvk("c.io", "Gear")];
         assert_eq!(
-            broken_by_change(std::slice::from_ref(&a), &served, &c, None).len(),
+            broken_by(std::slice::from_ref(&a), &served, &c, None).len(),
             1,
             "c's own API goes with it"
         );
         let d = installed("d-ext", "d", "1.0.0", &[], vec![]);
         assert!(
-            broken_by_change(&[a, b, c], &served, &d, None).is_empty(),
+            broken_by(&[a, b, c], &served, &d, None).is_empty(),
             "nothing needs d"
         );
     }
@@ -244,7 +303,7 @@ mod tests {
             vec![needs_package("missing", ">=1.0.0")],
         );
         let b = installed("b-ext", "b", "1.0.0", &[], vec![]);
-        assert!(broken_by_change(&[a], &[], &b, None).is_empty());
+        assert!(broken_by(&[a], &[], &b, None).is_empty());
     }
 
     #[test]
@@ -258,7 +317,7 @@ mod tests {
         );
         let a = installed("a-ext", "a", "1.0.0", &[], vec![constraint]);
         let b = installed("b-ext", "b", "1.0.0", &["Widget"], vec![]);
-        let broken = broken_by_change(&[a], &[], &b, Some(("b.v1.1.0", &package_of("1.1.0", &[]))));
+        let broken = broken_by(&[a], &[], &b, Some(("b.v1.1.0", &package_of("1.1.0", &[]))));
         assert_eq!(broken.len(), 1);
         assert!(
             broken[0].to_string().contains("a needs b 1.x with Widgets"),

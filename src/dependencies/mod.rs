@@ -31,14 +31,16 @@
 //!   time (a larger bundle does not match). An evaluation error means "does not match", as in
 //!   classic.
 
+mod budget;
 mod cel_rule;
 mod installed;
 mod model;
 mod parse;
 mod plan;
 
+pub use budget::{CHECK_WORK_UNITS, OverBudget, PLAN_WORK_UNITS, WorkBudget};
 pub use cel_rule::{CelRule, semver_compare};
-pub use installed::{BrokenDependent, broken_by_change};
+pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
 pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
 pub use parse::{
     MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, has_dependencies, requirements_from_bundle_metadata,

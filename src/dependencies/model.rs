@@ -4,7 +4,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::cel_rule::CelRule;
+use super::{
+    budget::{OverBudget, WorkBudget},
+    cel_rule::CelRule,
+};
 use crate::{
     catalog::{PROPERTY_PACKAGE, Property},
     version::SkipRange,
@@ -349,20 +352,44 @@ impl fmt::Display for Unsatisfied {
 }
 
 /// The requirements that no installed bundle satisfies and (for requirements naming an API) no
-/// served API satisfies either, in declaration order.
+/// served API satisfies either, in declaration order; each evaluation charged to `budget`.
 pub fn unsatisfied(
     requirements: &[Requirement],
     installed: &[BundleFacts<'_>],
     served: &[Gvk],
-) -> Vec<Unsatisfied> {
-    requirements
-        .iter()
-        .filter(|r| {
-            !installed.iter().any(|b| r.satisfied_by(b))
-                && !served.iter().any(|api| r.satisfied_by_served_api(api))
-        })
-        .map(|r| Unsatisfied {
-            requirement: r.clone(),
-        })
-        .collect()
+    budget: &mut WorkBudget,
+) -> Result<Vec<Unsatisfied>, OverBudget> {
+    let mut out = Vec::new();
+    for r in requirements {
+        if !satisfied(r, installed, served, budget)? {
+            out.push(Unsatisfied {
+                requirement: r.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a bundle of `installed` or (for a requirement naming an API) a served API satisfies `r`.
+fn satisfied(
+    r: &Requirement,
+    installed: &[BundleFacts<'_>],
+    served: &[Gvk],
+    budget: &mut WorkBudget,
+) -> Result<bool, OverBudget> {
+    for bundle in installed {
+        budget.charge_evaluation(r)?;
+        if r.satisfied_by(bundle) {
+            return Ok(true);
+        }
+    }
+    if r.constraint.names_api() {
+        for api in served {
+            budget.charge_evaluation(r)?;
+            if r.satisfied_by_served_api(api) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }

@@ -25,7 +25,7 @@ pub fn has_dependencies(properties: &[Property]) -> bool {
     properties.iter().any(|p| is_requirement_type(&p.type_))
 }
 
-fn is_requirement_type(t: &str) -> bool {
+pub(super) fn is_requirement_type(t: &str) -> bool {
     matches!(
         t,
         PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
@@ -537,10 +537,12 @@ mod tests {
             version: "v1".into(),
             kind: "Green".into(),
         };
-        let missing = crate::dependencies::unsatisfied(&reqs, &installed, std::slice::from_ref(&green));
+        let mut budget = crate::dependencies::WorkBudget::new(crate::dependencies::CHECK_WORK_UNITS);
+        let missing =
+            crate::dependencies::unsatisfied(&reqs, &installed, std::slice::from_ref(&green), &mut budget).unwrap();
         let reasons: Vec<String> = missing.iter().map(|u| u.reason()).collect();
         assert_eq!(reasons, ["Red v1 is needed for reports"]);
-        let missing = crate::dependencies::unsatisfied(&reqs, &[], &[]);
+        let missing = crate::dependencies::unsatisfied(&reqs, &[], &[], &mut budget).unwrap();
         let shown: Vec<String> = missing.iter().map(|u| u.to_string()).collect();
         assert_eq!(
             shown,

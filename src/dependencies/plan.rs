@@ -13,6 +13,7 @@
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
     fmt,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -23,7 +24,7 @@ use resolvo::{
 };
 use serde::Serialize;
 
-use super::{BundleFacts, Gvk, Requirement, model::Constraint, requirements_of};
+use super::{BundleFacts, Gvk, PLAN_WORK_UNITS, Requirement, WorkBudget, model::Constraint, requirements_of};
 use crate::{
     catalog::{BundleIndex, PackageIndex, Property},
     resolve::{self, CatalogInput, ResolveError, ResolveRequest},
@@ -45,13 +46,16 @@ pub struct InstalledExtension {
     pub properties: Vec<Property>,
 }
 
-/// Bounds of one planning problem.
+/// Bounds of one planning problem: loading, expansion, solving and explanation all within them.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanLimits {
     /// The most candidate bundles considered.
     pub max_candidates: usize,
-    /// The longest the solver may run.
+    /// The longest the whole plan may take, from the first candidate loaded to the explanation.
     pub max_duration: Duration,
+    /// The work units ([`WorkBudget`]) the requirements of the candidates may cost: each
+    /// requirement's text read, and each evaluation against a candidate.
+    pub max_work: u64,
 }
 
 impl Default for PlanLimits {
@@ -59,6 +63,7 @@ impl Default for PlanLimits {
         PlanLimits {
             max_candidates: 50_000,
             max_duration: Duration::from_secs(10),
+            max_work: PLAN_WORK_UNITS,
         }
     }
 }
@@ -129,6 +134,9 @@ pub struct Plan {
     /// (`olmv1 explain`).
     #[serde(skip)]
     pub choices: Vec<Choice>,
+    /// The work units the plan cost (at most [`PlanLimits::max_work`]).
+    #[serde(skip)]
+    pub work: u64,
 }
 
 /// The bundle that satisfies one requirement of a planned bundle, and why the planner took it.
@@ -164,9 +172,26 @@ pub enum PlanError {
         /// The limit.
         limit: usize,
     },
-    /// The solver ran out of time.
-    #[error("the dependency solver did not finish within {0:?}")]
-    TimedOut(Duration),
+    /// The requirements of the candidates cost more work than the budget.
+    #[error(
+        "no plan for package {package:?} within the budget of {limit} work units: the requirements of {candidates} candidate bundles cost more; narrow the request or the catalogs"
+    )]
+    OverBudget {
+        /// The requested package.
+        package: String,
+        /// The budget.
+        limit: u64,
+        /// The candidates whose requirements were read when it ran out.
+        candidates: usize,
+    },
+    /// The plan ran out of time.
+    #[error("no plan for package {package:?} within {limit:?}")]
+    TimedOut {
+        /// The requested package.
+        package: String,
+        /// The time allowed.
+        limit: Duration,
+    },
 }
 
 impl PlanError {
@@ -174,18 +199,19 @@ impl PlanError {
     pub fn is_terminal(&self) -> bool {
         match self {
             PlanError::Resolve(e) => e.is_terminal(),
-            PlanError::TooLarge { .. } => true,
-            PlanError::Unsatisfiable(_) | PlanError::TimedOut(_) => false,
+            PlanError::TooLarge { .. } | PlanError::OverBudget { .. } => true,
+            PlanError::Unsatisfiable(_) | PlanError::TimedOut { .. } => false,
         }
     }
 }
 
 /// The plan for a request over these catalogs.
 pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan, PlanError> {
+    let deadline = Instant::now() + request.limits.max_duration;
     // The resolver decides errors of the requested package itself (range, selector, ties, none).
     resolve::resolve_allowing_dependencies(request.request, catalogs).map_err(PlanError::Resolve)?;
     let requested = resolve::candidates(request.request, catalogs).map_err(PlanError::Resolve)?;
-    let mut universe = Universe::new(request, catalogs);
+    let mut universe = Universe::new(request, catalogs, deadline);
     let root = universe.load_requested(&request.request.package, &requested);
     let mut roots = vec![ConditionalRequirement::from(universe.whole_package(root))];
     for (i, installed) in request.installed.iter().enumerate() {
@@ -197,14 +223,13 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
             universe.whole_package(name)
         } else {
             let own = universe.installed_solvable[i];
-            universe.version_set(name, vec![own], String::new())
+            universe.version_set(name, &[own], Arc::from(""))
         };
         roots.push(set.into());
     }
     universe.expand()?;
     universe.allow_one_provider_per_api();
 
-    let deadline = Instant::now() + request.limits.max_duration;
     let provider = Provider { universe, deadline };
     let mut solver = Solver::new(provider);
     let problem = Problem::new().requirements(roots);
@@ -214,7 +239,10 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
             let text = bounded_text(&conflict.display_user_friendly(&solver), MAX_EXPLANATION_BYTES);
             Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
         }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(PlanError::TimedOut(request.limits.max_duration)),
+        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(PlanError::TimedOut {
+            package: request.request.package.clone(),
+            limit: request.limits.max_duration,
+        }),
     }
 }
 
@@ -269,6 +297,8 @@ struct NameInfo {
 
 struct SolvableInfo<'a> {
     name: NameId,
+    /// Its place among its name's candidates (what a version set's bits are indexed by).
+    position: usize,
     facts: BundleFacts<'a>,
     status_version: String,
     catalog: Option<&'a CatalogInput>,
@@ -295,10 +325,21 @@ struct Preference<'a> {
     from_head: usize,
 }
 
+/// A set of candidates of one name: one bit per candidate of the name, so a requirement
+/// evaluated against every candidate of every package keeps one bit per evaluation, and the
+/// requirement's text is shared by all its sets.
 struct VersionSetInfo {
     name: NameId,
-    members: HashSet<SolvableId>,
-    display: String,
+    members: Vec<u64>,
+    display: Arc<str>,
+}
+
+impl VersionSetInfo {
+    fn contains(&self, position: usize) -> bool {
+        self.members
+            .get(position / 64)
+            .is_some_and(|word| word & (1 << (position % 64)) != 0)
+    }
 }
 
 struct Universe<'a> {
@@ -314,11 +355,18 @@ struct Universe<'a> {
     queue: VecDeque<SolvableId>,
     /// Packages providing each API, over every available catalog and the installed bundles.
     providers: Option<HashMap<Gvk, BTreeSet<&'a str>>>,
+    /// Every package of the available catalogs and the installed extensions (built once).
+    all_packages: Option<Vec<&'a str>>,
+    /// The version sets of a requirement already expanded, by its text and the dependent's
+    /// catalog: bundles declaring the same requirement share them.
+    expanded: HashMap<(Arc<str>, Option<&'a str>), Vec<VersionSetId>>,
     too_large: bool,
+    budget: WorkBudget,
+    deadline: Instant,
 }
 
 impl<'a> Universe<'a> {
-    fn new(request: &'a PlanRequest<'a>, catalogs: &'a [CatalogInput]) -> Self {
+    fn new(request: &'a PlanRequest<'a>, catalogs: &'a [CatalogInput], deadline: Instant) -> Self {
         let mut universe = Universe {
             request,
             catalogs,
@@ -331,13 +379,18 @@ impl<'a> Universe<'a> {
             strings: Vec::new(),
             queue: VecDeque::new(),
             providers: None,
+            all_packages: None,
+            expanded: HashMap::new(),
             too_large: false,
+            budget: WorkBudget::new(request.limits.max_work),
+            deadline,
         };
         // Installed bundles exist whatever the catalogs say; their names are made on demand.
         for (i, installed) in request.installed.iter().enumerate() {
             let id = SolvableId::from_index(universe.solvables.len());
             universe.solvables.push(SolvableInfo {
                 name: NameId::from_index(usize::MAX >> 33),
+                position: 0,
                 facts: BundleFacts::new(&installed.bundle, &installed.package, &installed.properties),
                 status_version: installed.version.clone(),
                 catalog: None,
@@ -375,6 +428,7 @@ impl<'a> Universe<'a> {
         let version = bundle.version.as_ref().ok().cloned();
         self.solvables.push(SolvableInfo {
             name,
+            position: self.names[name.to_index()].candidates.len(),
             facts: BundleFacts::new(&bundle.name, &package.name, &bundle.properties),
             status_version: version
                 .as_ref()
@@ -419,6 +473,7 @@ impl<'a> Universe<'a> {
         if let Some(i) = installed {
             let own = self.installed_solvable[i];
             self.solvables[own.to_index()].name = name;
+            self.solvables[own.to_index()].position = 0;
             self.queue.push_back(own);
             self.names[name.to_index()].candidates.push(own);
             if !self.request.allow_changes {
@@ -445,7 +500,7 @@ impl<'a> Universe<'a> {
                     continue;
                 }
                 let key = OrderKey {
-                    priority: -catalog.priority,
+                    priority: std::cmp::Reverse(catalog.priority),
                     other_catalog: preferred.is_some_and(|p| p != catalog.name),
                     place: places[i],
                     version: bundle.version.as_ref().ok(),
@@ -473,14 +528,34 @@ impl<'a> Universe<'a> {
         name
     }
 
-    fn version_set(&mut self, name: NameId, members: Vec<SolvableId>, display: String) -> VersionSetId {
+    fn version_set(&mut self, name: NameId, members: &[SolvableId], display: Arc<str>) -> VersionSetId {
+        let mut bits = vec![0u64; self.names[name.to_index()].candidates.len().div_ceil(64)];
+        for m in members {
+            let position = self.solvables[m.to_index()].position;
+            bits[position / 64] |= 1 << (position % 64);
+        }
+        self.version_set_of_bits(name, bits, display)
+    }
+
+    fn version_set_of_bits(&mut self, name: NameId, members: Vec<u64>, display: Arc<str>) -> VersionSetId {
         let id = VersionSetId(self.version_sets.len() as u32);
         self.version_sets.push(VersionSetInfo {
             name,
-            members: members.into_iter().collect(),
+            members,
             display,
         });
         id
+    }
+
+    /// The candidates a version set holds, in the name's order (classic's preference).
+    fn members(&self, set: VersionSetId) -> impl Iterator<Item = SolvableId> + '_ {
+        let info = &self.version_sets[set.0 as usize];
+        self.names[info.name.to_index()]
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| info.contains(*position))
+            .map(|(_, &s)| s)
     }
 
     fn whole_package(&mut self, name: NameId) -> VersionSetId {
@@ -488,7 +563,7 @@ impl<'a> Universe<'a> {
             return id;
         }
         let members = self.names[name.to_index()].candidates.clone();
-        let id = self.version_set(name, members, String::new());
+        let id = self.version_set(name, &members, Arc::from(""));
         self.names[name.to_index()].whole = Some(id);
         id
     }
@@ -562,15 +637,38 @@ impl<'a> Universe<'a> {
         }
     }
 
-    fn all_packages(&self) -> BTreeSet<&'a str> {
-        let mut out: BTreeSet<&'a str> = self
-            .catalogs
-            .iter()
-            .filter(|c| c.available)
-            .flat_map(|c| c.index.packages().map(|p| &*p.name))
-            .collect();
-        out.extend(self.request.installed.iter().map(|i| i.package.as_str()));
-        out
+    /// Every package a requirement naming no package or API may be satisfied by (built once).
+    fn all_packages(&mut self) -> Vec<&'a str> {
+        if self.all_packages.is_none() {
+            let mut out: BTreeSet<&'a str> = self
+                .catalogs
+                .iter()
+                .filter(|c| c.available)
+                .flat_map(|c| c.index.packages().map(|p| &*p.name))
+                .collect();
+            out.extend(self.request.installed.iter().map(|i| i.package.as_str()));
+            self.all_packages = Some(out.into_iter().collect());
+        }
+        self.all_packages.clone().expect("just built")
+    }
+
+    /// What stops the plan: the budget spent or the deadline passed.
+    fn over_budget(&self) -> PlanError {
+        PlanError::OverBudget {
+            package: self.request.request.package.clone(),
+            limit: self.budget.limit(),
+            candidates: self.solvables.len(),
+        }
+    }
+
+    fn check_deadline(&self) -> Result<(), PlanError> {
+        if Instant::now() > self.deadline {
+            return Err(PlanError::TimedOut {
+                package: self.request.request.package.clone(),
+                limit: self.request.limits.max_duration,
+            });
+        }
+        Ok(())
     }
 
     /// Reads the requirements of every solvable reached, loading the packages they name.
@@ -581,10 +679,11 @@ impl<'a> Universe<'a> {
                     limit: self.request.limits.max_candidates,
                 });
             }
+            self.check_deadline()?;
             if self.solvables[id.to_index()].dependencies.is_some() {
                 continue;
             }
-            let (deps, satisfies) = self.dependencies_of(id);
+            let (deps, satisfies) = self.dependencies_of(id)?;
             let info = &mut self.solvables[id.to_index()];
             info.dependencies = Some(deps);
             info.satisfies = satisfies;
@@ -597,70 +696,42 @@ impl<'a> Universe<'a> {
         Ok(())
     }
 
-    fn dependencies_of(&mut self, id: SolvableId) -> (Dependencies, Vec<(String, Vec<VersionSetId>)>) {
+    #[allow(clippy::type_complexity)]
+    fn dependencies_of(
+        &mut self,
+        id: SolvableId,
+    ) -> Result<(Dependencies, Vec<(String, Vec<VersionSetId>)>), PlanError> {
         let info = &self.solvables[id.to_index()];
         let (bundle, properties) = (info.facts.name, info.facts.properties);
         let preferred = info.catalog.map(|c| c.name.as_str());
+        // Reading the requirements costs their text.
+        let text: usize = properties
+            .iter()
+            .filter(|p| super::parse::is_requirement_type(&p.type_))
+            .map(|p| p.value.raw().len())
+            .sum();
+        self.budget.charge(text as u64).map_err(|_| self.over_budget())?;
         let requirements = match requirements_of(bundle, properties) {
             Ok(r) => r,
-            Err(e) => return (Dependencies::Unknown(self.string(e.to_string())), Vec::new()),
+            Err(e) => return Ok((Dependencies::Unknown(self.string(e.to_string())), Vec::new())),
         };
         let mut out = Vec::new();
         let mut satisfies = Vec::new();
         for r in requirements {
-            if self
-                .request
-                .served_apis
-                .iter()
-                .any(|api| r.satisfied_by_served_api(api))
-            {
+            if self.satisfied_by_served_apis(&r)? {
                 continue;
             }
-            let packages = match self.packages_for(&r.constraint) {
-                Some(set) => set,
-                None => self.all_packages(),
+            // The whole requirement (its display shows only a package's range).
+            let key = (Arc::from(format!("{r}\0{:?}", r.failure_message)), preferred);
+            let sets = match self.expanded.get(&key) {
+                Some(sets) => sets.clone(),
+                None => {
+                    let display = Arc::from(version_set_display(&r));
+                    let sets = self.expand_requirement(&r, preferred, display)?;
+                    self.expanded.insert(key, sets.clone());
+                    sets
+                }
             };
-            let mut sets = Vec::new();
-            let mut kept_instead = Vec::new();
-            for package in packages {
-                let name = self.load_package(package, preferred);
-                if let Some(own) = self.names[name.to_index()].locked
-                    && !r.satisfied_by(&self.solvables[own.to_index()].facts)
-                {
-                    kept_instead.push(own);
-                }
-                let members: Vec<SolvableId> = self.names[name.to_index()]
-                    .candidates
-                    .iter()
-                    .copied()
-                    .filter(|s| r.satisfied_by(&self.solvables[s.to_index()].facts))
-                    .collect();
-                if !members.is_empty() {
-                    let display = version_set_display(&r);
-                    sets.push(self.version_set(name, members, display));
-                }
-            }
-            if sets.is_empty() {
-                // Nothing anywhere satisfies it: a name with no candidates says what is missing.
-                let key = format!("missing: {r}");
-                let name = match self.name_of_package.get(&key) {
-                    Some(&n) => n,
-                    None => {
-                        let kept: Vec<String> = kept_instead
-                            .iter()
-                            .map(|s| {
-                                let info = &self.solvables[s.to_index()];
-                                let extension = info
-                                    .installed
-                                    .map_or("", |i| &self.request.installed[i].extension);
-                                format!("{} installed as {extension}", info.facts.name)
-                            })
-                            .collect();
-                        self.new_name(&key, missing_display(&r, &kept))
-                    }
-                };
-                sets.push(self.version_set(name, Vec::new(), String::new()));
-            }
             satisfies.push((r.summary(), sets.clone()));
             let requirement = if sets.len() == 1 {
                 SolverRequirement::Single(sets[0])
@@ -670,13 +741,123 @@ impl<'a> Universe<'a> {
             };
             out.push(ConditionalRequirement::from(requirement));
         }
-        (
+        Ok((
             Dependencies::Known(KnownDependencies {
                 requirements: out,
                 constrains: Vec::new(),
             }),
             satisfies,
-        )
+        ))
+    }
+
+    /// Whether an API the cluster serves satisfies `r` (then it is dropped from the plan).
+    fn satisfied_by_served_apis(&mut self, r: &Requirement) -> Result<bool, PlanError> {
+        if !r.constraint.names_api() {
+            return Ok(false);
+        }
+        for api in self.request.served_apis {
+            self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
+            if r.satisfied_by_served_api(api) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The version sets of one requirement: per package that may satisfy it, the candidates that
+    /// do, packages in classic's order of preference (installed first, then higher catalog
+    /// priority, then the dependent's catalog); or a name with no candidates saying what is
+    /// missing.
+    fn expand_requirement(
+        &mut self,
+        r: &Requirement,
+        preferred: Option<&'a str>,
+        display: Arc<str>,
+    ) -> Result<Vec<VersionSetId>, PlanError> {
+        let packages: Vec<&'a str> = match self.packages_for(&r.constraint) {
+            Some(set) => set.into_iter().collect(),
+            None => self.all_packages(),
+        };
+        let mut sets: Vec<(PackageRank<'a>, VersionSetId)> = Vec::new();
+        let mut kept_instead = Vec::new();
+        for (evaluated, package) in packages.into_iter().enumerate() {
+            if evaluated % 256 == 0 {
+                self.check_deadline()?;
+            }
+            // Each package considered costs a unit, even one with nothing to evaluate.
+            self.budget.charge(1).map_err(|_| self.over_budget())?;
+            let name = self.load_package(package, preferred);
+            if self.too_large {
+                return Err(PlanError::TooLarge {
+                    limit: self.request.limits.max_candidates,
+                });
+            }
+            if let Some(own) = self.names[name.to_index()].locked {
+                self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
+                if !r.satisfied_by(&self.solvables[own.to_index()].facts) {
+                    kept_instead.push(own);
+                }
+            }
+            let count = self.names[name.to_index()].candidates.len();
+            let mut bits = vec![0u64; count.div_ceil(64)];
+            let mut first = None;
+            for position in 0..count {
+                self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
+                let candidate = self.names[name.to_index()].candidates[position];
+                if r.satisfied_by(&self.solvables[candidate.to_index()].facts) {
+                    bits[position / 64] |= 1 << (position % 64);
+                    first.get_or_insert(candidate);
+                }
+            }
+            if let Some(first) = first {
+                let rank = self.rank(first, preferred);
+                let set = self.version_set_of_bits(name, bits, Arc::clone(&display));
+                sets.push((rank, set));
+            }
+        }
+        if sets.is_empty() {
+            // Nothing anywhere satisfies it: a name with no candidates says what is missing.
+            let key = format!("missing: {r}");
+            let name = match self.name_of_package.get(&key) {
+                Some(&n) => n,
+                None => {
+                    let kept: Vec<String> = kept_instead
+                        .iter()
+                        .map(|s| {
+                            let info = &self.solvables[s.to_index()];
+                            let extension = info
+                                .installed
+                                .map_or("", |i| &self.request.installed[i].extension);
+                            format!("{} installed as {extension}", info.facts.name)
+                        })
+                        .collect();
+                    self.new_name(&key, missing_display(r, &kept))
+                }
+            };
+            return Ok(vec![self.version_set(name, &[], Arc::from(""))]);
+        }
+        // Stable: packages of equal rank keep their order (by name).
+        sets.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(sets.into_iter().map(|(_, set)| set).collect())
+    }
+
+    /// Where a package's best candidate for a requirement stands among other packages'.
+    fn rank(&self, best: SolvableId, preferred: Option<&str>) -> PackageRank<'a> {
+        let info = &self.solvables[best.to_index()];
+        match info.catalog {
+            None => PackageRank {
+                not_installed: false,
+                priority: std::cmp::Reverse(i32::MAX),
+                other_catalog: false,
+                package: info.facts.package,
+            },
+            Some(catalog) => PackageRank {
+                not_installed: true,
+                priority: std::cmp::Reverse(catalog.priority),
+                other_catalog: preferred.is_some_and(|p| p != catalog.name),
+                package: info.facts.package,
+            },
+        }
     }
 
     /// Classic's rule: at most one package of a plan provides a given API (`olm.gvk`), since
@@ -727,6 +908,7 @@ impl<'a> Universe<'a> {
                 let facts = self.solvables[id].facts.clone();
                 self.solvables.push(SolvableInfo {
                     name,
+                    position: self.names[name.to_index()].candidates.len(),
                     facts,
                     status_version: String::new(),
                     catalog: None,
@@ -737,7 +919,7 @@ impl<'a> Universe<'a> {
                     preference: None,
                 });
                 self.names[name.to_index()].candidates.push(marker);
-                let set = self.version_set(name, vec![marker], gvk.to_string());
+                let set = self.version_set(name, &[marker], Arc::from(gvk.to_string()));
                 if let Some(Dependencies::Known(known)) = &mut self.solvables[id].dependencies {
                     known.requirements.push(ConditionalRequirement::from(set));
                 }
@@ -755,11 +937,10 @@ impl<'a> Universe<'a> {
                 // The most preferred chosen member (several packages may provide one API).
                 if let Some(provider) = sets
                     .iter()
-                    .flat_map(|vs| self.version_sets[vs.0 as usize].members.iter())
-                    .filter(|m| chosen_set.contains(m))
-                    .min()
+                    .flat_map(|&vs| self.members(vs))
+                    .find(|m| chosen_set.contains(m))
                 {
-                    let list = required_by.entry(*provider).or_default();
+                    let list = required_by.entry(provider).or_default();
                     if !list.contains(&s) {
                         list.push(s);
                     }
@@ -772,6 +953,7 @@ impl<'a> Universe<'a> {
                 plan: Vec::new(),
                 installed: Vec::new(),
                 choices: Vec::new(),
+                work: self.budget.spent(),
             };
         };
         let mut needs: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
@@ -805,12 +987,13 @@ impl<'a> Universe<'a> {
         let mut choices = Vec::new();
         for &s in &order {
             for (requirement, sets) in &self.solvables[s.to_index()].satisfies {
-                let mut candidates: Vec<SolvableId> = sets
+                // In the order of preference the sets and their members keep.
+                let mut seen = HashSet::new();
+                let candidates: Vec<SolvableId> = sets
                     .iter()
-                    .flat_map(|vs| self.version_sets[vs.0 as usize].members.iter().copied())
+                    .flat_map(|&vs| self.members(vs))
+                    .filter(|c| seen.insert(*c))
                     .collect();
-                candidates.sort_unstable();
-                candidates.dedup();
                 let Some(position) = candidates.iter().position(|c| chosen_set.contains(c)) else {
                     continue;
                 };
@@ -869,6 +1052,7 @@ impl<'a> Universe<'a> {
             plan,
             installed,
             choices,
+            work: self.budget.spent(),
         }
     }
 
@@ -972,9 +1156,20 @@ fn channel_places(pkg: &PackageIndex) -> (Vec<(usize, usize)>, Vec<&str>) {
     (places, names)
 }
 
+/// Classic's order of the packages that may satisfy one requirement: an installed bundle first
+/// (nothing new to install), then the package whose best candidate is in the catalog of higher
+/// priority, then in the dependent's catalog; then by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PackageRank<'a> {
+    not_installed: bool,
+    priority: std::cmp::Reverse<i32>,
+    other_catalog: bool,
+    package: &'a str,
+}
+
 /// Classic's order of dependency candidates.
 struct OrderKey<'a> {
-    priority: i32,
+    priority: std::cmp::Reverse<i32>,
     other_catalog: bool,
     place: (usize, usize),
     version: Option<&'a VersionRelease>,
@@ -1105,11 +1300,14 @@ impl DependencyProvider for Provider<'_> {
         version_set: VersionSetId,
         inverse: bool,
     ) -> Vec<SolvableId> {
-        let members = &self.universe.version_sets[version_set.0 as usize].members;
+        let set = &self.universe.version_sets[version_set.0 as usize];
         candidates
             .iter()
             .copied()
-            .filter(|c| members.contains(c) != inverse)
+            .filter(|c| {
+                let info = &self.universe.solvables[c.to_index()];
+                (info.name == set.name && set.contains(info.position)) != inverse
+            })
             .collect()
     }
 

@@ -462,6 +462,105 @@ fn the_problem_is_bounded() {
     );
 }
 
+/// Two packages provide the API a bundle requires, each in its own catalog: the one in the
+/// catalog of higher priority is planned, whatever the packages are called (classic's
+/// preference 1), and the choice says so.
+#[test]
+fn catalog_priority_decides_between_packages_providing_a_required_api() {
+    for (low_package, high_package) in [("green-a", "green-b"), ("green-b", "green-a")] {
+        let red = b("red", "1.0.0").needs_api("Green");
+        let mut low = CatalogInput::new(
+            "low",
+            simple_catalog(&[red.clone(), b(low_package, "1.0.0").provides("Green")]),
+        );
+        low.priority = -5;
+        let mut high = CatalogInput::new("high", simple_catalog(&[b(high_package, "1.0.0").provides("Green")]));
+        high.priority = 10;
+        let plan = plan_of("red", &[low, high], &[]).unwrap();
+        assert_eq!(
+            picked(&plan),
+            [format!("{high_package}.v1.0.0@high"), "red.v1.0.0@low".to_string()],
+            "{high_package} is in the catalog of higher priority"
+        );
+        let choice = &plan.choices[0];
+        assert_eq!(choice.satisfied_by, format!("{high_package}.v1.0.0"));
+        assert!(
+            choice.why.starts_with("first choice of 2: catalog high (priority 10)"),
+            "{}",
+            choice.why
+        );
+    }
+    // Equal priorities: the dependent's own catalog first, then the name.
+    let red = b("red", "1.0.0").needs_api("Green");
+    let home = CatalogInput::new("home", simple_catalog(&[red, b("green-z", "1.0.0").provides("Green")]));
+    let other = CatalogInput::new("other", simple_catalog(&[b("green-a", "1.0.0").provides("Green")]));
+    let plan = plan_of("red", &[other, home], &[]).unwrap();
+    assert_eq!(picked(&plan), ["green-z.v1.0.0@home", "red.v1.0.0@home"]);
+}
+
+/// The lowest priority a ClusterCatalog may have orders without overflow.
+#[test]
+fn the_extreme_priorities_order_without_overflow() {
+    let app = b("app", "1.0.0").needs_package("db", ">=1.0.0");
+    let mut lowest = CatalogInput::new("lowest", simple_catalog(&[app, b("db", "1.0.0")]));
+    lowest.priority = i32::MIN;
+    let mut highest = CatalogInput::new("highest", simple_catalog(&[b("db", "1.0.1")]));
+    highest.priority = i32::MAX;
+    let plan = plan_of("app", &[lowest, highest], &[]).unwrap();
+    assert_eq!(picked(&plan), ["db.v1.0.1@highest", "app.v1.0.0@lowest"]);
+}
+
+/// A requirement any package may satisfy (`not`) is evaluated once per candidate and its text
+/// kept once, however many packages it expands against and however many bundles declare it; a
+/// plan past its budget stops with the package named, having spent no more than the budget.
+#[test]
+fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements() {
+    let long_failure = "x".repeat(60_000);
+    let not = json!({"failureMessage": long_failure, "not": {"constraints": [{"package": {"packageName": "nothing", "versionRange": ">=0.0.0"}}]}});
+    let mut bundles: Vec<B> = (0..2_000).map(|i| b(Box::leak(format!("p{i:04}").into_boxed_str()), "1.0.0")).collect();
+    // Every one-bundle package also declares the same requirement: one expansion serves all.
+    for bundle in bundles.iter_mut().take(200) {
+        bundle.properties.push(json!({"type": "olm.constraint", "value": not.clone()}));
+    }
+    bundles.push(b("app", "1.0.0").needs(not.clone()));
+    let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
+    let req = request("app");
+    let within = PlanRequest {
+        request: &req,
+        installed: &[],
+        served_apis: &[],
+        allow_changes: false,
+        limits: PlanLimits::default(),
+    };
+    let planned = plan(&within, &catalogs).unwrap();
+    assert_eq!(planned.plan.last().unwrap().bundle, "app.v1.0.0");
+    // Read: 201 requirement texts; evaluated once against 2,001 packages of one candidate each.
+    let text = serde_json::to_string(&not).unwrap();
+    let property = crate::catalog::Property::new(
+        "olm.constraint",
+        crate::catalog::PropertyValue::from_json(&text).unwrap(),
+    );
+    let cost = requirements_of("app.v1.0.0", &[property]).unwrap()[0].cost();
+    assert_eq!(planned.work, 201 * text.len() as u64 + 2_001 + 2_001 * cost);
+
+    let tight = PlanRequest {
+        limits: PlanLimits {
+            max_work: 100_000,
+            ..PlanLimits::default()
+        },
+        ..within
+    };
+    let error = plan(&tight, &catalogs).unwrap_err();
+    assert!(matches!(error, PlanError::OverBudget { limit: 100_000, .. }), "{error}");
+    assert!(
+        error.to_string().starts_with(
+            "no plan for package \"app\" within the budget of 100000 work units: the requirements of "
+        ),
+        "{error}"
+    );
+    assert!(error.is_terminal());
+}
+
 // --- The property test: an independent model of the generated catalogs. ---
 
 const PACKAGES: [&str; 4] = ["p0", "p1", "p2", "p3"];

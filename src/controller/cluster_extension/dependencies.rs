@@ -114,6 +114,20 @@ pub enum DependencyCheckError {
     /// The cluster's APIs could not be discovered.
     #[error("error discovering the cluster's APIs to check dependencies: {0}")]
     Discovery(#[source] kube::Error),
+    /// Checking the bundle's requirements (and its installed dependents') costs more than the
+    /// controller's budget for one check: the bundle is refused, whatever is installed.
+    #[error(
+        "checking the dependencies of bundle {bundle:?} needs more than the budget of {limit} work units: its requirements are too costly to evaluate against the installed bundles"
+    )]
+    OverBudget {
+        /// The bundle.
+        bundle: String,
+        /// The budget.
+        limit: u64,
+    },
+    /// The check's thread ended without an answer (a bug; retried).
+    #[error("the dependency check failed: {0}")]
+    Panicked(String),
 }
 
 fn join<T: std::fmt::Display>(items: &[T]) -> String {
@@ -125,8 +139,8 @@ impl DependencyCheckError {
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::Invalid(e) => e.is_terminal(),
-            Self::Unsatisfied { .. } | Self::BreaksDependents { .. } => true,
-            Self::ListExtensions(_) | Self::ReadRecords(_) | Self::Discovery(_) => false,
+            Self::Unsatisfied { .. } | Self::BreaksDependents { .. } | Self::OverBudget { .. } => true,
+            Self::ListExtensions(_) | Self::ReadRecords(_) | Self::Discovery(_) | Self::Panicked(_) => false,
         }
     }
 

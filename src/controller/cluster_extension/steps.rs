@@ -29,6 +29,7 @@ use crate::{
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
+    dependencies::{CHECK_WORK_UNITS, DependencyVerdict, WorkBudget, check_dependencies_within},
     image::cache::{PulledImage, pull_and_read},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
@@ -355,36 +356,41 @@ impl ReconcileState<'_> {
         }
         let others = self.installed_elsewhere().await.map_err(fail)?;
         let served = self.served_apis().await.map_err(fail)?;
-        let facts: Vec<_> = others
-            .iter()
-            .map(crate::dependencies::InstalledExtension::facts)
-            .collect();
-        let unsatisfied = crate::dependencies::unsatisfied(&requirements, &facts, &served);
-        if !unsatisfied.is_empty() {
-            return Err(fail(DependencyCheckError::Unsatisfied {
-                unsatisfied,
-                command: dependencies::install_command(self.ext),
-            }));
-        }
-        if let Some(record) = upgrading_from {
-            let from_catalog = self.catalog_properties(record).await;
-            let before =
-                dependencies::installed_extension(&self.ext.name_any(), record, from_catalog.as_deref());
-            let after = dependencies::union(&unpacked.bundle.properties, &target.properties);
-            let broken = crate::dependencies::broken_by_change(
-                &others,
-                &served,
-                &before,
-                Some((&target.bundle_name, &after)),
-            );
-            if !broken.is_empty() {
-                return Err(fail(DependencyCheckError::BreaksDependents {
-                    installed: record.bundle_name.clone(),
-                    broken,
-                }));
+        let upgrade = match upgrading_from {
+            Some(record) => {
+                let from_catalog = self.catalog_properties(record).await;
+                let before =
+                    dependencies::installed_extension(&self.ext.name_any(), record, from_catalog.as_deref());
+                let after = dependencies::union(&unpacked.bundle.properties, &target.properties);
+                Some((before, target.bundle_name.clone(), after))
+            }
+            None => None,
+        };
+        let command = dependencies::install_command(self.ext);
+        let bundle = target.bundle_name.clone();
+        // On a blocking thread: a catalog's requirements may cost up to the budget, and the
+        // reconcile workers go on meanwhile.
+        let verdict = tokio::task::spawn_blocking(move || {
+            let mut budget = WorkBudget::new(CHECK_WORK_UNITS);
+            check_dependencies_within(&requirements, &others, &served, upgrade, &mut budget)
+        })
+        .await
+        .map_err(|e| fail(DependencyCheckError::Panicked(e.to_string())))?
+        .map_err(|e| {
+            fail(DependencyCheckError::OverBudget {
+                bundle,
+                limit: e.limit,
+            })
+        })?;
+        match verdict {
+            DependencyVerdict::Satisfied => Ok(()),
+            DependencyVerdict::Unsatisfied(unsatisfied) => {
+                Err(fail(DependencyCheckError::Unsatisfied { unsatisfied, command }))
+            }
+            DependencyVerdict::BreaksDependents { installed, broken } => {
+                Err(fail(DependencyCheckError::BreaksDependents { installed, broken }))
             }
         }
-        Ok(())
     }
 
     /// The bundle's requirements: its catalog entry's, then those only its image declares
