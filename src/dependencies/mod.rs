@@ -85,4 +85,6 @@ impl DependencyError {
 }
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;

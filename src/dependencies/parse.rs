@@ -539,7 +539,8 @@ mod tests {
         };
         let mut budget = crate::dependencies::WorkBudget::new(crate::dependencies::CHECK_WORK_UNITS);
         let missing =
-            crate::dependencies::unsatisfied(&reqs, &installed, std::slice::from_ref(&green), &mut budget).unwrap();
+            crate::dependencies::unsatisfied(&reqs, &installed, std::slice::from_ref(&green), &mut budget)
+                .unwrap();
         let reasons: Vec<String> = missing.iter().map(|u| u.reason()).collect();
         assert_eq!(reasons, ["Red v1 is needed for reports"]);
         let missing = crate::dependencies::unsatisfied(&reqs, &[], &[], &mut budget).unwrap();

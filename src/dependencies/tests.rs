@@ -474,26 +474,40 @@ fn catalog_priority_decides_between_packages_providing_a_required_api() {
             simple_catalog(&[red.clone(), b(low_package, "1.0.0").provides("Green")]),
         );
         low.priority = -5;
-        let mut high = CatalogInput::new("high", simple_catalog(&[b(high_package, "1.0.0").provides("Green")]));
+        let mut high = CatalogInput::new(
+            "high",
+            simple_catalog(&[b(high_package, "1.0.0").provides("Green")]),
+        );
         high.priority = 10;
         let plan = plan_of("red", &[low, high], &[]).unwrap();
         assert_eq!(
             picked(&plan),
-            [format!("{high_package}.v1.0.0@high"), "red.v1.0.0@low".to_string()],
+            [
+                format!("{high_package}.v1.0.0@high"),
+                "red.v1.0.0@low".to_string()
+            ],
             "{high_package} is in the catalog of higher priority"
         );
         let choice = &plan.choices[0];
         assert_eq!(choice.satisfied_by, format!("{high_package}.v1.0.0"));
         assert!(
-            choice.why.starts_with("first choice of 2: catalog high (priority 10)"),
+            choice
+                .why
+                .starts_with("first choice of 2: catalog high (priority 10)"),
             "{}",
             choice.why
         );
     }
     // Equal priorities: the dependent's own catalog first, then the name.
     let red = b("red", "1.0.0").needs_api("Green");
-    let home = CatalogInput::new("home", simple_catalog(&[red, b("green-z", "1.0.0").provides("Green")]));
-    let other = CatalogInput::new("other", simple_catalog(&[b("green-a", "1.0.0").provides("Green")]));
+    let home = CatalogInput::new(
+        "home",
+        simple_catalog(&[red, b("green-z", "1.0.0").provides("Green")]),
+    );
+    let other = CatalogInput::new(
+        "other",
+        simple_catalog(&[b("green-a", "1.0.0").provides("Green")]),
+    );
     let plan = plan_of("red", &[other, home], &[]).unwrap();
     assert_eq!(picked(&plan), ["green-z.v1.0.0@home", "red.v1.0.0@home"]);
 }
@@ -517,10 +531,14 @@ fn the_extreme_priorities_order_without_overflow() {
 fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements() {
     let long_failure = "x".repeat(60_000);
     let not = json!({"failureMessage": long_failure, "not": {"constraints": [{"package": {"packageName": "nothing", "versionRange": ">=0.0.0"}}]}});
-    let mut bundles: Vec<B> = (0..2_000).map(|i| b(Box::leak(format!("p{i:04}").into_boxed_str()), "1.0.0")).collect();
+    let mut bundles: Vec<B> = (0..2_000)
+        .map(|i| b(Box::leak(format!("p{i:04}").into_boxed_str()), "1.0.0"))
+        .collect();
     // Every one-bundle package also declares the same requirement: one expansion serves all.
     for bundle in bundles.iter_mut().take(200) {
-        bundle.properties.push(json!({"type": "olm.constraint", "value": not.clone()}));
+        bundle
+            .properties
+            .push(json!({"type": "olm.constraint", "value": not.clone()}));
     }
     bundles.push(b("app", "1.0.0").needs(not.clone()));
     let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
@@ -551,7 +569,10 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
         ..within
     };
     let error = plan(&tight, &catalogs).unwrap_err();
-    assert!(matches!(error, PlanError::OverBudget { limit: 100_000, .. }), "{error}");
+    assert!(
+        matches!(error, PlanError::OverBudget { limit: 100_000, .. }),
+        "{error}"
+    );
     assert!(
         error.to_string().starts_with(
             "no plan for package \"app\" within the budget of 100000 work units: the requirements of "

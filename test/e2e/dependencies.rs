@@ -442,3 +442,60 @@ async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
     // The default mode, back: the same extension is blocked on b instead.
     components::wait_progressing(&w.client, &ext_a, "Blocked", "not satisfied").await;
 }
+
+/// A rule whose worst case multiplies the property list by itself through list `+` inside nested
+/// comprehensions: refused by its estimated cost when the catalog is read, never evaluated.
+const OVER_BUDGET_RULE: &str = "properties.all(a, (properties + properties + properties + properties + properties + properties + properties + properties).all(b, (properties + properties + properties + properties).exists(c, c.type == a.type + b.type)))";
+
+/// An upgrade to a bundle carrying an over-budget CEL rule is refused with the reason
+/// (`Progressing=False/Blocked`), the installed version keeps running, and another extension
+/// installs meanwhile.
+#[tokio::test]
+async fn a_bundle_with_an_over_budget_rule_is_blocked_while_another_extension_installs() {
+    let w = World::new("deps-budget", |a, b| {
+        let costly = Bundle::new("2.0.0")
+            .replaces("1.0.0", a)
+            .requires("olm.constraint", json!({"cel": {"rule": OVER_BUDGET_RULE}}));
+        vec![
+            package(a, vec![Bundle::new("1.0.0"), costly]),
+            package(b, vec![Bundle::new("1.0.0")]),
+        ]
+    })
+    .await;
+    let (ext_a, ext_b) = (w.extension_of(&w.a), w.extension_of(&w.b));
+    w.apply(&w.a, json!({"version": "1.0.0"})).await;
+    components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+
+    // The upgrade and another extension at once.
+    w.apply(&w.a, json!({"version": "2.0.0"})).await;
+    w.apply(&w.b, json!({})).await;
+    components::wait_installed(&w.client, &ext_b, "1.0.0").await;
+    let blocked = components::wait_progressing(&w.client, &ext_a, "Blocked", "over the budget").await;
+    let progressing = components::condition(&blocked, "Progressing").unwrap();
+    assert_eq!(progressing.status, "False");
+    for expected in [
+        format!(
+            "error for resolved bundle \"{}.v2.0.0\" with version \"2.0.0\": ",
+            w.a
+        ),
+        format!(
+            "bundle \"{}.v2.0.0\" has an invalid olm.constraint dependency: ",
+            w.a
+        ),
+        "worst-case cost".to_string(),
+    ] {
+        assert!(
+            progressing.message.contains(&expected),
+            "{expected:?} missing from: {}",
+            progressing.message
+        );
+    }
+    // 1.0.0 keeps running.
+    let installed = components::condition(&blocked, "Installed").unwrap();
+    assert_eq!(installed.status, "True", "{installed:?}");
+    let status = blocked.status.as_ref().unwrap();
+    let bundle = status.install.as_ref().map(|i| i.bundle.version.clone());
+    assert_eq!(bundle.as_deref(), Some("1.0.0"));
+    olmv1(&["uninstall", &ext_a]).ok();
+    olmv1(&["uninstall", &ext_b]).ok();
+}
