@@ -24,8 +24,9 @@ pub const QUOTE_CHARS: usize = 128;
 /// characters (escapes included), followed by `... (N more bytes)` when something was left out.
 /// Unicode characters that are not printable (format characters such as U+202E, line and
 /// paragraph separators, unassigned code points) are escaped too, as Go's `%q` escapes them, so a
-/// quoted name cannot reorder or break the line it is printed in. The work is bounded by
-/// `max_chars`, whatever the length of `text`.
+/// quoted name cannot reorder or break the line it is printed in (combining marks are escaped
+/// too, where Go prints them as they are). The work is bounded by `max_chars`, whatever the
+/// length of `text`.
 pub fn go_quote_cut(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(max_chars.min(text.len()) + 24);
     out.push('"');
