@@ -9,27 +9,73 @@ pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+        push_escaped(&mut out, c, false);
     }
     out.push('"');
     out
+}
+
+/// How many characters of catalog text a message quotes ([`go_quote_cut`]): enough for a Kubernetes
+/// name up to a DNS label's 63 and the start of anything longer, while a message naming a 10 MB
+/// value stays one short line.
+pub const QUOTE_CHARS: usize = 128;
+
+/// `text` quoted as [`go_quote`] does, cut so that the quoted part holds at most `max_chars`
+/// characters (escapes included), followed by `... (N more bytes)` when something was left out.
+/// Unicode characters that are not printable (format characters such as U+202E, line and
+/// paragraph separators, unassigned code points) are escaped too, as Go's `%q` escapes them, so a
+/// quoted name cannot reorder or break the line it is printed in (combining marks are escaped
+/// too, where Go prints them as they are). The work is bounded by `max_chars`, whatever the
+/// length of `text`.
+pub fn go_quote_cut(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(max_chars.min(text.len()) + 24);
+    out.push('"');
+    let mut shown = 0usize;
+    let mut used = 0usize;
+    let mut escaped = String::new();
+    for (i, c) in text.char_indices() {
+        escaped.clear();
+        push_escaped(&mut escaped, c, true);
+        let width = escaped.chars().count();
+        if shown + width > max_chars {
+            break;
+        }
+        out.push_str(&escaped);
+        shown += width;
+        used = i + c.len_utf8();
+    }
+    out.push('"');
+    if used < text.len() {
+        let _ = write!(out, "... ({} more bytes)", text.len() - used);
+    }
+    out
+}
+
+/// One character as Go's `strconv.Quote` writes it; `unicode` also escapes the non-ASCII
+/// characters that are not printable (Rust's own `escape_debug` decides which).
+fn push_escaped(out: &mut String, c: char, unicode: bool) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\u{b}' => out.push_str("\\v"),
+        c if (c as u32) < 0x20 || c == '\u{7f}' => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c if c.is_control() || (unicode && !c.is_ascii() && c.escape_debug().next() == Some('\\')) => {
+            if (c as u32) <= 0xffff {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            } else {
+                let _ = write!(out, "\\U{:08x}", c as u32);
+            }
+        }
+        c => out.push(c),
+    }
 }
 
 /// A float64 as Go's `%v` prints it: `%g` with the shortest precision, which uses exponent form
@@ -81,6 +127,29 @@ mod tests {
         assert_eq!(go_quote(r#""a"\b"#), r#""\"a\"\\b""#);
         assert_eq!(go_quote("a\nb\u{1}"), r#""a\nb\x01""#);
         assert_eq!(go_quote("é"), "\"é\"");
+    }
+
+    #[test]
+    fn quotes_cut_to_a_number_of_characters_saying_what_was_left_out() {
+        assert_eq!(go_quote_cut("short", 128), r#""short""#);
+        assert_eq!(go_quote_cut("abcdef", 3), r#""abc"... (3 more bytes)"#);
+        // Escapes count as the characters they print.
+        assert_eq!(go_quote_cut("a\nbc", 3), r#""a\n"... (2 more bytes)"#);
+        assert_eq!(go_quote_cut("ééé", 2), r#""éé"... (2 more bytes)"#);
+        // Unicode format characters and separators are escaped, as Go's %q escapes them.
+        assert_eq!(
+            go_quote_cut("a\u{202e}b\u{2028}c\u{feff}\u{e0001}", 128),
+            r#""a\u202eb\u2028c\ufeff\U000e0001""#
+        );
+        // The work and the result are bounded whatever the length of the text.
+        let huge = "k".repeat(10 << 20);
+        let quoted = go_quote_cut(&huge, 128);
+        assert_eq!(
+            quoted,
+            format!(r#""{}"... ({} more bytes)"#, "k".repeat(128), (10 << 20) - 128)
+        );
+        // go_quote is unchanged: it escapes control characters only.
+        assert_eq!(go_quote("\u{202e}"), "\"\u{202e}\"");
     }
 
     #[test]

@@ -9,11 +9,13 @@
 //!   read: `olm.package.required` `{packageName, versionRange}` (blang range), `olm.gvk.required`
 //!   `{group, version, kind}`, `olm.constraint` with `failureMessage` and exactly one of `package`,
 //!   `gvk`, `cel`, `all`, `any`, `not` (`none`, its deprecated spelling, ignored when `not` is set).
-//!   Unknown fields are refused (keys matched case-insensitively, as Go's decoder does); a raw
-//!   `olm.constraint` value over [`MAX_CONSTRAINT_BYTES`] and nesting deeper than
-//!   [`MAX_CONSTRAINT_DEPTH`] are refused before anything is evaluated; a CEL rule is compiled
-//!   while parsing, so a rule that does not compile or is not boolean is an error of the bundle
-//!   ([`DependencyError`]), never "unsatisfied".
+//!   Unknown fields are refused (keys matched case-insensitively, as Go's decoder does). Every
+//!   requirement is bounded before anything is evaluated (docs/limits-and-faults.md, "Requirements
+//!   and version ranges"): raw bytes per property ([`MAX_CONSTRAINT_BYTES`], [`MAX_REQUIRED_BYTES`]),
+//!   field lengths, nesting ([`MAX_CONSTRAINT_DEPTH`]), nodes and CEL rules per constraint and per
+//!   bundle, requirements per bundle, version ranges; a CEL rule is compiled while parsing, once
+//!   its tree and the bundle are within the limits, so a rule that does not compile or is not
+//!   boolean is an error of the bundle ([`DependencyError`]), never "unsatisfied".
 //! - **Facts.** [`BundleFacts`] is what a requirement is evaluated against: the bundle's package,
 //!   version (blang `Parse` of its `olm.package` version), provided APIs (`olm.gvk`) and all its
 //!   properties (what CEL sees).
@@ -43,8 +45,10 @@ pub use cel_rule::{CelRule, semver_compare};
 pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
 pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
 pub use parse::{
-    MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, has_dependencies, requirements_from_bundle_metadata,
-    requirements_of,
+    MAX_API_VERSION_BYTES, MAX_BUNDLE_NODES, MAX_CEL_RULES_PER_BUNDLE, MAX_CEL_RULES_PER_CONSTRAINT,
+    MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, MAX_CONSTRAINT_NODES, MAX_FAILURE_MESSAGE_BYTES,
+    MAX_GROUP_BYTES, MAX_KIND_BYTES, MAX_PACKAGE_NAME_BYTES, MAX_REQUIRED_BYTES, MAX_REQUIREMENTS,
+    has_dependencies, requirements_from_bundle_metadata, requirements_of,
 };
 pub use plan::{
     Choice, InstalledExtension, KeptBundle, Plan, PlanError, PlanLimits, PlanRequest, PlannedBundle, plan,

@@ -1,4 +1,10 @@
 //! Reading requirements from properties and from a bundle image's metadata files.
+//!
+//! Catalog content is untrusted: every requirement is bounded before anything is evaluated (raw
+//! bytes per property, field lengths, nodes and CEL rules per constraint tree, requirements,
+//! nodes and CEL rules per bundle, version ranges), and a CEL rule is compiled only once the whole
+//! tree it belongs to, and the bundle's totals, are known to be within the limits. Catalog text
+//! in a message is quoted and cut ([`go_quote_cut`]).
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -10,15 +16,52 @@ use super::{
 };
 use crate::{
     catalog::{PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED, Property},
-    version::SkipRange,
+    go_format::{QUOTE_CHARS, go_quote_cut},
+    version::{SkipRange, VersionError},
 };
 
 /// The largest raw `olm.constraint` value read (operator-framework/api's `2 << 16`).
 pub const MAX_CONSTRAINT_BYTES: usize = 2 << 16;
+/// The largest raw `olm.package.required` or `olm.gvk.required` value read (also a
+/// `dependencies.yaml` `olm.package` or `olm.gvk` entry, once converted). The largest in the
+/// shared catalogs is 96 bytes; the longest package name and range allowed, with their keys and
+/// some JSON escaping, fit in well under 4 KiB.
+pub const MAX_REQUIRED_BYTES: usize = 4096;
 /// The deepest nesting of compound constraints read (the enhancement's 10 levels).
 pub const MAX_CONSTRAINT_DEPTH: usize = 10;
-/// The most requirements one bundle may declare.
-const MAX_REQUIREMENTS: usize = 1024;
+/// The most nodes (`package`, `gvk`, `cel`, `all`, `any`, `not` objects) in one `olm.constraint`:
+/// each is evaluated against every candidate bundle. The shared catalogs have no `olm.constraint`;
+/// the enhancement's examples have at most 5 nodes; 256 is 50 times that.
+pub const MAX_CONSTRAINT_NODES: usize = 256;
+/// The most CEL rules in one `olm.constraint`. Each is compiled (a parser on its own thread) and
+/// evaluated against every candidate; the enhancement's examples have one per constraint.
+pub const MAX_CEL_RULES_PER_CONSTRAINT: usize = 16;
+/// The most CEL rules in all of one bundle's requirements: twice a constraint's, so a bundle may
+/// carry two full constraints, while 4,000 rules in one bundle (13 s of compiling) are refused.
+pub const MAX_CEL_RULES_PER_BUNDLE: usize = 32;
+/// The most requirements one bundle may declare. The shared catalogs have at most 3 per bundle
+/// (`linstor-operator.v2.10.1`); 256 is 85 times that.
+pub const MAX_REQUIREMENTS: usize = 256;
+/// The most constraint nodes in all of one bundle's requirements (a package or API requirement is
+/// one node): what evaluating the bundle's requirements against one candidate costs at most.
+/// Four times a constraint's limit; the shared catalogs' largest bundle has 3.
+pub const MAX_BUNDLE_NODES: usize = 1024;
+/// The longest package name read: a ClusterExtension's `packageName` is at most 253 characters
+/// (a DNS-1123 subdomain), so a longer name can never be installed. The shared catalogs' longest
+/// is 32 (`openshift-fusion-access-operator`).
+pub const MAX_PACKAGE_NAME_BYTES: usize = 253;
+/// The longest API group read: Kubernetes requires a DNS-1123 subdomain (253). Longest in the
+/// shared catalogs: 39.
+pub const MAX_GROUP_BYTES: usize = 253;
+/// The longest API version read: Kubernetes requires a DNS-1035 label (63). Longest in the shared
+/// catalogs: 8 (`v1alpha1`).
+pub const MAX_API_VERSION_BYTES: usize = 63;
+/// The longest kind read: Kubernetes requires its lower case to be a DNS-1035 label (63). Longest
+/// in the shared catalogs: 33.
+pub const MAX_KIND_BYTES: usize = 63;
+/// The longest `failureMessage` read: it is printed whole in explanations and conditions. The
+/// shared catalogs have none; a sentence or two fits in 1 KiB with room to spare.
+pub const MAX_FAILURE_MESSAGE_BYTES: usize = 1024;
 
 /// Whether the properties declare any dependency.
 pub fn has_dependencies(properties: &[Property]) -> bool {
@@ -33,24 +76,21 @@ pub(super) fn is_requirement_type(t: &str) -> bool {
 }
 
 /// The requirements declared by a bundle's properties, in order; other properties are ignored.
+/// A requirement beyond a limit refuses the bundle with one sentence naming the property and the
+/// limit.
 pub fn requirements_of(bundle: &str, properties: &[Property]) -> Result<Vec<Requirement>, DependencyError> {
+    let mut budget = BundleBudget::default();
     let mut out = Vec::new();
     for p in properties.iter().filter(|p| is_requirement_type(&p.type_)) {
-        if out.len() == MAX_REQUIREMENTS {
-            return Err(invalid(
-                bundle,
-                &p.type_,
-                format!("more than {MAX_REQUIREMENTS} requirements"),
-            ));
-        }
-        out.push(requirement(bundle, &p.type_, p.value.raw())?);
+        out.push(requirement(bundle, &p.type_, p.value.raw(), &mut budget)?);
     }
     Ok(out)
 }
 
 /// The requirements of a bundle image: `metadata/dependencies.yaml` (`dependencies:` of
 /// `olm.package` `{packageName, version}`, `olm.gvk` `{group, version, kind}` and `olm.constraint`
-/// entries, as opm converts them) followed by those of `metadata/properties.yaml`.
+/// entries, as opm converts them) followed by those of `metadata/properties.yaml`. The two files
+/// share one bundle's limits.
 pub fn requirements_from_bundle_metadata(
     bundle: &str,
     dependencies_yaml: Option<&str>,
@@ -77,6 +117,7 @@ pub fn requirements_from_bundle_metadata(
         file: file.to_string(),
         message,
     };
+    let mut budget = BundleBudget::default();
     let mut out = Vec::new();
     if let Some(text) = dependencies_yaml.filter(|t| !t.trim().is_empty()) {
         let file: DependenciesFile = serde_saphyr::from_str(text)
@@ -97,13 +138,14 @@ pub fn requirements_from_bundle_metadata(
                     return Err(file_error(
                         "metadata/dependencies.yaml",
                         format!(
-                            "dependency type {other:?} is not supported (olm.package, olm.gvk and olm.constraint are)"
+                            "dependency type {} is not supported (olm.package, olm.gvk and olm.constraint are)",
+                            quote(other)
                         ),
                     ));
                 }
             };
             let raw = serde_json::to_string(&value).expect("a JSON value serializes");
-            out.push(requirement(bundle, property, &raw)?);
+            out.push(requirement(bundle, property, &raw, &mut budget)?);
         }
     }
     if let Some(text) = properties_yaml.filter(|t| !t.trim().is_empty()) {
@@ -112,16 +154,9 @@ pub fn requirements_from_bundle_metadata(
         for entry in file.properties.unwrap_or_default() {
             if is_requirement_type(&entry.type_) {
                 let raw = serde_json::to_string(&entry.value).expect("a JSON value serializes");
-                out.push(requirement(bundle, &entry.type_, &raw)?);
+                out.push(requirement(bundle, &entry.type_, &raw, &mut budget)?);
             }
         }
-    }
-    if out.len() > MAX_REQUIREMENTS {
-        return Err(invalid(
-            bundle,
-            "dependencies",
-            format!("more than {MAX_REQUIREMENTS} requirements"),
-        ));
     }
     Ok(out)
 }
@@ -134,32 +169,104 @@ fn invalid(bundle: &str, property: &str, message: String) -> DependencyError {
     }
 }
 
-/// One requirement property's value (raw JSON text).
-fn requirement(bundle: &str, property: &str, raw: &str) -> Result<Requirement, DependencyError> {
+/// Catalog text in a message: quoted as Go's `%q`, cut to [`QUOTE_CHARS`].
+fn quote(text: &str) -> String {
+    go_quote_cut(text, QUOTE_CHARS)
+}
+
+/// `field` of `text` is refused when longer than `limit` bytes.
+fn check_length(field: &str, text: &str, limit: usize) -> Result<(), String> {
+    if text.len() > limit {
+        return Err(format!(
+            "{field} {} is {} bytes, over the limit of {limit}",
+            quote(text),
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
+/// What one bundle's requirements have used so far of the limits that hold per bundle.
+#[derive(Debug, Default)]
+struct BundleBudget {
+    requirements: usize,
+    nodes: usize,
+    cel_rules: usize,
+}
+
+impl BundleBudget {
+    /// Takes one requirement of `nodes` nodes holding `cel_rules` CEL rules, or says which
+    /// per-bundle limit it would pass.
+    fn take(&mut self, nodes: usize, cel_rules: usize) -> Result<(), String> {
+        if self.requirements == MAX_REQUIREMENTS {
+            return Err(format!(
+                "the bundle has more than the limit of {MAX_REQUIREMENTS} requirements"
+            ));
+        }
+        if self.nodes + nodes > MAX_BUNDLE_NODES {
+            return Err(format!(
+                "the bundle's requirements have more than the limit of {MAX_BUNDLE_NODES} constraint nodes"
+            ));
+        }
+        if self.cel_rules + cel_rules > MAX_CEL_RULES_PER_BUNDLE {
+            return Err(format!(
+                "the bundle's requirements have more than the limit of {MAX_CEL_RULES_PER_BUNDLE} CEL rules"
+            ));
+        }
+        self.requirements += 1;
+        self.nodes += nodes;
+        self.cel_rules += cel_rules;
+        Ok(())
+    }
+}
+
+/// One requirement property's value (raw JSON text), counted against the bundle's `budget`.
+fn requirement(
+    bundle: &str,
+    property: &str,
+    raw: &str,
+    budget: &mut BundleBudget,
+) -> Result<Requirement, DependencyError> {
     let fail = |m: String| invalid(bundle, property, m);
-    if property == PROPERTY_CONSTRAINT && raw.len() > MAX_CONSTRAINT_BYTES {
+    let limit = if property == PROPERTY_CONSTRAINT {
+        MAX_CONSTRAINT_BYTES
+    } else {
+        MAX_REQUIRED_BYTES
+    };
+    if raw.len() > limit {
         return Err(fail(format!(
-            "the value is {} bytes, over the limit of {MAX_CONSTRAINT_BYTES}",
+            "the value is {} bytes, over the limit of {limit}",
             raw.len()
         )));
     }
     let value: Value = serde_json::from_str(raw).map_err(|e| fail(e.to_string()))?;
     match property {
-        PROPERTY_PACKAGE_REQUIRED => Ok(Requirement {
-            property: property.to_string(),
-            constraint: package(&value, "versionRange").map_err(fail)?,
-            failure_message: None,
-        }),
-        PROPERTY_GVK_REQUIRED => Ok(Requirement {
-            property: property.to_string(),
-            constraint: Constraint::Gvk(gvk(&value).map_err(fail)?),
-            failure_message: None,
-        }),
-        _ => {
-            let (constraint, failure_message) = constraint(&value, 1).map_err(fail)?;
+        PROPERTY_PACKAGE_REQUIRED => {
+            let constraint = package(&value, "versionRange").map_err(fail)?;
+            budget.take(1, 0).map_err(fail)?;
             Ok(Requirement {
                 property: property.to_string(),
                 constraint,
+                failure_message: None,
+            })
+        }
+        PROPERTY_GVK_REQUIRED => {
+            let gvk = gvk(&value).map_err(fail)?;
+            budget.take(1, 0).map_err(fail)?;
+            Ok(Requirement {
+                property: property.to_string(),
+                constraint: Constraint::Gvk(gvk),
+                failure_message: None,
+            })
+        }
+        _ => {
+            let mut count = TreeCount::default();
+            let (draft, failure_message) = constraint(&value, 1, &mut count).map_err(fail)?;
+            // Every limit is checked before the first CEL rule is compiled.
+            budget.take(count.nodes, count.cel_rules).map_err(fail)?;
+            Ok(Requirement {
+                property: property.to_string(),
+                constraint: draft.compile().map_err(fail)?,
                 failure_message,
             })
         }
@@ -179,7 +286,7 @@ fn object(value: &Value, fields: &[&str]) -> Result<Vec<Option<Value>>, String> 
     let mut out = vec![None; fields.len()];
     for (key, v) in map {
         let Some(i) = fields.iter().position(|f| f.eq_ignore_ascii_case(key)) else {
-            return Err(format!("unknown field {key:?}"));
+            return Err(format!("unknown field {}", quote(key)));
         };
         if out[i].is_some() {
             return Err(format!("field {:?} is given twice", fields[i]));
@@ -215,7 +322,20 @@ fn package(value: &Value, range_field: &str) -> Result<Constraint, String> {
     if name.is_empty() {
         return Err("packageName is empty".to_string());
     }
-    let range = SkipRange::parse(&range_text).map_err(|e| format!("{range_field} {range_text:?}: {e}"))?;
+    check_length("packageName", &name, MAX_PACKAGE_NAME_BYTES)?;
+    let range = SkipRange::parse(&range_text).map_err(|e| match e {
+        // These name the range themselves, quoted and cut.
+        VersionError::RangeTooLong { range, bytes, limit } => {
+            format!("{range_field} {range} is {bytes} bytes, over the limit of {limit}")
+        }
+        VersionError::RangeTooManyTerms {
+            range,
+            what,
+            count,
+            limit,
+        } => format!("{range_field} {range} has {count} {what}, over the limit of {limit}"),
+        e => format!("{range_field} {}: {e}", quote(&range_text)),
+    })?;
     Ok(Constraint::Package { package: name, range })
 }
 
@@ -229,6 +349,9 @@ fn gvk(value: &Value) -> Result<Gvk, String> {
     if gvk.version.is_empty() || gvk.kind.is_empty() {
         return Err("an API needs a version and a kind".to_string());
     }
+    check_length("group", &gvk.group, MAX_GROUP_BYTES)?;
+    check_length("version", &gvk.version, MAX_API_VERSION_BYTES)?;
+    check_length("kind", &gvk.kind, MAX_KIND_BYTES)?;
     Ok(gvk)
 }
 
@@ -243,17 +366,73 @@ const CONSTRAINT_FIELDS: [&str; 8] = [
     "none",
 ];
 
-/// One constraint object at nesting `depth` (1 = top level), with its failure message.
-fn constraint(value: &Value, depth: usize) -> Result<(Constraint, Option<String>), String> {
+/// The nodes and CEL rules of one constraint tree, counted while it is read.
+#[derive(Debug, Default)]
+struct TreeCount {
+    nodes: usize,
+    cel_rules: usize,
+}
+
+/// A constraint read and within its limits, its CEL rules not compiled yet.
+enum Draft {
+    /// A `package` or `gvk` leaf.
+    Leaf(Constraint),
+    /// A CEL rule's source.
+    Cel(String),
+    All(Vec<Draft>),
+    Any(Vec<Draft>),
+    Not(Vec<Draft>),
+}
+
+impl Draft {
+    /// The constraint, its CEL rules compiled.
+    fn compile(self) -> Result<Constraint, String> {
+        let all = |children: Vec<Draft>| {
+            children
+                .into_iter()
+                .map(Draft::compile)
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(match self {
+            Draft::Leaf(c) => c,
+            Draft::Cel(rule) => {
+                #[cfg(test)]
+                tests::CEL_COMPILES.with(|n| n.set(n.get() + 1));
+                Constraint::Cel(CelRule::compile(&rule)?)
+            }
+            Draft::All(children) => Constraint::All(all(children)?),
+            Draft::Any(children) => Constraint::Any(all(children)?),
+            Draft::Not(children) => Constraint::Not(all(children)?),
+        })
+    }
+}
+
+/// One constraint object at nesting `depth` (1 = top level), with its failure message; its nodes
+/// and CEL rules are added to `count`, and reading stops at the first limit passed.
+fn constraint(value: &Value, depth: usize, count: &mut TreeCount) -> Result<(Draft, Option<String>), String> {
     if depth > MAX_CONSTRAINT_DEPTH {
         return Err(format!(
             "constraints are nested deeper than {MAX_CONSTRAINT_DEPTH} levels"
         ));
     }
+    count.nodes += 1;
+    if count.nodes > MAX_CONSTRAINT_NODES {
+        return Err(format!(
+            "the constraint tree has more than the limit of {MAX_CONSTRAINT_NODES} nodes"
+        ));
+    }
     let mut f = object(value, &CONSTRAINT_FIELDS)?;
     let failure_message = match f[0].take() {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
+        Some(Value::String(s)) => {
+            if s.len() > MAX_FAILURE_MESSAGE_BYTES {
+                return Err(format!(
+                    "failureMessage is {} bytes, over the limit of {MAX_FAILURE_MESSAGE_BYTES}",
+                    s.len()
+                ));
+            }
+            Some(s)
+        }
         Some(other) => return Err(format!("failureMessage must be a string, got {}", kind(&other))),
     };
     // `none` is the deprecated spelling of `not`, ignored when both are set.
@@ -276,12 +455,18 @@ fn constraint(value: &Value, depth: usize) -> Result<(Constraint, Option<String>
     };
     let v = f[i].take().expect("set");
     let c = match CONSTRAINT_FIELDS[i] {
-        "package" => package(&v, "versionRange")?,
-        "gvk" => Constraint::Gvk(gvk(&v)?),
+        "package" => Draft::Leaf(package(&v, "versionRange")?),
+        "gvk" => Draft::Leaf(Constraint::Gvk(gvk(&v)?)),
         "cel" => {
             let mut fields = object(&v, &["rule"])?;
             let rule = string(fields[0].take(), "rule")?;
-            Constraint::Cel(CelRule::compile(&rule)?)
+            count.cel_rules += 1;
+            if count.cel_rules > MAX_CEL_RULES_PER_CONSTRAINT {
+                return Err(format!(
+                    "the constraint has more than the limit of {MAX_CEL_RULES_PER_CONSTRAINT} CEL rules"
+                ));
+            }
+            Draft::Cel(rule)
         }
         word => {
             let mut fields = object(&v, &["constraints"])?;
@@ -294,12 +479,12 @@ fn constraint(value: &Value, depth: usize) -> Result<(Constraint, Option<String>
             };
             let children = children
                 .iter()
-                .map(|c| constraint(c, depth + 1).map(|(c, _)| c))
+                .map(|c| constraint(c, depth + 1, count).map(|(c, _)| c))
                 .collect::<Result<Vec<_>, _>>()?;
             match word {
-                "all" => Constraint::All(children),
-                "any" => Constraint::Any(children),
-                _ => Constraint::Not(children),
+                "all" => Draft::All(children),
+                "any" => Draft::Any(children),
+                _ => Draft::Not(children),
             }
         }
     };
@@ -308,8 +493,15 @@ fn constraint(value: &Value, depth: usize) -> Result<(Constraint, Option<String>
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
     use crate::{catalog::PropertyValue, dependencies::BundleFacts};
+
+    thread_local! {
+        /// CEL rules compiled on this thread (each test runs on its own thread).
+        pub(super) static CEL_COMPILES: Cell<usize> = const { Cell::new(0) };
+    }
 
     fn prop(t: &str, v: &str) -> Property {
         Property::new(t, PropertyValue::from_json(v).unwrap())
@@ -484,7 +676,370 @@ mod tests {
             r#"{{"failureMessage":"{}","package":{{"packageName":"blue","versionRange":">=1.0.0"}}}}"#,
             "x".repeat(MAX_CONSTRAINT_BYTES)
         );
-        assert!(err("olm.constraint", &big).contains("over the limit of 131072"));
+        assert_eq!(
+            err("olm.constraint", &big),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.constraint dependency: the value is {} bytes, over the limit of 131072"#,
+                big.len()
+            )
+        );
+    }
+
+    fn gvk_leaf(i: usize) -> String {
+        format!(r#"{{"gvk":{{"group":"g{i}.io","version":"v1","kind":"K"}}}}"#)
+    }
+
+    fn any_of(children: &[String]) -> String {
+        format!(r#"{{"any":{{"constraints":[{}]}}}}"#, children.join(","))
+    }
+
+    fn cel_leaf(i: usize) -> String {
+        format!(r#"{{"cel":{{"rule":"properties.size() > {i}"}}}}"#)
+    }
+
+    #[test]
+    fn every_requirement_property_is_bounded_in_bytes() {
+        let long_range = format!(">=1.0.0 {}", "<2.0.0 ".repeat(700));
+        let package = format!(r#"{{"packageName":"blue","versionRange":"{long_range}"}}"#);
+        assert_eq!(
+            err("olm.package.required", &package),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: the value is {} bytes, over the limit of 4096"#,
+                package.len()
+            )
+        );
+        let gvk = format!(r#"{{"group":"{}","version":"v1","kind":"K"}}"#, "g".repeat(5000));
+        assert_eq!(
+            err("olm.gvk.required", &gvk),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.gvk.required dependency: the value is {} bytes, over the limit of 4096"#,
+                gvk.len()
+            )
+        );
+        // A dependencies.yaml entry is held to the same limit once converted.
+        let deps = format!(
+            "dependencies:\n- type: olm.gvk\n  value: {{group: {}, version: v1, kind: K}}\n",
+            "g".repeat(5000)
+        );
+        assert_eq!(
+            requirements_from_bundle_metadata("x.v1", Some(&deps), None)
+                .unwrap_err()
+                .to_string(),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.gvk.required dependency: the value is {} bytes, over the limit of 4096"#,
+                gvk.len()
+            )
+        );
+    }
+
+    #[test]
+    fn names_and_api_fields_have_kubernetes_lengths() {
+        let name = "p".repeat(MAX_PACKAGE_NAME_BYTES);
+        one(
+            "olm.package.required",
+            &format!(r#"{{"packageName":"{name}","versionRange":">=1.0.0"}}"#),
+        );
+        let long = format!("{name}p");
+        let shown = format!(r#""{}"... (126 more bytes)"#, "p".repeat(128));
+        assert_eq!(
+            err(
+                "olm.package.required",
+                &format!(r#"{{"packageName":"{long}","versionRange":">=1.0.0"}}"#)
+            ),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: packageName {shown} is 254 bytes, over the limit of 253"#
+            )
+        );
+        // The same inside a constraint tree.
+        assert_eq!(
+            err(
+                "olm.constraint",
+                &format!(r#"{{"package":{{"packageName":"{long}","versionRange":">=1.0.0"}}}}"#)
+            ),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.constraint dependency: packageName {shown} is 254 bytes, over the limit of 253"#
+            )
+        );
+        let cases = [
+            ("group", "g".repeat(254), "v1".to_string(), "K".to_string(), 253),
+            ("version", "g".to_string(), "v".repeat(64), "K".to_string(), 63),
+            ("kind", "g".to_string(), "v1".to_string(), "K".repeat(64), 63),
+        ];
+        for (field, group, version, kind, limit) in cases {
+            let text = format!(r#"{{"group":"{group}","version":"{version}","kind":"{kind}"}}"#);
+            let value = match field {
+                "group" => &group,
+                "version" => &version,
+                _ => &kind,
+            };
+            assert_eq!(
+                err("olm.gvk.required", &text),
+                format!(
+                    r#"bundle "x.v1" has an invalid olm.gvk.required dependency: {field} {} is {} bytes, over the limit of {limit}"#,
+                    go_quote_cut(value, QUOTE_CHARS),
+                    limit + 1
+                )
+            );
+        }
+        let at_limits = format!(
+            r#"{{"group":"{}","version":"{}","kind":"{}"}}"#,
+            "g".repeat(253),
+            "v".repeat(63),
+            "K".repeat(63)
+        );
+        one("olm.gvk.required", &at_limits);
+    }
+
+    #[test]
+    fn a_failure_message_is_bounded() {
+        let message = "m".repeat(MAX_FAILURE_MESSAGE_BYTES + 1);
+        assert_eq!(
+            err(
+                "olm.constraint",
+                &format!(
+                    r#"{{"failureMessage":"{message}","gvk":{{"group":"g","version":"v1","kind":"K"}}}}"#
+                )
+            ),
+            r#"bundle "x.v1" has an invalid olm.constraint dependency: failureMessage is 1025 bytes, over the limit of 1024"#
+        );
+    }
+
+    #[test]
+    fn a_constraint_tree_is_bounded_in_nodes() {
+        // The `any` itself is a node: 255 children fill the tree exactly.
+        let leaves: Vec<String> = (0..MAX_CONSTRAINT_NODES).map(gvk_leaf).collect();
+        one("olm.constraint", &any_of(&leaves[..MAX_CONSTRAINT_NODES - 1]));
+        assert_eq!(
+            err("olm.constraint", &any_of(&leaves)),
+            r#"bundle "x.v1" has an invalid olm.constraint dependency: the constraint tree has more than the limit of 256 nodes"#
+        );
+    }
+
+    #[test]
+    fn four_thousand_cel_rules_in_one_tree_are_refused_before_any_is_compiled() {
+        let rules: Vec<String> = (0..4000)
+            .map(|_| r#"{"cel":{"rule":"true"}}"#.to_string())
+            .collect();
+        let tree = any_of(&rules);
+        assert!(tree.len() < MAX_CONSTRAINT_BYTES, "{}", tree.len());
+        CEL_COMPILES.with(|n| n.set(0));
+        assert_eq!(
+            err("olm.constraint", &tree),
+            r#"bundle "x.v1" has an invalid olm.constraint dependency: the constraint has more than the limit of 16 CEL rules"#
+        );
+        assert_eq!(CEL_COMPILES.with(Cell::get), 0);
+        // At the limit, every rule is compiled once.
+        let rules: Vec<String> = (0..MAX_CEL_RULES_PER_CONSTRAINT).map(cel_leaf).collect();
+        one("olm.constraint", &any_of(&rules));
+        assert_eq!(CEL_COMPILES.with(Cell::get), MAX_CEL_RULES_PER_CONSTRAINT);
+    }
+
+    #[test]
+    fn a_bundle_is_bounded_in_cel_rules_nodes_and_requirements() {
+        let full: Vec<String> = (0..MAX_CEL_RULES_PER_CONSTRAINT).map(cel_leaf).collect();
+        let full = prop("olm.constraint", &any_of(&full));
+        let one_more = prop("olm.constraint", &cel_leaf(99));
+        CEL_COMPILES.with(|n| n.set(0));
+        let e = requirements_of("x.v1", &[full.clone(), full.clone(), one_more]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"bundle "x.v1" has an invalid olm.constraint dependency: the bundle's requirements have more than the limit of 32 CEL rules"#
+        );
+        // Only the rules within the bundle's limit were compiled.
+        assert_eq!(CEL_COMPILES.with(Cell::get), MAX_CEL_RULES_PER_BUNDLE);
+
+        let leaves: Vec<String> = (0..MAX_CONSTRAINT_NODES - 1).map(gvk_leaf).collect();
+        let tree = prop("olm.constraint", &any_of(&leaves));
+        let four = vec![tree.clone(); MAX_BUNDLE_NODES / MAX_CONSTRAINT_NODES];
+        assert_eq!(requirements_of("x.v1", &four).unwrap().len(), 4);
+        let mut five = four.clone();
+        five.push(prop(
+            "olm.gvk.required",
+            r#"{"group":"g","version":"v1","kind":"K"}"#,
+        ));
+        assert_eq!(
+            requirements_of("x.v1", &five).unwrap_err().to_string(),
+            r#"bundle "x.v1" has an invalid olm.gvk.required dependency: the bundle's requirements have more than the limit of 1024 constraint nodes"#
+        );
+
+        let gvk = prop("olm.gvk.required", r#"{"group":"g","version":"v1","kind":"K"}"#);
+        let mut many = vec![gvk; MAX_REQUIREMENTS];
+        assert_eq!(requirements_of("x.v1", &many).unwrap().len(), MAX_REQUIREMENTS);
+        many.push(prop(
+            "olm.package.required",
+            r#"{"packageName":"blue","versionRange":">=1.0.0"}"#,
+        ));
+        assert_eq!(
+            requirements_of("x.v1", &many).unwrap_err().to_string(),
+            r#"bundle "x.v1" has an invalid olm.package.required dependency: the bundle has more than the limit of 256 requirements"#
+        );
+    }
+
+    #[test]
+    fn version_ranges_are_bounded_and_named_cut() {
+        // The issue's range: 100,000 `||` terms, refused on its length before any term is read.
+        let range = vec!["1.0.0"; 100_000].join(" || ");
+        let text = format!(r#"{{"packageName":"blue","versionRange":"{range}"}}"#);
+        let e = requirements_from_bundle_metadata(
+            "x.v1",
+            None,
+            Some(&format!(
+                "properties:\n- type: olm.package.required\n  value: {text}\n"
+            )),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: the value is {} bytes, over the limit of 4096"#,
+                text.len()
+            )
+        );
+        // Within the property's bytes, the range's own limits speak, naming the range cut.
+        let range = format!(">=1.0.0 {}", "<2.0.0 ".repeat(150));
+        let text = format!(r#"{{"packageName":"blue","versionRange":"{range}"}}"#);
+        assert_eq!(
+            err("olm.package.required", &text),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: versionRange {} is 1058 bytes, over the limit of 1024"#,
+                go_quote_cut(&range, QUOTE_CHARS)
+            )
+        );
+        let range = vec!["1.0.0"; 33].join(" || ");
+        assert_eq!(
+            err(
+                "olm.package.required",
+                &format!(r#"{{"packageName":"blue","versionRange":"{range}"}}"#)
+            ),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: versionRange {} has 33 alternatives, over the limit of 32"#,
+                go_quote_cut(&range, QUOTE_CHARS)
+            )
+        );
+        let range = format!(">=1.0.0 {}", "<2.0.0 ".repeat(64));
+        assert_eq!(
+            err(
+                "olm.constraint",
+                &format!(r#"{{"package":{{"packageName":"blue","versionRange":"{range}"}}}}"#)
+            ),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.constraint dependency: versionRange {} has 65 comparators, over the limit of 64"#,
+                go_quote_cut(&range, QUOTE_CHARS)
+            )
+        );
+    }
+
+    #[test]
+    fn a_wildcard_past_the_largest_version_number_is_refused_not_wrapped() {
+        assert_eq!(
+            err(
+                "olm.package.required",
+                r#"{"packageName":"blue","versionRange":">18446744073709551615.x"}"#
+            ),
+            r#"bundle "x.v1" has an invalid olm.package.required dependency: versionRange ">18446744073709551615.x": Could not parse Range ">18446744073709551615.x": the wildcard needs a version number above 18446744073709551615, the largest there is"#
+        );
+        // One below still bumps: only the largest major matches.
+        let r = one(
+            "olm.package.required",
+            r#"{"packageName":"blue","versionRange":">18446744073709551614.x"}"#,
+        );
+        let Constraint::Package { range, .. } = &r.constraint else {
+            panic!("a package requirement")
+        };
+        assert!(!range.contains(&semver::Version::new(0, 0, 0)));
+        assert!(!range.contains(&semver::Version::new(18446744073709551614, 9, 9)));
+        assert!(range.contains(&semver::Version::new(18446744073709551615, 0, 0)));
+    }
+
+    #[test]
+    fn a_ten_megabyte_key_is_quoted_cut() {
+        let key = "k".repeat(10 << 20);
+        // YAML allows a key this long only in the explicit `? key` form.
+        let deps = format!(
+            "dependencies:\n- type: olm.package\n  value:\n    packageName: blue\n    ? {key}\n    : 1\n"
+        );
+        let e = requirements_from_bundle_metadata("x.v1", Some(&deps), None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package dependency: unknown field "{}"... ({} more bytes)"#,
+                "k".repeat(QUOTE_CHARS),
+                (10 << 20) - QUOTE_CHARS
+            )
+        );
+        let deps = format!("dependencies:\n- type: {key}\n  value: {{}}\n");
+        let e = requirements_from_bundle_metadata("x.v1", Some(&deps), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 400, "{}", e.len());
+        assert!(e.ends_with(&format!(
+            r#""... ({} more bytes) is not supported (olm.package, olm.gvk and olm.constraint are)"#,
+            (10 << 20) - QUOTE_CHARS
+        )));
+        // Within a property's bytes, a long key is cut too.
+        let key = "k".repeat(3000);
+        assert_eq!(
+            err(
+                "olm.package.required",
+                &format!(r#"{{"packageName":"blue","{key}":1}}"#)
+            ),
+            format!(
+                r#"bundle "x.v1" has an invalid olm.package.required dependency: unknown field "{}"... (2872 more bytes)"#,
+                "k".repeat(QUOTE_CHARS)
+            )
+        );
+    }
+
+    /// Real data (needs ../shared/catalogs): every requirement property of the shared catalogs is
+    /// read within the limits.
+    #[test]
+    fn real_catalogs_requirement_properties_all_parse() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/catalogs");
+        let mut files = Vec::new();
+        for catalog in
+            std::fs::read_dir(root).unwrap_or_else(|e| panic!("real catalogs {root} must exist: {e}"))
+        {
+            let catalog = catalog.expect("a catalog entry").path();
+            if catalog.is_dir() {
+                for package in std::fs::read_dir(&catalog).expect("a catalog directory") {
+                    files.push(package.expect("a package entry").path().join("catalog.yaml"));
+                }
+            }
+        }
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        for file in files {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            if !["olm.package.required", "olm.gvk.required", "olm.constraint"]
+                .iter()
+                .any(|t| text.contains(t))
+            {
+                continue;
+            }
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("catalog YAML parses");
+            for doc in docs.iter().filter(|d| d["schema"] == "olm.bundle") {
+                let name = doc["name"].as_str().expect("bundle name");
+                let properties: Vec<Property> = doc["properties"]
+                    .as_array()
+                    .expect("bundle properties")
+                    .iter()
+                    .map(|p| {
+                        let value = PropertyValue::from_json(&p["value"].to_string()).expect("JSON");
+                        Property::new(p["type"].as_str().expect("a type"), value)
+                    })
+                    .collect();
+                let requirements =
+                    requirements_of(name, &properties).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                for r in requirements {
+                    *counts.entry(r.property).or_default() += 1;
+                }
+            }
+        }
+        let counts: Vec<(&str, usize)> = counts.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(counts, [("olm.gvk.required", 106), ("olm.package.required", 29)]);
     }
 
     #[test]

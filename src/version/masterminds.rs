@@ -9,7 +9,9 @@ use std::{cmp::Ordering, fmt, sync::LazyLock};
 
 use regex::Regex;
 
-use super::VersionError;
+use super::{
+    MAX_RANGE_ALTERNATIVES, MAX_RANGE_COMPARATORS, VersionError, check_range_bytes, check_range_terms,
+};
 
 /// Go's `\s` (RE2): no vertical tab, no Unicode spaces.
 const WS: &str = r"[\t\n\f\r ]";
@@ -345,11 +347,15 @@ pub struct VersionRange {
 
 impl VersionRange {
     /// Parses a range as Masterminds `NewConstraint` does; the error text is upstream's
-    /// (`improper constraint: "foobar"`).
+    /// (`improper constraint: "foobar"`). A range over [`MAX_RANGE_BYTES`](super::MAX_RANGE_BYTES),
+    /// [`MAX_RANGE_ALTERNATIVES`] or [`MAX_RANGE_COMPARATORS`] is refused before any term is parsed.
     pub fn parse(text: &str) -> Result<VersionRange, VersionError> {
+        check_range_bytes(text)?;
         let rewritten = rewrite_hyphen_ranges(text);
-        let mut groups = Vec::new();
-        for part in rewritten.split("||") {
+        let parts: Vec<&str> = rewritten.split("||").collect();
+        check_range_terms(text, "alternatives", parts.len(), MAX_RANGE_ALTERNATIVES)?;
+        let mut grouped = Vec::with_capacity(parts.len());
+        for part in parts {
             if !VALID_AND_GROUP.is_match(part) {
                 return Err(VersionError::ImproperConstraint(part.to_string()));
             }
@@ -357,6 +363,12 @@ impl VersionRange {
             if terms.is_empty() {
                 terms.push(part);
             }
+            grouped.push(terms);
+        }
+        let comparators = grouped.iter().map(Vec::len).sum();
+        check_range_terms(text, "comparators", comparators, MAX_RANGE_COMPARATORS)?;
+        let mut groups = Vec::with_capacity(grouped.len());
+        for terms in grouped {
             let constraints = terms
                 .into_iter()
                 .map(parse_constraint)
@@ -436,6 +448,56 @@ mod tests {
         assert_eq!(
             VersionRange::parse("foobar").unwrap_err().to_string(),
             "improper constraint: \"foobar\""
+        );
+    }
+
+    #[test]
+    fn ranges_are_bounded_in_bytes_alternatives_and_comparators() {
+        let huge = vec!["1.0.0"; 100_000].join(" || ");
+        assert_eq!(
+            VersionRange::parse(&huge).unwrap_err().to_string(),
+            format!(
+                r#"range "{}"... ({} more bytes) is 899996 bytes, over the limit of 1024"#,
+                &huge[..128],
+                huge.len() - 128
+            )
+        );
+        let at_limit = vec!["1.0.0"; MAX_RANGE_ALTERNATIVES].join(" || ");
+        assert!(VersionRange::parse(&at_limit).is_ok());
+        assert!(
+            VersionRange::parse(&format!("{at_limit} || 2.0.0"))
+                .unwrap_err()
+                .to_string()
+                .ends_with("more bytes) has 33 alternatives, over the limit of 32")
+        );
+        let at_limit = format!(">=1.0.0{}", ", <2.0.0".repeat(MAX_RANGE_COMPARATORS - 1));
+        assert!(VersionRange::parse(&at_limit).is_ok());
+        // A hyphen range is two comparators.
+        let over = format!("{at_limit}, 1.0.0 - 1.5.0");
+        assert!(
+            VersionRange::parse(&over)
+                .unwrap_err()
+                .to_string()
+                .ends_with("more bytes) has 66 comparators, over the limit of 64"),
+        );
+        // Numbers past u64 are refused, never wrapped (nothing in a check adds to them).
+        assert!(VersionRange::parse(">18446744073709551616").is_err());
+        let r = VersionRange::parse("~18446744073709551615.x").unwrap();
+        assert!(r.matches_loose(&v("18446744073709551615.7.1")));
+        assert!(!r.matches_loose(&v("1.0.0")));
+        let r = VersionRange::parse("^18446744073709551615.18446744073709551615.x").unwrap();
+        assert!(r.matches_loose(&v(
+            "18446744073709551615.18446744073709551615.18446744073709551615"
+        )));
+        assert!(!r.matches_loose(&v("0.0.0")));
+        // The part named in an error is cut.
+        let long = format!("foo{}", "x".repeat(1000));
+        assert_eq!(
+            VersionRange::parse(&long).unwrap_err().to_string(),
+            format!(
+                r#"improper constraint: "foo{}"... (875 more bytes)"#,
+                "x".repeat(125)
+            )
         );
     }
 

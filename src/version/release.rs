@@ -6,8 +6,7 @@
 
 use std::{cmp::Ordering, fmt};
 
-use super::VersionError;
-use crate::go_format::go_quote;
+use super::{VersionError, quote as go_quote};
 
 /// Parses a strict semver version as blang's `Parse` does: `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, no
 /// `v`, numbers (numeric prerelease identifiers included) within u64, with blang's error messages.
@@ -121,12 +120,13 @@ impl Release {
         }
         if text.len() > 20 {
             return Err(VersionError::InvalidRelease(format!(
-                "invalid release {text:?}: must be at most 20 characters"
+                "invalid release {}: must be at most 20 characters",
+                go_quote(text)
             )));
         }
         semver::Prerelease::new(text)
             .map(Release)
-            .map_err(|e| VersionError::InvalidRelease(format!("invalid release {text:?}: {e}")))
+            .map_err(|e| VersionError::InvalidRelease(format!("invalid release {}: {e}", go_quote(text))))
     }
 
     /// Whether there is no release.

@@ -6,7 +6,10 @@
 
 use std::{cmp::Ordering, fmt};
 
-use super::{VersionError, release::cmp_precedence};
+use super::{
+    MAX_RANGE_ALTERNATIVES, MAX_RANGE_COMPARATORS, VersionError, check_range_bytes, check_range_terms, quote,
+    release::cmp_precedence,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Comparator {
@@ -58,9 +61,15 @@ pub struct SkipRange {
 }
 
 impl SkipRange {
-    /// Parses like blang `ParseRange`; errors carry blang's wording.
+    /// Parses like blang `ParseRange`; errors carry blang's wording. A range over
+    /// [`MAX_RANGE_BYTES`](super::MAX_RANGE_BYTES), [`MAX_RANGE_ALTERNATIVES`] or
+    /// [`MAX_RANGE_COMPARATORS`] is refused before any term is parsed.
     pub fn parse(text: &str) -> Result<SkipRange, VersionError> {
+        check_range_bytes(text)?;
         let parts = split_and_trim(text);
+        let bars = parts.iter().filter(|p| *p == "||").count();
+        check_range_terms(text, "alternatives", bars + 1, MAX_RANGE_ALTERNATIVES)?;
+        check_range_terms(text, "comparators", parts.len() - bars, MAX_RANGE_COMPARATORS)?;
         let or_parts = split_or_parts(&parts)?;
         let mut groups = Vec::with_capacity(or_parts.len());
         for and_parts in or_parts {
@@ -69,12 +78,18 @@ impl SkipRange {
                 let (op, version_text) = split_comparator_version(&part)?;
                 let comparator = Comparator::parse(op).ok_or_else(|| {
                     VersionError::InvalidSkipRange(format!(
-                        "Could not parse Range {part:?}: Could not parse comparator {op:?} in {part:?}"
+                        "Could not parse Range {}: Could not parse comparator {} in {}",
+                        quote(&part),
+                        quote(op),
+                        quote(&part)
                     ))
                 })?;
                 let version = super::parse_strict(version_text).map_err(|e| {
                     VersionError::InvalidSkipRange(format!(
-                        "Could not parse Range {part:?}: Could not parse version {version_text:?} in {part:?}: {e}"
+                        "Could not parse Range {}: Could not parse version {} in {}: {e}",
+                        quote(&part),
+                        quote(version_text),
+                        quote(&part)
                     ))
                 })?;
                 terms.push(Term { comparator, version });
@@ -83,7 +98,8 @@ impl SkipRange {
         }
         if groups.iter().all(|g| g.is_empty()) {
             return Err(VersionError::InvalidSkipRange(format!(
-                "Could not parse Range {text:?}: empty range"
+                "Could not parse Range {}: empty range",
+                quote(text)
             )));
         }
         Ok(SkipRange {
@@ -161,9 +177,9 @@ fn split_or_parts(parts: &[String]) -> Result<Vec<Vec<String>>, VersionError> {
 }
 
 fn split_comparator_version(s: &str) -> Result<(&str, &str), VersionError> {
-    let i = s
-        .find(|c: char| c.is_ascii_digit())
-        .ok_or_else(|| VersionError::InvalidSkipRange(format!("Could not get version from string: {s:?}")))?;
+    let i = s.find(|c: char| c.is_ascii_digit()).ok_or_else(|| {
+        VersionError::InvalidSkipRange(format!("Could not get version from string: {}", quote(s)))
+    })?;
     Ok((s[..i].trim(), &s[i..]))
 }
 
@@ -197,12 +213,21 @@ fn flatten_wildcard(version: &str) -> String {
     }
 }
 
-fn increment(version: &str, index: usize) -> String {
+/// blang's `incrementMajorVersion`/`incrementMinorVersion`: the number at `index` plus one. The
+/// largest number has no successor: the term is refused (blang's `Atoi` refuses it too), never
+/// wrapped to 0, which would turn `>18446744073709551615.x` into `>=0.0.0`.
+fn increment(version: &str, index: usize, part: &str) -> Result<String, VersionError> {
     let mut parts: Vec<String> = version.split('.').map(str::to_string).collect();
     if let Some(n) = parts.get(index).and_then(|p| p.parse::<u64>().ok()) {
-        parts[index] = (n + 1).to_string();
+        let next = n.checked_add(1).ok_or_else(|| {
+            VersionError::InvalidSkipRange(format!(
+                "Could not parse Range {}: the wildcard needs a version number above {n}, the largest there is",
+                quote(part)
+            ))
+        })?;
+        parts[index] = next.to_string();
     }
-    parts.join(".")
+    Ok(parts.join("."))
 }
 
 /// blang `expandWildcardVersion`: `1.2.x` terms become plain comparisons.
@@ -233,8 +258,8 @@ fn expand_wildcards(parts: Vec<String>) -> Result<Vec<String>, VersionError> {
         };
         let result_version = if bump {
             match kind {
-                Wildcard::Patch => increment(&flat, 1),
-                Wildcard::Minor => increment(&flat, 0),
+                Wildcard::Patch => increment(&flat, 1, &part)?,
+                Wildcard::Minor => increment(&flat, 0, &part)?,
                 _ => String::new(),
             }
         } else {
@@ -270,6 +295,106 @@ mod tests {
         ] {
             assert!(SkipRange::parse(bad).is_err(), "{bad:?} should not parse");
         }
+    }
+
+    #[test]
+    fn ranges_are_bounded_in_bytes_alternatives_and_comparators() {
+        // The issue's range: 100,000 `||` terms, refused on its length alone.
+        let huge = vec!["1.0.0"; 100_000].join(" || ");
+        assert_eq!(
+            SkipRange::parse(&huge).unwrap_err().to_string(),
+            format!(
+                r#"range "{}"... ({} more bytes) is 899996 bytes, over the limit of 1024"#,
+                &huge[..128],
+                huge.len() - 128
+            )
+        );
+        let at_limit = vec!["1.0.0"; MAX_RANGE_ALTERNATIVES].join(" || ");
+        assert!(SkipRange::parse(&at_limit).is_ok());
+        let over = format!("{at_limit} || 2.0.0");
+        assert_eq!(
+            SkipRange::parse(&over).unwrap_err().to_string(),
+            format!(
+                r#"range "{}"... ({} more bytes) has 33 alternatives, over the limit of 32"#,
+                &over[..128],
+                over.len() - 128
+            )
+        );
+        let at_limit = format!(">=1.0.0 {}", "<2.0.0 ".repeat(MAX_RANGE_COMPARATORS - 1));
+        assert!(SkipRange::parse(&at_limit).is_ok());
+        let over = format!("{at_limit}!=1.5.0");
+        assert!(
+            SkipRange::parse(&over)
+                .unwrap_err()
+                .to_string()
+                .ends_with("more bytes) has 65 comparators, over the limit of 64"),
+        );
+        let exactly = format!(">={}", "0".repeat(super::super::MAX_RANGE_BYTES - 3) + "1");
+        assert!(!matches!(
+            SkipRange::parse(&exactly),
+            Err(VersionError::RangeTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn wildcard_bumps_cannot_overflow() {
+        for (range, number) in [
+            (">18446744073709551615.x", "18446744073709551615"),
+            ("<=18446744073709551615.x", "18446744073709551615"),
+            ("18446744073709551615.x", "18446744073709551615"),
+            ("<=1.18446744073709551615.x", "18446744073709551615"),
+            (">1.18446744073709551615.x", "18446744073709551615"),
+        ] {
+            assert_eq!(
+                SkipRange::parse(range).unwrap_err().to_string(),
+                format!(
+                    "Could not parse Range \"{range}\": the wildcard needs a version number above {number}, the largest there is"
+                ),
+            );
+        }
+        // Below the largest number the bump still works, and matches only what it should.
+        let r = SkipRange::parse(">1.18446744073709551614.x").unwrap();
+        assert!(r.contains(&semver::Version::new(1, u64::MAX, 0)));
+        assert!(!r.contains(&semver::Version::new(1, u64::MAX - 1, 7)));
+        assert!(!r.contains(&semver::Version::new(0, 0, 0)));
+    }
+
+    /// Real data (needs ../shared/catalogs): every skipRange of the shared catalogs is within the
+    /// limits (lines `skipRange: ...`, read without a YAML parser to keep the test quick).
+    #[test]
+    fn real_catalogs_skip_ranges_are_within_the_limits() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/catalogs");
+        let mut seen = 0;
+        for catalog in
+            std::fs::read_dir(root).unwrap_or_else(|e| panic!("real catalogs {root} must exist: {e}"))
+        {
+            let catalog = catalog.expect("a catalog entry").path();
+            if !catalog.is_dir() {
+                continue;
+            }
+            for package in std::fs::read_dir(&catalog).expect("a catalog directory") {
+                let file = package.expect("a package entry").path().join("catalog.yaml");
+                let Ok(text) = std::fs::read_to_string(&file) else {
+                    continue;
+                };
+                for line in text.lines() {
+                    let Some((_, value)) = line.split_once("skipRange: ") else {
+                        continue;
+                    };
+                    let range = value.trim().trim_matches(|c| c == '\'' || c == '"');
+                    seen += 1;
+                    assert!(
+                        !matches!(
+                            SkipRange::parse(range),
+                            Err(VersionError::RangeTooLong { .. } | VersionError::RangeTooManyTerms { .. })
+                        ),
+                        "{}: {range}",
+                        file.display()
+                    );
+                }
+            }
+        }
+        assert!(seen >= 600, "{seen} skipRanges");
     }
 }
 
