@@ -102,6 +102,14 @@ impl SkipRange {
                 quote(text)
             )));
         }
+        // blang builds no function for an empty alternative and panics when the range is
+        // evaluated; taken as "any version" it would let a catalog satisfy any requirement.
+        if groups.iter().any(|g| g.is_empty()) {
+            return Err(VersionError::InvalidSkipRange(format!(
+                "Could not parse Range {}: an alternative between '||' is empty",
+                quote(text)
+            )));
+        }
         Ok(SkipRange {
             text: text.to_string(),
             groups,
@@ -279,6 +287,15 @@ mod tests {
         assert_eq!(
             split_and_trim("  >=   1.2.3   <=  1.2.3   "),
             vec![">=1.2.3", "<=1.2.3"]
+        );
+    }
+
+    #[test]
+    fn an_empty_alternative_is_refused_never_any_version() {
+        let err = SkipRange::parse(">1.0.0 || || >2.0.0").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"Could not parse Range ">1.0.0 || || >2.0.0": an alternative between '||' is empty"#
         );
     }
 
