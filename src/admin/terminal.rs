@@ -195,6 +195,45 @@ fn to_json<F: serde_json::ser::Formatter>(
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
+/// `value` as YAML whose strings survive the escaping of text output: a string holding a
+/// character [`escape_text`] escapes is written double-quoted, where YAML reads the escapes it
+/// becomes (`\x1b`, `\u202e`, `\U000e0001`) back as the characters. serde-saphyr quotes
+/// control characters itself, but leaves most format characters (U+202E, U+200B) in plain and
+/// block scalars, where an escape would change the value.
+pub fn to_yaml(value: &serde_json::Value) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(&YamlSafe(value))
+}
+
+/// A JSON value serialized with [`to_yaml`]'s quoting.
+struct YamlSafe<'a>(&'a serde_json::Value);
+
+impl serde::Serialize for YamlSafe<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+        match self.0 {
+            Value::String(s) if s.chars().any(|c| is_escaped(c, true)) => {
+                serde_saphyr::DoubleQuoted(s.as_str()).serialize(serializer)
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&YamlSafe(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    out.serialize_entry(k, &YamlSafe(v))?;
+                }
+                out.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +333,28 @@ mod tests {
             let back: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(back, value);
         }
+    }
+
+    #[test]
+    fn yaml_read_after_escaping_gives_the_same_strings() {
+        let hostile: String = FORMAT.iter().collect();
+        let value = serde_json::json!({
+            "name": format!("a{hostile}b"),
+            "text": format!("line one\nline two {hostile}\n"),
+            "plain": "x: y",
+            "list": [HOSTILE, "\u{200b}", 1, true, null],
+            "description": "two\nlines\n",
+        });
+        let yaml = to_yaml(&value).unwrap();
+        let shown = escape_text(&yaml);
+        assert!(!shown.chars().any(|c| is_hidden(c) && c != '\n'), "{shown}");
+        let back: serde_json::Value = serde_saphyr::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        // Strings with nothing to escape keep serde-saphyr's own style (here a block scalar).
+        assert_eq!(
+            to_yaml(&serde_json::json!({"description": "two\nlines\n", "k": "v"})).unwrap(),
+            serde_saphyr::to_string(&serde_json::json!({"description": "two\nlines\n", "k": "v"})).unwrap()
+        );
     }
 
     #[test]
