@@ -10,6 +10,12 @@
 //!   C1 character left raw fails here too);
 //! - characters: no character of Unicode category Cc (U+0000-U+001F, U+007F-U+009F) but `\n` and
 //!   `\t`, a check that holds whatever the rest of the output's encoding.
+//!
+//! The tests after those run the binary with no cluster on catalogs they write: names and
+//! messages with a newline (starting a forged plan line), CR and the format characters U+202E,
+//! U+2066, U+200B and U+FEFF, whose output passes the same byte check (so no raw format
+//! character) with every forged line after an escaped newline; and cells of hundreds of
+//! kilobytes, shown whole.
 
 use std::path::PathBuf;
 
