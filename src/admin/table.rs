@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::terminal::escape_cell;
+use super::terminal::escape_value;
 
 /// How a cell is highlighted (only on a terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl Table {
     }
 
     /// The table as text, columns separated by three spaces; `colour` adds ANSI colours. Every
-    /// cell is escaped ([`escape_cell`]) before it is measured, so a hostile name can neither
+    /// cell is escaped ([`escape_value`]) before it is measured, so a hostile name can neither
     /// act on the terminal nor misalign a column; a cell wider than [`MAX_CELL_CHARS`] wraps
     /// onto the following lines of its column.
     pub fn render(&self, colour: bool) -> String {
@@ -63,7 +63,7 @@ impl Table {
             .map(|row| {
                 row.iter()
                     .take(columns)
-                    .map(|(cell, tone)| (wrap(&escape_cell(cell), MAX_CELL_CHARS), *tone))
+                    .map(|(cell, tone)| (wrap(&escape_value(cell), MAX_CELL_CHARS), *tone))
                     .collect()
             })
             .collect();
@@ -108,22 +108,29 @@ impl Table {
 pub const MAX_CELL_CHARS: usize = 64;
 
 /// `cell` cut into lines of at most `width` characters, after a comma or a space when the line
-/// has one (`versions`' SKIPS, messages), else at the width.
+/// has one (`versions`' SKIPS, messages), else at the width. Linear in the cell's length: each
+/// line looks back at most `width` characters from where it would end, and nothing is moved (a
+/// `replaces` of 500 KB, or 250,000 skips, is one cell).
 fn wrap(cell: &str, width: usize) -> Vec<String> {
-    let mut rest: Vec<char> = cell.chars().collect();
+    // A zero width would cut nothing and never end.
+    let width = width.max(1);
+    let chars: Vec<char> = cell.chars().collect();
     let mut lines = Vec::new();
-    while rest.len() > width {
+    let mut start = 0;
+    while chars.len() - start > width {
+        let rest = &chars[start..];
         let cut = (1..width)
             .rev()
             .find(|&i| matches!(rest[i - 1], ',' | ' '))
             .unwrap_or(width);
-        let line: String = rest.drain(..cut).collect();
+        let line: String = rest[..cut].iter().collect();
         lines.push(line.trim_end().to_string());
-        while rest.first() == Some(&' ') {
-            rest.remove(0);
+        start += cut;
+        while chars.get(start) == Some(&' ') {
+            start += 1;
         }
     }
-    lines.push(rest.into_iter().collect());
+    lines.push(chars[start..].iter().collect());
     lines
 }
 
@@ -192,5 +199,76 @@ mod tests {
         );
         // A cell with no comma or space is cut at the width.
         assert_eq!(wrap(&"a".repeat(10), 4), ["aaaa", "aaaa", "aa"]);
+    }
+
+    /// The wrapping before it was made linear (it moved the rest of the cell on every line):
+    /// the output must not change.
+    fn quadratic_wrap(cell: &str, width: usize) -> Vec<String> {
+        let mut rest: Vec<char> = cell.chars().collect();
+        let mut lines = Vec::new();
+        while rest.len() > width {
+            let cut = (1..width)
+                .rev()
+                .find(|&i| matches!(rest[i - 1], ',' | ' '))
+                .unwrap_or(width);
+            let line: String = rest.drain(..cut).collect();
+            lines.push(line.trim_end().to_string());
+            while rest.first() == Some(&' ') {
+                rest.remove(0);
+            }
+        }
+        lines.push(rest.into_iter().collect());
+        lines
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wrapping_is_unchanged(cell in "[a-c, .é]{0,300}", width in 1usize..80) {
+            proptest::prop_assert_eq!(wrap(&cell, width), quadratic_wrap(&cell, width));
+        }
+    }
+
+    /// A 1 MB cell (what made `versions` take over 10 CPU seconds on a 500 KB `replaces`): every
+    /// line is within the width, cut after a comma, and the lines put together are the cell.
+    /// The old wrapping moved up to 1 MB per line for some 16,000 lines; this finishes at once.
+    #[test]
+    fn a_one_megabyte_cell_wraps_whole() {
+        let skips: Vec<String> = (0..100_000).map(|i| format!("pkg.v{i}")).collect();
+        let cell = skips.join(",");
+        assert!(cell.len() > 1_000_000);
+        let lines = wrap(&cell, MAX_CELL_CHARS);
+        assert!(lines.len() > cell.len() / MAX_CELL_CHARS);
+        for line in &lines[..lines.len() - 1] {
+            assert!(line.chars().count() <= MAX_CELL_CHARS, "{line}");
+            assert!(line.ends_with(','), "{line}");
+        }
+        assert_eq!(lines.concat(), cell);
+
+        // With no place to cut: lines of exactly the width.
+        let cell = "r".repeat(1 << 20);
+        let lines = wrap(&cell, MAX_CELL_CHARS);
+        assert_eq!(lines.len(), (1 << 20) / MAX_CELL_CHARS);
+        assert!(lines.iter().all(|l| l.len() == MAX_CELL_CHARS));
+
+        // In a table: one line per piece, the other columns empty on continuation lines.
+        let mut t = Table::new(&["BUNDLE", "REPLACES"]);
+        t.row(["b.v2", cell.as_str()]);
+        let text = t.render(false);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 1 + (1 << 20) / MAX_CELL_CHARS);
+        assert_eq!(rows[1], format!("b.v2     {}", "r".repeat(MAX_CELL_CHARS)));
+        assert_eq!(rows[2], format!("         {}", "r".repeat(MAX_CELL_CHARS)));
+    }
+
+    #[test]
+    fn newlines_and_format_characters_stay_in_their_cell_escaped() {
+        let mut t = Table::new(&["NAME", "VERSION"]);
+        t.row(["a\nb.v9 9.9.9\r\u{202e}c\u{2066}\u{200b}\u{feff}", "1.0.0"]);
+        let text = t.render(false);
+        assert_eq!(
+            text,
+            "NAME                                           VERSION\n\
+             a\\x0ab.v9 9.9.9\\x0d\\u202ec\\u2066\\u200b\\ufeff   1.0.0\n"
+        );
     }
 }

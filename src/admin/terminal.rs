@@ -1,46 +1,73 @@
 //! What reaches the admin's terminal. Catalogs come from registries the admin does not control,
 //! and terminals act on control sequences (window titles, hyperlinks, OSC 52 clipboard writes),
-//! so every control character in catalog, bundle or cluster text is shown escaped: C0 (below
-//! U+0020) and DEL as `\x1b`, C1 (U+0080-U+009F, two bytes in UTF-8) as `\u009b`, the forms Go's
-//! `%q` writes. Text output keeps its own newlines and tabs; a table cell keeps none. JSON keeps
-//! the exact strings: its encoder escapes C0, and [`to_json_pretty`] also escapes DEL and C1.
+//! while newlines and Unicode format characters (General Category Cf: bidi overrides and
+//! isolates such as U+202E and U+2066, zero-width characters, U+FEFF, tag characters) let a name
+//! forge or reorder what a line seems to say. So every such character in catalog, bundle or
+//! cluster text is shown escaped: C0 (below U+0020) and DEL as `\x1b`, other characters up to
+//! U+FFFF (C1, Cf, the line and paragraph separators U+2028/U+2029) as `\u202e`, above it as
+//! `\U000e0001`, the forms Go's `%q` writes. Text output keeps its own newlines and tabs
+//! ([`escape_text`]); a value quoted in it, like a table cell, keeps none ([`escape_value`]).
+//! JSON keeps the exact strings: its encoder escapes C0, and [`to_json_pretty`] also escapes the
+//! rest as `\uXXXX`.
 
-use std::{borrow::Cow, fmt};
+use std::{borrow::Cow, fmt, fmt::Write as _};
+
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 use super::table::Table;
+
+/// Whether `c` is never shown raw: a control character (Cc), a format character (Cf) or a line
+/// or paragraph separator (Zl, Zp). Which characters are Cf comes from `unicode-properties`
+/// (Unicode 18.0 in its 0.1.5).
+fn is_hidden(c: char) -> bool {
+    match c {
+        // Printable ASCII: the common case, no table lookup.
+        ' '..='~' => false,
+        '\u{2028}' | '\u{2029}' => true,
+        _ => c.is_control() || c.general_category() == GeneralCategory::Format,
+    }
+}
 
 /// Whether `c` is shown escaped (`keep_layout`: newline and tab are not).
 fn is_escaped(c: char, keep_layout: bool) -> bool {
     match c {
         '\n' | '\t' => !keep_layout,
-        _ => c.is_control(),
+        _ => is_hidden(c),
     }
 }
 
+/// `text` escaped; linear in its length (one pass to find, one to copy).
 fn escape(text: &str, keep_layout: bool) -> Cow<'_, str> {
     if !text.chars().any(|c| is_escaped(c, keep_layout)) {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
+    let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        match c as u32 {
-            _ if !is_escaped(c, keep_layout) => out.push(c),
-            n @ ..0x80 => out.push_str(&format!("\\x{n:02x}")),
-            n => out.push_str(&format!("\\u{n:04x}")),
-        }
+        // Writing to a String cannot fail.
+        let _ = match c as u32 {
+            _ if !is_escaped(c, keep_layout) => {
+                out.push(c);
+                Ok(())
+            }
+            n @ ..0x80 => write!(out, "\\x{n:02x}"),
+            n @ ..0x1_0000 => write!(out, "\\u{n:04x}"),
+            n => write!(out, "\\U{n:08x}"),
+        };
     }
     Cow::Owned(out)
 }
 
-/// `text` with every control character but newline and tab escaped: command output and error
-/// messages.
+/// `text` with every control and format character but newline and tab escaped: what a command
+/// writes, after its values were escaped with [`escape_value`].
 pub fn escape_text(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
-/// `text` with every control character escaped, newline and tab too: one table cell, which
-/// must stay on its line and in its column.
-pub fn escape_cell(text: &str) -> Cow<'_, str> {
+/// `text` with every control and format character escaped, newline and tab too: one value
+/// (a name, a message) quoted in text output, or one table cell, which must stay on its line.
+/// Text output interpolates catalog and cluster values through this, so that a name carrying a
+/// newline cannot start a line of its own (a forged plan line).
+pub fn escape_value(text: &str) -> Cow<'_, str> {
     escape(text, false)
 }
 
@@ -54,7 +81,8 @@ impl TerminalText {
         TerminalText::default()
     }
 
-    /// Appends `text`, its control characters escaped ([`escape_text`]).
+    /// Appends `text`, its control and format characters escaped ([`escape_text`]); values
+    /// quoted in it are escaped by the caller ([`escape_value`]).
     pub fn push_str(&mut self, text: &str) {
         self.0.push_str(&escape_text(text));
     }
@@ -83,8 +111,9 @@ impl fmt::Display for TerminalText {
     }
 }
 
-/// A JSON formatter that writes DEL and C1 characters as `\u00XX` escapes (serde_json escapes
-/// only C0), so that JSON output carries no raw control character and still decodes to the
+/// A JSON formatter that writes DEL, C1, format characters and U+2028/U+2029 as `\uXXXX`
+/// escapes (serde_json escapes only C0; above U+FFFF as a surrogate pair, as JSON spells it), so
+/// that JSON output carries no character [`escape_text`] would escape and still decodes to the
 /// exact strings.
 struct NoControls<F>(F);
 
@@ -96,9 +125,11 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for NoControls<F>
     ) -> std::io::Result<()> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
-            if c.is_control() {
+            if is_hidden(c) {
                 writer.write_all(&fragment.as_bytes()[start..i])?;
-                write!(writer, "\\u{:04x}", c as u32)?;
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    write!(writer, "\\u{unit:04x}")?;
+                }
                 start = i + c.len_utf8();
             }
         }
@@ -143,12 +174,12 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for NoControls<F>
     }
 }
 
-/// `value` as indented JSON with no raw control character (see [`NoControls`]).
+/// `value` as indented JSON with no raw control or format character (see [`NoControls`]).
 pub fn to_json_pretty(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
     to_json(value, serde_json::ser::PrettyFormatter::new())
 }
 
-/// `value` as JSON on one line with no raw control character (see [`NoControls`]).
+/// `value` as JSON on one line with no raw control or format character (see [`NoControls`]).
 pub fn to_json_line(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
     to_json(value, serde_json::ser::CompactFormatter)
 }
@@ -162,6 +193,45 @@ fn to_json<F: serde_json::ser::Formatter>(
     value.serialize(&mut serializer)?;
     // The serializer writes only UTF-8 (strings are `str`, escapes are ASCII).
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// `value` as YAML whose strings survive the escaping of text output: a string holding a
+/// character [`escape_text`] escapes is written double-quoted, where YAML reads the escapes it
+/// becomes (`\x1b`, `\u202e`, `\U000e0001`) back as the characters. serde-saphyr quotes
+/// control characters itself, but leaves most format characters (U+202E, U+200B) in plain and
+/// block scalars, where an escape would change the value.
+pub fn to_yaml(value: &serde_json::Value) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(&YamlSafe(value))
+}
+
+/// A JSON value serialized with [`to_yaml`]'s quoting.
+struct YamlSafe<'a>(&'a serde_json::Value);
+
+impl serde::Serialize for YamlSafe<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+        match self.0 {
+            Value::String(s) if s.chars().any(|c| is_escaped(c, true)) => {
+                serde_saphyr::DoubleQuoted(s.as_str()).serialize(serializer)
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&YamlSafe(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    out.serialize_entry(k, &YamlSafe(v))?;
+                }
+                out.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,13 +248,113 @@ mod tests {
             "a\\x1b]0;T\\x07\\x1b[31mR\\u009b2J\\u0085\\x7f\\x0d\n\tz"
         );
         assert_eq!(
-            escape_cell(HOSTILE),
+            escape_value(HOSTILE),
             "a\\x1b]0;T\\x07\\x1b[31mR\\u009b2J\\u0085\\x7f\\x0d\\x0a\\x09z"
         );
         // Plain text, including non-ASCII letters, is untouched and not copied.
         assert!(matches!(escape_text("café-operator.v1"), Cow::Borrowed(_)));
         // Escaping twice changes nothing more.
-        assert_eq!(escape_cell(&escape_cell(HOSTILE)), escape_cell(HOSTILE));
+        assert_eq!(escape_value(&escape_value(HOSTILE)), escape_value(HOSTILE));
+    }
+
+    /// The format characters the issue names, a tag character above U+FFFF among them.
+    const FORMAT: [char; 22] = [
+        '\u{00ad}',
+        '\u{061c}',
+        '\u{180e}',
+        '\u{200b}',
+        '\u{200c}',
+        '\u{200d}',
+        '\u{200e}',
+        '\u{200f}',
+        '\u{202a}',
+        '\u{202b}',
+        '\u{202c}',
+        '\u{202d}',
+        '\u{202e}',
+        '\u{2060}',
+        '\u{2064}',
+        '\u{2066}',
+        '\u{2069}',
+        '\u{206f}',
+        '\u{feff}',
+        '\u{fff9}',
+        '\u{e0001}',
+        '\u{e007f}',
+    ];
+
+    #[test]
+    fn newlines_and_format_characters_are_escaped() {
+        // A name that would forge a plan line and reverse what follows it.
+        let name = "green.v1\nred.v9.9.9 9.9.9 trusted\r\u{202e}1v.der";
+        assert_eq!(
+            escape_value(name),
+            "green.v1\\x0ared.v9.9.9 9.9.9 trusted\\x0d\\u202e1v.der"
+        );
+        // The program's own layout stays in text; format characters never do.
+        assert_eq!(escape_text("a\u{2066}\n\tb"), "a\\u2066\n\tb");
+        for c in FORMAT {
+            let text = format!("x{c}y");
+            let n = c as u32;
+            let shown = if n > 0xffff {
+                format!("x\\U{n:08x}y")
+            } else {
+                format!("x\\u{n:04x}y")
+            };
+            assert_eq!(escape_text(&text), shown);
+            assert_eq!(escape_value(&text), shown);
+        }
+        // Line and paragraph separators, which some renderers break lines at.
+        assert_eq!(escape_text("a\u{2028}b\u{2029}"), "a\\u2028b\\u2029");
+        // Every Cf of the table is escaped; letters, marks, symbols and spaces are not.
+        for c in (0..=0x10ffff_u32).filter_map(char::from_u32) {
+            let format = c.general_category() == GeneralCategory::Format;
+            if format || c.is_control() {
+                assert!(is_hidden(c), "{:04x}", c as u32);
+            }
+        }
+        assert!(matches!(
+            escape_text("Grüße ✓ 日本 e\u{301} a b"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn json_escapes_format_characters_and_decodes_to_the_same_strings() {
+        let hostile: String = FORMAT.iter().chain(&['\u{2028}', '\u{2029}', 'é']).collect();
+        let value = serde_json::json!({"name": hostile});
+        for text in [to_json_pretty(&value).unwrap(), to_json_line(&value).unwrap()] {
+            assert!(!text.chars().any(|c| is_hidden(c) && c != '\n'), "{text}");
+            // Above U+FFFF as a surrogate pair.
+            assert!(
+                text.contains("\\u202e") && text.contains("\\udb40\\udc01"),
+                "{text}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, value);
+        }
+    }
+
+    #[test]
+    fn yaml_read_after_escaping_gives_the_same_strings() {
+        let hostile: String = FORMAT.iter().collect();
+        let value = serde_json::json!({
+            "name": format!("a{hostile}b"),
+            "text": format!("line one\nline two {hostile}\n"),
+            "plain": "x: y",
+            "list": [HOSTILE, "\u{200b}", 1, true, null],
+            "description": "two\nlines\n",
+        });
+        let yaml = to_yaml(&value).unwrap();
+        let shown = escape_text(&yaml);
+        assert!(!shown.chars().any(|c| is_hidden(c) && c != '\n'), "{shown}");
+        let back: serde_json::Value = serde_saphyr::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        // Strings with nothing to escape keep serde-saphyr's own style (here a block scalar).
+        assert_eq!(
+            to_yaml(&serde_json::json!({"description": "two\nlines\n", "k": "v"})).unwrap(),
+            serde_saphyr::to_string(&serde_json::json!({"description": "two\nlines\n", "k": "v"})).unwrap()
+        );
     }
 
     #[test]

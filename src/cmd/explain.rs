@@ -17,7 +17,7 @@ use crate::{
     admin::{
         dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
         table::{Table, Tone},
-        terminal::TerminalText,
+        terminal::{TerminalText, escape_value as value},
     },
     dependencies::{Gvk, InstalledExtension},
     resolve::{
@@ -67,7 +67,8 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     let explanation = match explain(&request, &inputs, mode) {
         Ok(e) => e,
         Err(e) => {
-            errln!("{e}");
+            // One line: the resolver's message quotes catalog text.
+            errln!("{}", value(&e.to_string()));
             return ExitCode::from(1);
         }
     };
@@ -135,12 +136,12 @@ pub fn render_dependencies(
             "refused by --dependencies=refuse, as upstream does; --dependencies=check installs it once these are installed"
         }
     };
-    out.push_str(&format!("\n{} requires ({verdict}):\n", d.bundle));
+    out.push_str(&format!("\n{} requires ({verdict}):\n", value(&d.bundle)));
     match &d.requirements.requires_error {
-        Some(e) => out.push_str(&format!("  its requirements cannot be read: {e}\n")),
+        Some(e) => out.push_str(&format!("  its requirements cannot be read: {}\n", value(e))),
         None => {
             for r in &d.requirements.requires {
-                out.push_str(&format!("  {}\n", r.summary()));
+                out.push_str(&format!("  {}\n", value(&r.summary())));
             }
         }
     }
@@ -153,9 +154,14 @@ pub fn render_dependencies(
     };
     out.push_str("\nplan (olmv1 install --with-dependencies), dependencies first:\n");
     for step in plan {
-        let mut line = format!("  {} {} {}", step.bundle, step.version, step.catalog);
+        let mut line = format!(
+            "  {} {} {}",
+            value(&step.bundle),
+            value(&step.version),
+            value(&step.catalog)
+        );
         if !step.required_by.is_empty() {
-            line.push_str(&format!(" (required by {})", step.required_by.join(", ")));
+            line.push_str(&format!(" (required by {})", value(&step.required_by.join(", "))));
         }
         out.push_str(&format!("{line}\n"));
     }
@@ -181,14 +187,14 @@ pub fn render_text(e: &Explanation, colour: bool) -> TerminalText {
     out.push_str(&match (&e.chosen, &e.error) {
         (Some(c), _) => format!(
             "{}: resolves to {} {} from catalog {}{}\n",
-            e.package,
-            c.bundle,
-            c.version,
-            c.catalog,
+            value(&e.package),
+            value(&c.bundle),
+            value(&c.version),
+            value(&c.catalog),
             if c.deprecated { " (deprecated)" } else { "" }
         ),
-        (None, Some(message)) => format!("{}: no resolution: {message}\n", e.package),
-        (None, None) => format!("{}: no resolution\n", e.package),
+        (None, Some(message)) => format!("{}: no resolution: {}\n", value(&e.package), value(message)),
+        (None, None) => format!("{}: no resolution\n", value(&e.package)),
     });
     out.push_str("\n");
     let mut t = Table::new(&["CATALOG", "PRIORITY", "CONSULTED", "CANDIDATE"]);

@@ -20,6 +20,7 @@ use crate::{
     admin::{
         cluster::{self, check_readable},
         rbac::installer_name,
+        terminal::escape_value as value,
     },
     apply::revision::RevisionStore,
     bundle::render::WebhookProvider,
@@ -328,8 +329,8 @@ async fn update_installer(
     out!(
         "# permissions of {} for {} {}:\n{change}",
         installer::account_name(current),
-        new.resolution.bundle.name,
-        new.resolution.bundle.status_version
+        value(&new.resolution.bundle.name),
+        value(&new.resolution.bundle.status_version)
     );
     if args.dry_run || !ours {
         return Ok(());
@@ -360,7 +361,7 @@ async fn write_or_show(
     };
     let name = ext.metadata.name.clone().unwrap_or_default();
     if dry_run {
-        match serde_saphyr::to_string(&object) {
+        match crate::admin::terminal::to_yaml(&object) {
             Ok(yaml) => out!("{yaml}"),
             Err(e) => return fail(command, &e.to_string()),
         }
@@ -384,14 +385,14 @@ async fn write_or_show(
             Ok(r) => {
                 outln!(
                     "# dry run: would install {} {} from catalog {}",
-                    r.bundle.name,
-                    r.bundle.status_version,
-                    r.catalog
+                    value(&r.bundle.name),
+                    value(&r.bundle.status_version),
+                    value(&r.catalog)
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                outln!("# dry run: resolution fails: {e}");
+                outln!("# dry run: resolution fails: {}", value(&e.to_string()));
                 ExitCode::from(1)
             }
         };
@@ -643,25 +644,31 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
             if args.service_account.is_none() {
                 install_with_installer(&client, args, object).await?;
             }
-            out!("{}", serde_saphyr::to_string(object).map_err(|e| e.to_string())?);
+            out!(
+                "{}",
+                crate::admin::terminal::to_yaml(object).map_err(|e| e.to_string())?
+            );
             outln!(
                 "# dry run: would install {} {} from catalog {} (required by {})",
-                planned.bundle,
-                planned.version,
-                planned.catalog,
-                planned.required_by.join(", ")
+                value(&planned.bundle),
+                value(&planned.version),
+                value(&planned.catalog),
+                value(&planned.required_by.join(", "))
             );
         }
         if args.service_account.is_none() {
             install_with_installer(&client, args, &object).await?;
         }
-        out!("{}", serde_saphyr::to_string(&object).map_err(|e| e.to_string())?);
+        out!(
+            "{}",
+            crate::admin::terminal::to_yaml(&object).map_err(|e| e.to_string())?
+        );
         if let Some(requested) = plan.plan.iter().find(|p| p.package == request.package) {
             outln!(
                 "# dry run: would install {} {} from catalog {}",
-                requested.bundle,
-                requested.version,
-                requested.catalog
+                value(&requested.bundle),
+                value(&requested.version),
+                value(&requested.catalog)
             );
         }
         return Ok(());
@@ -677,8 +684,8 @@ async fn install_with_dependencies(args: &InstallArgs, object: Value) -> Result<
             .map_err(|e| format!("applying ClusterExtension {dependency:?}: {e}"))?;
         outln!(
             "clusterextension/{dependency} applied ({} {})",
-            planned.bundle,
-            planned.version
+            value(&planned.bundle),
+            value(&planned.version)
         );
         wait_installed(&api, dependency, Some(&planned.version), args.timeout).await?;
         outln!("clusterextension/{dependency} installed");

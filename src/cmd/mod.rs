@@ -2,8 +2,9 @@
 //! May import every other module; nothing imports it (it is the top layer).
 //!
 //! Every byte a command writes for people passes [`write_stdout`] or [`write_stderr`], which
-//! escape control characters (catalog, bundle and cluster text never reaches the terminal raw;
-//! see `admin::terminal`). Only [`write_terminal`] writes a table's colours.
+//! escape control and format characters (catalog, bundle and cluster text never reaches the
+//! terminal raw; see `admin::terminal`); the values a command quotes are escaped as values
+//! (`escape_value`), newlines too. Only [`write_terminal`] writes a table's colours.
 
 /// `print!` for command output: see [`write_stdout`].
 macro_rules! out {
@@ -132,7 +133,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Writes command output to stdout, its control characters but newline and tab escaped
+/// Writes command output to stdout, its control and format characters but newline and tab escaped
 /// ([`escape_text`]). A reader that went away (`olmv1 versions ... | head -1`) ends the command
 /// quietly with status 0, as other command-line tools do, rather than with `print!`'s panic.
 pub fn write_stdout(text: &str) {
@@ -155,8 +156,8 @@ fn write_raw_stdout(text: &str) {
     }
 }
 
-/// Writes a message to stderr, its control characters but newline and tab escaped: error
-/// messages quote bundle, package and catalog names.
+/// Writes a message to stderr, its control and format characters but newline and tab escaped:
+/// error messages quote bundle, package and catalog names.
 pub fn write_stderr(text: &str) {
     let mut stderr = std::io::stderr().lock();
     // Nothing better can be done when stderr is gone.

@@ -113,7 +113,9 @@ impl Installer {
     pub fn yaml(&self, extension: &str) -> Result<String, String> {
         let header = format!(
             "# installer of ClusterExtension {extension:?}: install, upgrade and uninstall {} {} (catalog {})\n",
-            self.resolution.bundle.name, self.resolution.bundle.status_version, self.resolution.catalog
+            crate::admin::terminal::escape_value(&self.resolution.bundle.name),
+            crate::admin::terminal::escape_value(&self.resolution.bundle.status_version),
+            crate::admin::terminal::escape_value(&self.resolution.catalog)
         );
         Ok(header + &format_objects(&self.objects, OutputFormat::Yaml)?)
     }

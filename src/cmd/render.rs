@@ -203,7 +203,7 @@ pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String,
             let mut out = String::new();
             for object in objects {
                 out.push_str("---\n");
-                let doc = serde_saphyr::to_string(object).map_err(|e| e.to_string())?;
+                let doc = crate::admin::terminal::to_yaml(object).map_err(|e| e.to_string())?;
                 out.push_str(&doc);
                 if !doc.ends_with('\n') {
                     out.push('\n');

@@ -16,8 +16,9 @@ use olmv1_api::v1::{
 
 use super::sources::parse_priorities;
 use crate::{
+    admin::terminal::escape_value as value,
     catalog::source::{CatalogSpec, load_catalogs},
-    dependencies::{PlanLimits, PlanRequest, plan},
+    dependencies::{PlanError, PlanLimits, PlanRequest, plan},
     image::PullOptions,
     resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve},
 };
@@ -123,15 +124,16 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             } else {
                 outln!(
                     "{} {} {}",
-                    resolution.bundle.name,
-                    resolution.bundle.status_version,
-                    resolution.catalog
+                    value(&resolution.bundle.name),
+                    value(&resolution.bundle.status_version),
+                    value(&resolution.catalog)
                 );
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            errln!("{e}");
+            // One line: the resolver's message quotes catalog text.
+            errln!("{}", value(&e.to_string()));
             ExitCode::from(1)
         }
     }
@@ -155,9 +157,14 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
                 }
             } else {
                 for step in &plan.plan {
-                    let mut line = format!("{} {} {}", step.bundle, step.version, step.catalog);
+                    let mut line = format!(
+                        "{} {} {}",
+                        value(&step.bundle),
+                        value(&step.version),
+                        value(&step.catalog)
+                    );
                     if !step.required_by.is_empty() {
-                        line.push_str(&format!(" (required by {})", step.required_by.join(", ")));
+                        line.push_str(&format!(" (required by {})", value(&step.required_by.join(", "))));
                     }
                     outln!("{line}");
                 }
@@ -165,8 +172,13 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
             ExitCode::SUCCESS
         }
         Err(e) => {
-            // Escaped: the explanation quotes catalog text (names, failure messages).
-            errln!("{e}");
+            // Escaped: the explanation quotes catalog text (names, failure messages). Only the
+            // conflict's explanation has lines of its own (src/dependencies escapes the values
+            // it quotes); every other message is one line.
+            match &e {
+                PlanError::Unsatisfiable(_) => errln!("{e}"),
+                _ => errln!("{}", value(&e.to_string())),
+            }
             ExitCode::from(1)
         }
     }

@@ -61,7 +61,10 @@ pub async fn run(args: SearchArgs) -> ExitCode {
                     Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
                     Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
                 },
-                Err(e) => errln!("olmv1 search: warning: pulling bundle image {image:?}: {e}"),
+                Err(e) => errln!(
+                    "olmv1 search: warning: pulling bundle image {image:?}: {}",
+                    crate::admin::terminal::escape_value(&e.to_string())
+                ),
             }
         }
     }

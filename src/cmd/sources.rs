@@ -321,8 +321,9 @@ pub fn warn_unreadable(command: &str, catalogs: &[SourcedCatalog]) {
     for c in catalogs {
         if let Some(problem) = &c.problem {
             errln!(
-                "olmv1 {command}: warning: catalog {:?} skipped: {problem}",
-                c.input.name
+                "olmv1 {command}: warning: catalog {:?} skipped: {}",
+                c.input.name,
+                crate::admin::terminal::escape_value(problem)
             );
         }
     }

@@ -12,7 +12,7 @@ use crate::{
     admin::{
         cluster::{self, SourcedCatalog},
         table::{Table, Tone},
-        terminal::TerminalText,
+        terminal::{TerminalText, escape_value as value},
         upgrades::upgrades,
     },
     resolve::{CatalogInput, DependencyMode, ResolveRequest},
@@ -220,11 +220,18 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
                 || (c.type_ == "Progressing" && c.reason != "Succeeded")
                 || (c.type_.ends_with("Deprecated") && c.status == ConditionStatus::True.as_str());
             if bad && !c.message.is_empty() {
-                notes.push_str(&format!("{} {}: {}\n", r.name, c.type_, c.message));
+                // One line per condition: its message quotes catalog text (deprecation
+                // messages, several joined by newlines, are shown with `\x0a` between them).
+                notes.push_str(&format!(
+                    "{} {}: {}\n",
+                    value(&r.name),
+                    value(&c.type_),
+                    value(&c.message)
+                ));
             }
         }
         if let Some(e) = &r.target_error {
-            notes.push_str(&format!("{} resolution: {e}\n", r.name));
+            notes.push_str(&format!("{} resolution: {}\n", value(&r.name), value(e)));
         }
     }
     let mut out = TerminalText::new();

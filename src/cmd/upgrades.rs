@@ -7,7 +7,7 @@ use super::sources::{DependencyArgs, RequestArgs, SourceArgs, colour, fail, load
 use crate::admin::{
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
-    terminal::TerminalText,
+    terminal::{TerminalText, escape_value as value},
     upgrades::{Upgrades, upgrades},
 };
 
@@ -96,11 +96,11 @@ pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
     let mut out = TerminalText::new();
     out.push_str(&format!(
         "{} installed: {} {} ({})\n",
-        u.package,
-        u.installed.bundle,
-        u.installed.version,
+        value(&u.package),
+        value(&u.installed.bundle),
+        value(&u.installed.version),
         match &u.installed.catalog {
-            Some(c) => format!("catalog {c}"),
+            Some(c) => format!("catalog {}", value(c)),
             None => "no selected catalog carries it any more".to_string(),
         }
     ));

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
 use crate::admin::{
     table::{Table, Tone},
-    terminal::TerminalText,
+    terminal::{TerminalText, escape_value as value},
     versions::{PackageVersions, versions},
 };
 
@@ -56,12 +56,12 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
         }
         out.push_str(&format!(
             "{} in catalog {} (default channel {})\n",
-            p.package,
-            p.catalog,
-            p.default_channel.as_deref().unwrap_or("-")
+            value(&p.package),
+            value(&p.catalog),
+            value(p.default_channel.as_deref().unwrap_or("-"))
         ));
         if let Some(m) = &p.deprecated {
-            out.push_str(&format!("deprecated: {m}\n"));
+            out.push_str(&format!("deprecated: {}\n", value(m)));
         }
         // REQUIRES only for packages whose bundles declare dependencies.
         let requires = p

@@ -10,6 +10,12 @@
 //!   C1 character left raw fails here too);
 //! - characters: no character of Unicode category Cc (U+0000-U+001F, U+007F-U+009F) but `\n` and
 //!   `\t`, a check that holds whatever the rest of the output's encoding.
+//!
+//! The tests after those run the binary with no cluster on catalogs they write: names and
+//! messages with a newline (starting a forged plan line), CR and the format characters U+202E,
+//! U+2066, U+200B and U+FEFF, whose output passes the same byte check (so no raw format
+//! character) with every forged line after an escaped newline; and cells of hundreds of
+//! kilobytes, shown whole.
 
 use std::path::PathBuf;
 
@@ -392,4 +398,341 @@ async fn status_shows_cluster_messages_escaped() {
     for message in ["installing", "retrying", "bundle"] {
         assert!(found.contains(&name(message)), "{message}: {found:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Newlines and Unicode format characters, and cells of hundreds of kilobytes. These run the
+// binary on catalogs written here, with no cluster.
+
+/// What every name and message of the spoofing catalog carries: a newline that would start a
+/// forged plan line, a carriage return, a right-to-left override (U+202E), a first-strong
+/// isolate (U+2066), a zero-width space (U+200B) and a byte order mark (U+FEFF).
+const F: &str = "\nforged.v9.9.9 9.9.9 trusted\r\u{202e}\u{2066}\u{200b}\u{feff}";
+/// `F` as text output shows it.
+const F_SHOWN: &str = r"\x0aforged.v9.9.9 9.9.9 trusted\x0d\u202e\u2066\u200b\ufeff";
+
+fn spoof(prefix: &str) -> String {
+    format!("{prefix}{F}")
+}
+
+fn offline(args: &[String]) -> CmdOutput {
+    run(std::process::Command::new(support::olmv1_bin())
+        .args(args)
+        .env("RUST_LOG", "off"))
+}
+
+/// Writes `dir/catalog.json` from one JSON object per line.
+fn write_lines(dir: &std::path::Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("catalog.json"), text).unwrap();
+}
+
+/// Package `spoof…` (2.0.0 replaces 1.0.0 and requires package `dep…`), package `dep…`, and
+/// deprecation messages, every name and message carrying `F`.
+fn write_spoof_catalog(dir: &std::path::Path) {
+    let package = spoof("spoof");
+    let dep = spoof("dep");
+    let bundle = |pkg: &str, name: &str, version: &str, extra: Vec<Value>| {
+        let mut properties =
+            vec![json!({"type": "olm.package", "value": {"packageName": pkg, "version": version}})];
+        properties.extend(extra);
+        json!({"schema": "olm.bundle", "package": pkg, "name": name, "image": spoof("example.com/image"), "properties": properties})
+    };
+    write_lines(
+        dir,
+        &[
+            json!({"schema": "olm.package", "name": package, "defaultChannel": spoof("stable")}),
+            json!({"schema": "olm.channel", "package": package, "name": spoof("stable"), "entries": [
+                {"name": spoof("spoof.v1.0.0")},
+                {"name": spoof("spoof.v2.0.0"), "replaces": spoof("spoof.v1.0.0")},
+            ]}),
+            bundle(&package, &spoof("spoof.v1.0.0"), "1.0.0", vec![]),
+            bundle(
+                &package,
+                &spoof("spoof.v2.0.0"),
+                "2.0.0",
+                vec![
+                    json!({"type": "olm.package.required", "value": {"packageName": dep, "versionRange": ">=1.0.0"}}),
+                ],
+            ),
+            json!({"schema": "olm.deprecations", "package": package, "entries": [
+                {"reference": {"schema": "olm.package"}, "message": spoof("package")},
+                {"reference": {"schema": "olm.bundle", "name": spoof("spoof.v1.0.0")}, "message": spoof("bundle")},
+            ]}),
+            json!({"schema": "olm.package", "name": dep, "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": dep, "name": "stable", "entries": [{"name": spoof("dep.v1.0.0")}]}),
+            bundle(&dep, &spoof("dep.v1.0.0"), "1.0.0", vec![]),
+        ],
+    );
+}
+
+/// Fails if `text` holds a raw newline of the catalog's: every `forged` is right after the
+/// escaped newline (`\x0a`, or `\n` inside a message's Go-quoted string), so no line starts
+/// with it.
+fn assert_not_forged(what: &str, text: &str) {
+    let mut rest = text;
+    while let Some(at) = rest.find("forged.v9.9.9") {
+        assert!(
+            rest[..at].ends_with(r"\x0a") || rest[..at].ends_with(r"\n"),
+            "{what}: a catalog newline reached the output raw:\n{text}"
+        );
+        rest = &rest[at + 1..];
+    }
+}
+
+#[test]
+fn newlines_and_format_characters_in_catalog_text_are_shown_escaped() {
+    let work = tempfile::tempdir().unwrap();
+    write_spoof_catalog(work.path());
+    let catalog = format!("{}={}", spoof("cat"), work.path().display());
+    let package = spoof("spoof");
+    let installed = format!("{}@1.0.0", spoof("spoof.v1.0.0"));
+    let with = |cmd: &[&str], extra: &[&str]| {
+        let mut a = args(cmd);
+        a.extend(["--catalog".to_string(), catalog.clone()]);
+        a.extend(args(extra));
+        a
+    };
+    let request = ["--package", package.as_str(), "--installed", installed.as_str()];
+    // (what, arguments, exit status, whether stdout shows the escaped form)
+    let cases: Vec<(&str, Vec<String>, i32, bool)> = vec![
+        ("search", with(&["search", "spoof", "--no-pull"], &[]), 0, true),
+        ("versions", with(&["versions", &package], &[]), 0, true),
+        ("upgrades", with(&["upgrades"], &request), 0, true),
+        ("explain", with(&["explain"], &request), 0, true),
+        (
+            "explain, failing",
+            with(&["explain", "--version", "9.0.0"], &request),
+            1,
+            true,
+        ),
+        // Plain `resolve` refuses a bundle with dependencies, as upstream does.
+        ("resolve", with(&["resolve"], &request), 1, false),
+        (
+            "resolve, failing",
+            with(&["resolve", "--version", "9.0.0"], &request),
+            1,
+            false,
+        ),
+        (
+            "resolve --with-dependencies",
+            with(&["resolve", "--package", &package, "--with-dependencies"], &[]),
+            0,
+            true,
+        ),
+        (
+            "versions of an unknown package",
+            with(&["versions", &spoof("nosuch")], &[]),
+            2,
+            false,
+        ),
+    ];
+    for (what, argv, code, shows) in cases {
+        let out = offline(&argv);
+        assert_eq!(out.code, Some(code), "{what}: {}\n{}", out.stdout, out.stderr);
+        for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            // Printable ASCII, newlines and tabs only: no CR, no format character.
+            assert_safe(&format!("{what}: {stream}"), text.as_bytes());
+            assert_not_forged(&format!("{what}: {stream}"), text);
+        }
+        if shows {
+            assert!(
+                out.stdout.contains(F_SHOWN),
+                "{what}: no escaped form in\n{}",
+                out.stdout
+            );
+        } else {
+            assert!(!out.stderr.is_empty(), "{what}: a message on stderr");
+        }
+    }
+
+    // JSON: the characters as escapes only, decoding to the catalog's strings.
+    let json_cases: Vec<(&str, Vec<String>, Vec<String>)> = vec![
+        (
+            "search",
+            with(&["search", "spoof", "--no-pull", "-o", "json"], &[]),
+            vec![package.clone(), spoof("cat"), spoof("stable"), spoof("package")],
+        ),
+        (
+            "versions",
+            with(&["versions", &package, "-o", "json"], &[]),
+            vec![
+                package.clone(),
+                spoof("spoof.v2.0.0"),
+                spoof("package"),
+                spoof("bundle"),
+            ],
+        ),
+        (
+            "upgrades",
+            with(&["upgrades", "-o", "json"], &request),
+            vec![package.clone(), spoof("spoof.v2.0.0"), spoof("cat")],
+        ),
+        (
+            "explain",
+            with(&["explain", "-o", "json"], &request),
+            vec![package.clone(), spoof("spoof.v2.0.0"), spoof("dep.v1.0.0")],
+        ),
+        (
+            "resolve --with-dependencies",
+            with(
+                &[
+                    "resolve",
+                    "--package",
+                    &package,
+                    "--with-dependencies",
+                    "-o",
+                    "json",
+                ],
+                &[],
+            ),
+            vec![spoof("spoof.v2.0.0"), spoof("dep.v1.0.0"), spoof("cat")],
+        ),
+    ];
+    for (what, argv, expected) in json_cases {
+        let out = offline(&argv);
+        assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
+        assert_safe(&format!("{what}: JSON"), out.stdout.as_bytes());
+        let value: Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", out.stdout));
+        let mut found = Vec::new();
+        strings(&value, &mut found);
+        for s in &expected {
+            assert!(found.contains(s), "{what}: {s:?} not among {found:?}");
+        }
+    }
+}
+
+/// `versions` of a bundle whose `replaces` is 500 KB and one with 250,000 `skips` (each made
+/// `versions` run over 10 CPU seconds while wrapping was quadratic): every cell is there whole,
+/// wrapped into its column at most 64 characters wide.
+#[test]
+fn versions_shows_a_500_kb_replaces_and_250000_skips_whole() {
+    let work = tempfile::tempdir().unwrap();
+    let replaces = "r".repeat(500_000);
+    let skips: Vec<String> = (0..250_000).map(|i| format!("big.v0.0.{i}")).collect();
+    let bundle = |name: &str, version: &str| {
+        json!({"schema": "olm.bundle", "package": "big", "name": name, "image": "example.com/big",
+               "properties": [{"type": "olm.package", "value": {"packageName": "big", "version": version}}]})
+    };
+    write_lines(
+        work.path(),
+        &[
+            json!({"schema": "olm.package", "name": "big", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "big", "name": "stable", "entries": [
+                {"name": "big.v1.0.0", "replaces": replaces},
+                {"name": "big.v2.0.0", "replaces": "big.v1.0.0", "skips": skips},
+            ]}),
+            bundle("big.v1.0.0", "1.0.0"),
+            bundle("big.v2.0.0", "2.0.0"),
+        ],
+    );
+    let catalog = format!("main={}", work.path().display());
+    let out = offline(&args(&["versions", "big", "--catalog", &catalog]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("CHANNEL"))
+        .expect("a table");
+    let column = |name: &str| lines[header].find(name).unwrap();
+    let (replaces_at, skips_at, range_at) = (column("REPLACES"), column("SKIPS"), column("SKIP RANGE"));
+    assert_eq!(skips_at - replaces_at, 64 + 3, "{}", lines[header]);
+    // SKIPS is cut after commas, so its widest line may be a little narrower.
+    assert!(
+        (skips_at + 50..=skips_at + 64 + 3).contains(&range_at),
+        "{}",
+        lines[header]
+    );
+    // Each column put back together from its pieces.
+    let piece = |line: &str, from: usize, to: usize| {
+        line.get(from..to.min(line.len()))
+            .unwrap_or("")
+            .trim_end()
+            .to_string()
+    };
+    let rows = &lines[header + 1..];
+    let replaces_column: String = rows.iter().map(|l| piece(l, replaces_at, skips_at)).collect();
+    let skips_column: String = rows.iter().map(|l| piece(l, skips_at, range_at)).collect();
+    assert!(replaces_column.contains(&replaces), "REPLACES not whole");
+    assert!(replaces_column.contains("big.v1.0.0"));
+    assert!(skips_column.contains(&skips.join(",")), "SKIPS not whole");
+    // One line per 64 characters (the skips cut after a comma, so a little more).
+    assert!(
+        rows.len() >= 500_000 / 64 + skips.join(",").len() / 64,
+        "{} lines",
+        rows.len()
+    );
+    assert!(
+        rows.len() <= 500_000 / 64 + skips.join(",").len() / 50,
+        "{} lines",
+        rows.len()
+    );
+    assert!(
+        rows.iter().all(|l| l.len() <= range_at + 64 + 3 + 64),
+        "a line too wide"
+    );
+}
+
+/// YAML output (`install --dry-run`, `render`) shows the format characters escaped inside
+/// double-quoted strings, where YAML reads them back as the characters: the exact strings.
+#[test]
+fn yaml_output_keeps_newlines_and_format_characters_exact() {
+    let work = tempfile::tempdir().unwrap();
+    write_spoof_catalog(work.path());
+    let catalog = format!("{}={}", spoof("cat"), work.path().display());
+    let dep = spoof("dep");
+    let out = offline(&args(&[
+        "install",
+        &dep,
+        "--dry-run",
+        "-n",
+        "ns",
+        "--service-account",
+        "sa",
+        "--catalog",
+        &catalog,
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_safe("install --dry-run", out.stdout.as_bytes());
+    assert_not_forged("install --dry-run", &out.stdout);
+    assert!(out.stdout.contains(F_SHOWN), "{}", out.stdout);
+    let object: Value = serde_saphyr::from_str(&out.stdout).unwrap();
+    assert_eq!(object["spec"]["source"]["catalog"]["packageName"], dep.as_str());
+
+    // A bundle whose ConfigMap carries them, in a value and in a multi-line value.
+    let bundle = tempfile::tempdir().unwrap();
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("test/fixtures/bundles/single-namespace-operator");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir(bundle.path().join(sub)).unwrap();
+        for entry in std::fs::read_dir(fixture.join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), bundle.path().join(sub).join(entry.file_name())).unwrap();
+        }
+    }
+    let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hostile"},
+                           "data": {"text": spoof("evil"), "lines": format!("one\ntwo {F}\n")}});
+    std::fs::write(
+        bundle.path().join("manifests/hostile.configmap.json"),
+        configmap.to_string(),
+    )
+    .unwrap();
+    let out = offline(&args(&[
+        "render",
+        "--bundle",
+        &bundle.path().display().to_string(),
+        "-n",
+        "op",
+        "--watch-namespace",
+        "watched",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_safe("render", out.stdout.as_bytes());
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&out.stdout).unwrap();
+    let rendered = docs
+        .into_iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the ConfigMap rendered");
+    assert_eq!(rendered["data"], configmap["data"]);
 }
