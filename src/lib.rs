@@ -11,6 +11,7 @@ pub mod confined;
 pub mod controller;
 pub mod dependencies;
 pub mod egress;
+pub mod escape;
 pub mod go_format;
 pub mod image;
 pub mod leader;
@@ -26,7 +27,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "backoff" | "egress" | "tls_profile" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

@@ -1,5 +1,5 @@
 //! Owns operator dependencies: the requirement model, its CEL rules, the evaluator (pure).
-//! May import go_format, version, catalog, resolve; never bundle, apply, controller, admin or cmd.
+//! May import go_format, escape, version, catalog, resolve; never bundle, apply, controller, admin or cmd.
 //!
 //! OLM classic's dependency model (`../shared/reference/dependencies.md`), made a pure library:
 //!

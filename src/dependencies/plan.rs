@@ -27,6 +27,7 @@ use serde::Serialize;
 use super::{BundleFacts, Gvk, PLAN_WORK_UNITS, Requirement, WorkBudget, model::Constraint, requirements_of};
 use crate::{
     catalog::{BundleIndex, PackageIndex, Property},
+    escape::escape_value,
     resolve::{self, CatalogInput, ResolveError, ResolveRequest},
     version::VersionRelease,
 };
@@ -1243,15 +1244,18 @@ impl Interner for Provider<'_> {
     type NameId = NameId;
     type SolvableId = SolvableId;
 
+    // The explanation is several lines of catalog text: each value is escaped where it is put
+    // in, so that a name or message carrying a newline cannot start a line of its own.
     fn display_solvable(&self, solvable: SolvableId) -> impl fmt::Display + '_ {
         let info = &self.universe.solvables[solvable.to_index()];
+        let name = escape_value(info.facts.name);
         match (info.installed, info.catalog) {
             (Some(i), _) => format!(
-                "{} (installed as {})",
-                info.facts.name, self.universe.request.installed[i].extension
+                "{name} (installed as {})",
+                escape_value(&self.universe.request.installed[i].extension)
             ),
-            (None, Some(c)) => format!("{} (catalog {})", info.facts.name, c.name),
-            (None, None) => info.facts.name.to_string(),
+            (None, Some(c)) => format!("{name} (catalog {})", escape_value(&c.name)),
+            (None, None) => name.into_owned(),
         }
     }
 
@@ -1264,15 +1268,15 @@ impl Interner for Provider<'_> {
     }
 
     fn display_name(&self, name: NameId) -> impl fmt::Display + '_ {
-        &self.universe.names[name.to_index()].display
+        escape_value(&self.universe.names[name.to_index()].display)
     }
 
     fn display_version_set(&self, version_set: VersionSetId) -> impl fmt::Display + '_ {
-        &self.universe.version_sets[version_set.0 as usize].display
+        escape_value(&self.universe.version_sets[version_set.0 as usize].display)
     }
 
     fn display_string(&self, string_id: StringId) -> impl fmt::Display + '_ {
-        &self.universe.strings[string_id.0 as usize]
+        escape_value(&self.universe.strings[string_id.0 as usize])
     }
 
     fn version_set_name(&self, version_set: VersionSetId) -> NameId {

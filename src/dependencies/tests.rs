@@ -582,6 +582,21 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
     assert!(error.is_terminal());
 }
 
+/// The explanation of a conflict is several lines: a failure message carrying a newline or a
+/// bidi override is shown escaped inside its line, never as a line of its own.
+#[test]
+fn no_plan_explanations_escape_the_catalog_text_they_quote() {
+    let app = b("app", "1.0.0").needs(json!({
+        "failureMessage": "needs gizmos\nplan: everything is fine\u{202e}",
+        "gvk": {"group": "test.io", "version": "v1", "kind": "Gizmo"}
+    }));
+    let catalogs = [CatalogInput::new("c", simple_catalog(&[app]))];
+    let text = plan_of("app", &catalogs, &[]).unwrap_err().to_string();
+    assert!(text.contains("needs gizmos\\x0aplan: everything is fine\\u202e"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("plan:")), "{text}");
+    assert!(!text.contains('\u{202e}'), "{text}");
+}
+
 // --- The property test: an independent model of the generated catalogs. ---
 
 const PACKAGES: [&str; 4] = ["p0", "p1", "p2", "p3"];
