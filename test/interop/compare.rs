@@ -215,15 +215,24 @@ impl Table {
             writeln!(out, "\n{:<24} {verdict}", row.scenario).unwrap();
             writeln!(out, "  olmv1:    {}", row.olmv1).unwrap();
             writeln!(out, "  upstream: {}", row.upstream).unwrap();
-            for (field, a, b, reason) in &row.differences {
-                match reason {
-                    Some(reason) => writeln!(out, "  ~ {field}: listed ({reason})").unwrap(),
-                    None => {
-                        writeln!(out, "  ! {field}:").unwrap();
-                        writeln!(out, "      olmv1:    {a}").unwrap();
-                        writeln!(out, "      upstream: {b}").unwrap();
-                    }
+            // Listed differences: one line per reason, naming its fields.
+            let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+            for (field, _, _, reason) in &row.differences {
+                let Some(reason) = reason.as_deref() else {
+                    continue;
+                };
+                match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+                    Some((_, fields)) => fields.push(field),
+                    None => by_reason.push((reason, vec![field])),
                 }
+            }
+            for (reason, fields) in by_reason {
+                writeln!(out, "  ~ {}: listed ({reason})", fields.join(", ")).unwrap();
+            }
+            for (field, a, b, _) in row.differences.iter().filter(|d| d.3.is_none()) {
+                writeln!(out, "  ! {field}:").unwrap();
+                writeln!(out, "      olmv1:    {a}").unwrap();
+                writeln!(out, "      upstream: {b}").unwrap();
             }
         }
         for (scenario, field) in &self.stale {
