@@ -1,6 +1,8 @@
 //! The driver of `hack/interop.sh` (run it through that script): publishes the fixtures, drives
 //! a controller through the real operator's install and upgrade and through the scenarios of the
-//! differences table, records what each controller reported, and compares the records.
+//! differences table, records what each controller reported, writes upstream's records
+//! (`records/upstream.json`) and compares olmv1's runs with them. The scenarios, their run and the
+//! comparison are the CI test's too (`ci.rs`, without upstream's binaries).
 //!
 //! It talks to the cluster of `KUBECONFIG` and the registry of `OLMV1_REGISTRY`; the script
 //! starts and stops the components between its steps (one controller at a time).
@@ -17,29 +19,22 @@ mod fixtures;
 
 mod bench;
 mod compare;
+mod records;
+mod run;
 mod scale;
 mod scenarios;
 
 use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Parser, Subcommand};
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
-use kube::{
-    Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams},
-    discovery::{Discovery, verbs},
-};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, Client, api::DeleteParams};
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use scenarios::{CONDITION_TYPES, Expect, Outcome, Plan, Scenario, Step};
-
-/// How long one step may take on 2 busy cores: resolution, pull, apply and rollout.
-const STEP_TIMEOUT: Duration = Duration::from_secs(240);
-
-/// The label both controllers put on every object they apply.
-const OWNER_KIND: &str = "olm.operatorframework.io/owner-kind";
-const OWNER_NAME: &str = "olm.operatorframework.io/owner-name";
+use records::Records;
+use run::{STEP_TIMEOUT, delete_namespaces, namespace_with_installer, wait_gone};
+use scenarios::{CATALOG_LABEL, Outcome, Plan, Run};
 
 #[derive(Parser)]
 #[command(about = "hack/interop.sh's driver")]
@@ -68,12 +63,27 @@ enum Command {
     /// Runs every scenario with the running controller; writes the outcomes (JSON); cleans up.
     Scenarios {
         out: PathBuf,
-        /// Upstream v1.11's YAML: no spec.serviceAccount and no installer accounts (for
-        /// upstream, and olmv1 with --install-identity controller).
-        #[arg(long)]
-        without_service_account: bool,
+        /// Which run this is: it decides the YAML (installer ServiceAccounts or upstream
+        /// v1.11's) and what each step waits for.
+        #[arg(long, value_enum)]
+        run: Run,
     },
-    /// Compares two outcome files; fails on a difference docs/upstream.md does not list.
+    /// Prints the `olmv1 controller` flags of a run (space-separated).
+    ControllerArgs {
+        #[arg(value_enum)]
+        run: Run,
+    },
+    /// Writes upstream's records: the outcomes of the `upstream` run, with the commit and today.
+    Record {
+        /// The outcomes written by `scenarios --run upstream`.
+        upstream: PathBuf,
+        /// The operator-controller commit upstream's binaries were built from.
+        #[arg(long)]
+        upstream_commit: String,
+        /// Where the records go (default: the repository's test/interop/records/upstream.json).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Pushes the benchmark's load catalog and the three shared catalogs; writes its plan.
     BenchPublish { out: PathBuf },
     /// Creates the benchmark's namespaces and installers.
@@ -170,12 +180,20 @@ enum Command {
     },
     /// Prints the Markdown table of the result files in a directory.
     ScaleReport { dir: PathBuf },
+    /// Compares an olmv1 run's outcomes with upstream's records (the CI test's table); fails on
+    /// a difference docs/upstream.md does not list for that run.
     Compare {
+        /// The outcomes written by `scenarios --run RUN`.
         olmv1: PathBuf,
-        upstream: PathBuf,
-        /// The page whose table lists the differences on purpose.
+        #[arg(long, value_enum)]
+        run: Run,
+        /// Upstream's records (default: the repository's test/interop/records/upstream.json).
         #[arg(long)]
-        docs: PathBuf,
+        records: Option<PathBuf>,
+        /// The page whose tables list the differences on purpose (default: the repository's
+        /// docs/upstream.md).
+        #[arg(long)]
+        docs: Option<PathBuf>,
     },
 }
 
@@ -208,7 +226,7 @@ async fn main() -> ExitCode {
                         &catalog.name,
                         &catalog.image,
                         catalog.priority,
-                        "interop",
+                        CATALOG_LABEL.1,
                     )
                     .await;
                 }
@@ -219,10 +237,22 @@ async fn main() -> ExitCode {
             }
         }
         Command::Real { plan, label } => real_operator(&read_plan(&plan), &label).await,
-        Command::Scenarios {
+        Command::Scenarios { out, run } => {
+            let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");
+            let outcomes = run::run_scenarios(&client().await, run, &registry).await;
+            std::fs::write(&out, serde_json::to_vec_pretty(&outcomes).unwrap()).unwrap();
+        }
+        Command::ControllerArgs { run } => println!("{}", run.controller_args().join(" ")),
+        Command::Record {
+            upstream,
+            upstream_commit,
             out,
-            without_service_account,
-        } => run_scenarios(&out, Installer::from_flag(without_service_account)).await,
+        } => {
+            let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+            let out = out.unwrap_or_else(|| support::repo_root().join(records::RECORDS_FILE));
+            Records::new(upstream_commit, today, read_json(&upstream)).write(&out);
+            eprintln!("interop: upstream's records written to {}", out.display());
+        }
         Command::BenchPublish { out } => {
             let registry = std::env::var("OLMV1_REGISTRY").expect("OLMV1_REGISTRY names the local registry");
             let plan = bench::publish(&registry, &support::shared_catalogs_root()).await;
@@ -320,19 +350,24 @@ async fn main() -> ExitCode {
         Command::ScaleReport { dir } => print!("{}", scale::report(&dir)),
         Command::Compare {
             olmv1,
-            upstream,
+            run,
+            records,
             docs,
         } => {
-            let read = |p: &PathBuf| -> BTreeMap<String, Outcome> {
-                serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
-            };
-            let listed = compare::listed_differences(&std::fs::read_to_string(&docs).unwrap());
-            let table = compare::compare(&scenarios::all(), &read(&olmv1), &read(&upstream), &listed);
+            let outcomes: BTreeMap<String, Outcome> = read_json(&olmv1);
+            let records = records.unwrap_or_else(|| support::repo_root().join(records::RECORDS_FILE));
+            let docs = docs.unwrap_or_else(|| support::repo_root().join(records::DOCS_FILE));
+            let page = std::fs::read_to_string(&docs).unwrap();
+            let table = records::table(run, &outcomes, &Records::read(&records), &page);
             print!("{}", table.render());
-            if table.unlisted > 0 {
+            let failures = table.failures();
+            for line in &failures {
+                eprintln!("interop: {}: {line}", run.label());
+            }
+            if !failures.is_empty() {
                 eprintln!(
-                    "interop: {} difference(s) between olmv1 and upstream are not listed in {}",
-                    table.unlisted,
+                    "interop: {} difference(s) between olmv1 and upstream's records are not as {} lists them",
+                    failures.len(),
                     docs.display()
                 );
                 return ExitCode::FAILURE;
@@ -357,69 +392,6 @@ async fn client() -> Client {
     Client::try_default()
         .await
         .expect("KUBECONFIG names the local control plane")
-}
-
-/// Whether the scenarios name an installer ServiceAccount.
-#[derive(Clone, Copy, PartialEq)]
-enum Installer {
-    /// `installer`, with cluster-admin, in each namespace (olmv1 applies as it; upstream ignores it).
-    ServiceAccount,
-    /// None: upstream v1.11's YAML, for controllers that install with their own identity.
-    None,
-}
-
-impl Installer {
-    fn from_flag(without_service_account: bool) -> Self {
-        if without_service_account {
-            Self::None
-        } else {
-            Self::ServiceAccount
-        }
-    }
-}
-
-/// A namespace holding ServiceAccount `installer` with cluster-admin (olmv1 applies as it;
-/// upstream ignores it).
-async fn namespace_with_installer(client: &Client, name: &str) {
-    create_namespace(client, name).await;
-    components::create_service_account(client, name, "installer").await;
-    components::grant_cluster_admin(client, name).await;
-}
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
-}
-
-/// Deletes namespaces and the installers' bindings, and waits until the namespaces are gone.
-async fn delete_namespaces(client: &Client, names: &[String]) {
-    let api = Api::<Namespace>::all(client.clone());
-    let bindings = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone());
-    for name in names {
-        api.delete(name, &DeleteParams::default()).await.ok();
-        bindings
-            .delete(&format!("{name}-installer"), &DeleteParams::default())
-            .await
-            .ok();
-    }
-    for name in names {
-        support::wait_for(&format!("namespace {name} to go"), STEP_TIMEOUT, || async {
-            match api.get_opt(name).await {
-                Ok(None) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        })
-        .await;
-    }
 }
 
 /// Direction test: the real operator from the shared catalog, installed, then upgraded along the
@@ -498,222 +470,4 @@ async fn wait_installed(client: &Client, name: &str, version: &str) -> ClusterEx
         },
     )
     .await
-}
-
-async fn wait_gone<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    support::wait_for(&format!("{name} to be deleted"), STEP_TIMEOUT, || async {
-        match api.get_opt(name).await {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => Err("still there".to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await
-}
-
-fn extension_api(client: &Client) -> Api<DynamicObject> {
-    let resource = ApiResource::erase::<ClusterExtension>(&());
-    Api::all_with(client.clone(), &resource)
-}
-
-/// Runs all scenarios at once, records their outcomes, then removes what they installed.
-async fn run_scenarios(out: &std::path::Path, installer: Installer) {
-    let client = client().await;
-    let all = scenarios::all();
-    let namespaces: Vec<String> = all.iter().map(Scenario::namespace).collect();
-    for namespace in &namespaces {
-        match installer {
-            Installer::ServiceAccount => namespace_with_installer(&client, namespace).await,
-            Installer::None => create_namespace(&client, namespace).await,
-        }
-    }
-    let settled = futures::future::join_all(all.iter().map(|s| run_scenario(&client, s, installer))).await;
-    let objects = support::wait_for("the applied objects", STEP_TIMEOUT, || applied_objects(&client)).await;
-    let mut outcomes = BTreeMap::new();
-    for (scenario, mut outcome) in all.iter().zip(settled) {
-        outcome.objects = objects.get(scenario.name).cloned().unwrap_or_default();
-        outcomes.insert(scenario.name.to_string(), outcome);
-    }
-    std::fs::write(out, serde_json::to_vec_pretty(&outcomes).unwrap()).unwrap();
-    eprintln!("interop: {} scenarios recorded; cleaning up", outcomes.len());
-    let api = extension_api(&client);
-    for scenario in &all {
-        api.delete(scenario.name, &DeleteParams::default()).await.ok();
-    }
-    for scenario in &all {
-        wait_gone(&api, scenario.name).await;
-    }
-    support::wait_for("the applied objects to go", STEP_TIMEOUT, || async {
-        let left = applied_objects(&client).await?;
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{left:?}"))
-        }
-    })
-    .await;
-    delete_namespaces(&client, &namespaces).await;
-}
-
-/// Applies each step, waits for its expectation, then waits until the status stops changing.
-async fn run_scenario(client: &Client, scenario: &Scenario, installer: Installer) -> Outcome {
-    let api = extension_api(client);
-    for step in &scenario.steps {
-        components::apply_extension(client, extension_body(scenario, step, installer)).await;
-        support::wait_for_every(
-            &format!("scenario {}: {:?}", scenario.name, step.expect),
-            STEP_TIMEOUT,
-            Duration::from_millis(500),
-            || async {
-                let ext = api.get(scenario.name).await.map_err(|e| e.to_string())?;
-                let status = &ext.data["status"];
-                if step_reached(&ext, &step.expect) {
-                    Ok(())
-                } else {
-                    Err(status.to_string())
-                }
-            },
-        )
-        .await;
-    }
-    // Settled: two snapshots 3 s apart are equal.
-    let mut last = snapshot(&api.get(scenario.name).await.unwrap());
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = snapshot(&api.get(scenario.name).await.unwrap());
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    eprintln!("interop: scenario {} settled", scenario.name);
-    last
-}
-
-fn extension_body(scenario: &Scenario, step: &Step, installer: Installer) -> Value {
-    let mut catalog = json!({"packageName": scenario.package});
-    if let Value::Object(fields) = &step.catalog {
-        catalog.as_object_mut().unwrap().extend(fields.clone());
-    }
-    let mut body = json!({
-        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
-        "metadata": {"name": scenario.name},
-        "spec": {
-            "namespace": scenario.namespace(),
-            "serviceAccount": {"name": "installer"},
-            "source": {"sourceType": "Catalog", "catalog": catalog}
-        }
-    });
-    if let Some(config) = &step.config {
-        body["spec"]["config"] = config.clone();
-    }
-    if installer == Installer::None {
-        body["spec"].as_object_mut().unwrap().remove("serviceAccount");
-    }
-    body
-}
-
-fn condition<'a>(ext: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
-    ext.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-}
-
-/// Whether the controller has reported on the current generation as `expect` says.
-fn step_reached(ext: &DynamicObject, expect: &Expect) -> bool {
-    let generation = ext.metadata.generation.unwrap_or_default();
-    let Some(progressing) = condition(ext, "Progressing") else {
-        return false;
-    };
-    if progressing["observedGeneration"].as_i64() != Some(generation) {
-        return false;
-    }
-    match expect {
-        Expect::Installed(version) => {
-            condition(ext, "Installed").is_some_and(|c| c["status"] == "True")
-                && ext.data["status"]["install"]["bundle"]["version"] == *version
-                && progressing["reason"] == "Succeeded"
-        }
-        Expect::Refused => progressing["reason"] != "Succeeded" && progressing["reason"] != "RollingOut",
-    }
-}
-
-fn snapshot(ext: &DynamicObject) -> Outcome {
-    let conditions = CONDITION_TYPES
-        .iter()
-        .map(|t| {
-            let value = condition(ext, t).map(|c| {
-                let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-                [text("status"), text("reason"), text("message")]
-            });
-            (t.to_string(), value)
-        })
-        .collect();
-    Outcome {
-        conditions,
-        install: ext.data["status"]["install"].clone(),
-        objects: vec![],
-    }
-}
-
-/// Every object labelled as applied for a ClusterExtension, by its owner's name, as sorted
-/// `Kind namespace/name` (cluster-scoped: `Kind name`). The controllers' own records in the system
-/// namespace (olmv1's revision Secret; upstream's Helm release Secrets carry no owner label) are
-/// bookkeeping, not bundle content, and are left out.
-/// Fails while discovery does (a CRD being deleted can make a group 404 for a moment).
-async fn applied_objects(client: &Client) -> Result<BTreeMap<String, Vec<String>>, String> {
-    let mut by_owner: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (id, meta) in labelled_objects(client).await? {
-        if meta.namespace.as_deref() == Some(components::SYSTEM_NAMESPACE) {
-            continue;
-        }
-        let owner = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(OWNER_NAME))
-            .cloned()
-            .unwrap_or_default();
-        by_owner.entry(owner).or_default().push(id);
-    }
-    for ids in by_owner.values_mut() {
-        ids.sort();
-        ids.dedup();
-    }
-    Ok(by_owner)
-}
-
-/// Every object, of any listable kind but events, labelled as applied for a ClusterExtension:
-/// `Kind namespace/name` (cluster-scoped: `Kind name`) and its metadata.
-async fn labelled_objects(client: &Client) -> Result<Vec<(String, kube::api::ObjectMeta)>, String> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(|e| format!("API discovery: {e}"))?;
-    let params = ListParams::default().labels(&format!("{OWNER_KIND}=ClusterExtension"));
-    let mut objects = Vec::new();
-    for group in discovery.groups() {
-        for (resource, caps) in group.recommended_resources() {
-            if !caps.supports_operation(verbs::LIST) || resource.kind == "Event" {
-                continue;
-            }
-            let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
-            let Ok(list) = api.list_metadata(&params).await else {
-                continue;
-            };
-            for object in list.items {
-                let meta = object.metadata;
-                let name = meta.name.clone().unwrap_or_default();
-                let id = match &meta.namespace {
-                    Some(ns) => format!("{} {ns}/{name}", resource.kind),
-                    None => format!("{} {name}", resource.kind),
-                };
-                objects.push((id, meta));
-            }
-        }
-    }
-    Ok(objects)
 }

@@ -272,7 +272,7 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 /// (bundle content and the revision records), by `Kind namespace/name`.
 pub async fn snapshot() -> BTreeMap<String, String> {
     let client = Client::try_default().await.unwrap();
-    let mut versions: BTreeMap<String, String> = crate::labelled_objects(&client)
+    let mut versions: BTreeMap<String, String> = crate::run::labelled_objects(&client)
         .await
         .expect("the objects to snapshot")
         .into_iter()

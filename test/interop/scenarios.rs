@@ -1,5 +1,6 @@
 //! The scenarios of the differences table: one package (or catalog pair) each, so that they run
-//! at once without sharing cluster-scoped objects, and the steps that bring each to its end state.
+//! at once without sharing cluster-scoped objects, the steps that bring each to its end state, and
+//! the runs that record them (which controller, in which mode, with which YAML).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,51 @@ pub struct Plan {
     pub real_v2: String,
 }
 
+/// The label every scenario catalog carries and every scenario's ClusterExtension selects (the e2e
+/// tests' label, with the value `interop`): catalogs other tests leave on a shared control plane,
+/// or break on purpose, take no part in a scenario's resolution, under either controller.
+pub const CATALOG_LABEL: (&str, &str) = ("olmv1.test/e2e-package", "interop");
+
+/// A recording of every scenario: which controller, in which mode, with which YAML.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Run {
+    /// olmv1's controller as it ships (`--dependencies check`, `--install-identity
+    /// service-account`): each scenario names ServiceAccount `installer` (but
+    /// `no-service-account`, which names none).
+    Olmv1,
+    /// olmv1's controller in upstream's model ([`Run::controller_args`]) with upstream v1.11's
+    /// YAML: no `spec.serviceAccount`, no installer accounts.
+    Olmv1UpstreamModel,
+    /// Upstream's operator-controller with upstream v1.11's YAML.
+    Upstream,
+}
+
+impl Run {
+    /// What the run is called in tables and file names.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Olmv1 => "olmv1",
+            Self::Olmv1UpstreamModel => "olmv1-upstream-model",
+            Self::Upstream => "upstream",
+        }
+    }
+
+    /// `olmv1 controller`'s flags for this run, on top of the environment's own (hack/interop.sh
+    /// prints them with `interop controller-args`, the CI test passes them): upstream's model is
+    /// the controller's identity for every install and dependencies refused, as upstream does.
+    pub fn controller_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Olmv1 | Self::Upstream => &[],
+            Self::Olmv1UpstreamModel => &["--install-identity", "controller", "--dependencies", "refuse"],
+        }
+    }
+
+    /// Whether scenario's ClusterExtension names ServiceAccount `installer`.
+    pub fn names_installer(self, scenario: &Scenario) -> bool {
+        self == Self::Olmv1 && scenario.names_installer
+    }
+}
+
 /// What a step waits for before the next step (or the record) is taken.
 #[derive(Clone, Debug)]
 pub enum Expect {
@@ -38,7 +84,10 @@ pub enum Expect {
 pub struct Step {
     pub catalog: Value,
     pub config: Option<Value>,
+    /// What upstream reaches, and olmv1 in upstream's model.
     pub expect: Expect,
+    /// What olmv1 as it ships reaches instead, where it differs on purpose (docs/upstream.md).
+    pub olmv1_expect: Option<Expect>,
 }
 
 impl Step {
@@ -47,7 +96,22 @@ impl Step {
             catalog,
             config: None,
             expect,
+            olmv1_expect: None,
         }
+    }
+
+    /// What this step waits for in `run`.
+    pub fn expect_in(&self, run: Run) -> &Expect {
+        match (run, &self.olmv1_expect) {
+            (Run::Olmv1, Some(expect)) => expect,
+            _ => &self.expect,
+        }
+    }
+
+    /// The step, reaching `expect` under olmv1 as it ships.
+    fn olmv1(mut self, expect: Expect) -> Self {
+        self.olmv1_expect = Some(expect);
+        self
     }
 }
 
@@ -57,6 +121,8 @@ pub struct Scenario {
     pub name: &'static str,
     pub package: String,
     pub steps: Vec<Step>,
+    /// False: the ClusterExtension names no ServiceAccount in any run (upstream v1.11's YAML).
+    pub names_installer: bool,
 }
 
 impl Scenario {
@@ -131,6 +197,7 @@ pub fn all() -> Vec<Scenario> {
         name,
         package: package.into(),
         steps,
+        names_installer: true,
     };
     let mut invalid_config = installed(json!({}), "1.0.0");
     invalid_config.config =
@@ -217,16 +284,48 @@ pub fn all() -> Vec<Scenario> {
                 "1.0.0",
             )],
         ),
-        s("refused-dependency", "deps", vec![refused(json!({}))]),
+        // olmv1 as it ships checks the dependency (package `chan`, which `by-channel` installs
+        // meanwhile) and installs once it is met.
+        s(
+            "refused-dependency",
+            "deps",
+            vec![refused(json!({})).olmv1(Expect::Installed("1.0.0"))],
+        ),
         s("refused-apiservice", "apisvc", vec![refused(json!({}))]),
         s("own-namespace-only", "ownns", vec![refused(json!({}))]),
         s("invalid-config", "cfg", vec![invalid_config]),
+        // Upstream v1.11's YAML under olmv1 as it ships: blocked, naming how to give it an
+        // installer.
+        Scenario {
+            names_installer: false,
+            ..s(
+                "no-service-account",
+                "nosa",
+                vec![installed(json!({}), "1.0.0").olmv1(Expect::Refused)],
+            )
+        },
     ]
 }
 
 /// Publishes every package the scenarios use, one catalog each (two for the tie and the
 /// priority), and the real operator's catalog before and after its upgrade.
 pub async fn publish(registry: &str, real_catalog: &std::path::Path) -> Plan {
+    let catalogs = publish_scenarios(registry).await;
+    let bundles = ["trident-operator.v26.2.0", "trident-operator.v26.2.1"];
+    let real_v1 =
+        fixtures::publish_real_package(registry, real_catalog, "trident-operator", &bundles[..1], "v1").await;
+    let real_v2 =
+        fixtures::publish_real_package(registry, real_catalog, "trident-operator", &bundles, "v2").await;
+    Plan {
+        catalogs,
+        real_v1,
+        real_v2,
+    }
+}
+
+/// Publishes every package the scenarios use, one catalog each (two for the tie and the
+/// priority); returns their ClusterCatalogs.
+pub async fn publish_scenarios(registry: &str) -> Vec<CatalogRef> {
     let mut catalogs = Vec::new();
     let mut add = async |name: &str, priority: i32, package: Package| {
         let image = fixtures::publish_catalog(registry, &format!("interop/{name}"), "v1", &package).await;
@@ -259,6 +358,7 @@ pub async fn publish(registry: &str, real_catalog: &std::path::Path) -> Plan {
     ];
     add("dep", 0, deprecated).await;
     add("cfg", 0, one_version("cfg", "1.0.0")).await;
+    add("nosa", 0, one_version("nosa", "1.0.0")).await;
     for (name, change) in [
         ("deps", BundleChange::Dependency),
         ("apisvc", BundleChange::ApiService),
@@ -271,16 +371,7 @@ pub async fn publish(registry: &str, real_catalog: &std::path::Path) -> Plan {
             priority: 0,
         });
     }
-    let bundles = ["trident-operator.v26.2.0", "trident-operator.v26.2.1"];
-    let real_v1 =
-        fixtures::publish_real_package(registry, real_catalog, "trident-operator", &bundles[..1], "v1").await;
-    let real_v2 =
-        fixtures::publish_real_package(registry, real_catalog, "trident-operator", &bundles, "v2").await;
-    Plan {
-        catalogs,
-        real_v1,
-        real_v2,
-    }
+    catalogs
 }
 
 /// A bundle upstream refuses, and why.
