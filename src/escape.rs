@@ -63,4 +63,3 @@ pub fn escape_text(text: &str) -> Cow<'_, str> {
 pub fn escape_value(text: &str) -> Cow<'_, str> {
     escape(text, false)
 }
-

@@ -592,7 +592,10 @@ fn no_plan_explanations_escape_the_catalog_text_they_quote() {
     }));
     let catalogs = [CatalogInput::new("c", simple_catalog(&[app]))];
     let text = plan_of("app", &catalogs, &[]).unwrap_err().to_string();
-    assert!(text.contains("needs gizmos\\x0aplan: everything is fine\\u202e"), "{text}");
+    assert!(
+        text.contains("needs gizmos\\x0aplan: everything is fine\\u202e"),
+        "{text}"
+    );
     assert!(!text.lines().any(|l| l.starts_with("plan:")), "{text}");
     assert!(!text.contains('\u{202e}'), "{text}");
 }
