@@ -37,7 +37,7 @@ mod model;
 mod parse;
 mod plan;
 
-pub use cel_rule::{CelRule, semver_compare};
+pub use cel_rule::{CelInput, CelRule, MAX_COST as MAX_CEL_COST, semver_compare};
 pub use installed::{BrokenDependent, broken_by_change};
 pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
 pub use parse::{

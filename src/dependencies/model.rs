@@ -1,10 +1,13 @@
 //! Requirements, the facts of a candidate bundle, and the evaluator.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{Arc, OnceLock},
+};
 
 use serde::{Deserialize, Serialize};
 
-use super::cel_rule::CelRule;
+use super::cel_rule::{CelInput, CelRule};
 use crate::{
     catalog::{PROPERTY_PACKAGE, Property},
     version::SkipRange,
@@ -64,10 +67,23 @@ impl Constraint {
                 bundle.package == package && bundle.version.as_ref().is_some_and(|v| range.contains(v))
             }
             Constraint::Gvk(gvk) => bundle.gvks.contains(gvk),
-            Constraint::Cel(rule) => rule.matches(bundle.properties),
+            Constraint::Cel(rule) => rule.matches_input(bundle.cel_input()),
             Constraint::All(cs) => cs.iter().all(|c| c.holds(bundle)),
             Constraint::Any(cs) => cs.iter().any(|c| c.holds(bundle)),
             Constraint::Not(cs) => !cs.iter().any(|c| c.holds(bundle)),
+        }
+    }
+
+    /// The worst-case work of one [`Constraint::holds`]: 1 per package or API leaf, a CEL leaf's
+    /// [`CelRule::estimated_cost`], summed over the tree (every branch counted, as if none
+    /// short-circuits). Charge it before evaluating, to bound the work of many evaluations.
+    pub fn cost(&self) -> u64 {
+        match self {
+            Constraint::Package { .. } | Constraint::Gvk(_) => 1,
+            Constraint::Cel(rule) => rule.estimated_cost(),
+            Constraint::All(cs) | Constraint::Any(cs) | Constraint::Not(cs) => {
+                cs.iter().fold(1, |total: u64, c| total.saturating_add(c.cost()))
+            }
         }
     }
 
@@ -216,6 +232,11 @@ impl Requirement {
         self.constraint.holds(bundle)
     }
 
+    /// The worst-case work of one [`Requirement::satisfied_by`] ([`Constraint::cost`]).
+    pub fn cost(&self) -> u64 {
+        self.constraint.cost()
+    }
+
     /// Whether the cluster serving `api` satisfies it (only requirements naming an API).
     pub fn satisfied_by_served_api(&self, api: &Gvk) -> bool {
         if !self.constraint.names_api() {
@@ -232,6 +253,7 @@ impl Requirement {
             version: None,
             gvks: vec![api.clone()],
             properties: &properties,
+            cel: OnceLock::new(),
         };
         self.constraint.holds(&served)
     }
@@ -283,6 +305,9 @@ pub struct BundleFacts<'a> {
     pub gvks: Vec<Gvk>,
     /// All its properties (what CEL rules see).
     pub properties: &'a [Property],
+    /// The properties as CEL sees them, converted on the first rule evaluated against the bundle
+    /// and shared by its clones: N rules against one bundle convert them once.
+    cel: OnceLock<Arc<CelInput>>,
 }
 
 impl<'a> BundleFacts<'a> {
@@ -318,7 +343,13 @@ impl<'a> BundleFacts<'a> {
             version,
             gvks,
             properties,
+            cel: OnceLock::new(),
         }
+    }
+
+    /// The properties as CEL rules see them, converted once.
+    pub fn cel_input(&self) -> &CelInput {
+        self.cel.get_or_init(|| Arc::new(CelInput::new(self.properties)))
     }
 }
 
