@@ -26,10 +26,12 @@
 //!   constraint): it stands for a bundle providing that one API.
 //! - **CEL.** [`CelRule`]: cel-rust with one variable, `properties` (a list of `{type, value}` maps,
 //!   JSON numbers as doubles as Go decodes them), and `semver_compare(a, b)` (blang `Compare` after
-//!   `ParseTolerant` of both arguments' `fmt.Sprint`). Bounded: rule length, parser recursion and
-//!   comprehension nesting at compile time; the candidate's properties by count and size at run
-//!   time (a larger bundle does not match). An evaluation error means "does not match", as in
-//!   classic.
+//!   `ParseTolerant` of both arguments' `fmt.Sprint`). Bounded: rule length, parser nesting, AST
+//!   depth and size, comprehension nesting and a static worst-case cost estimate
+//!   ([`CelRule::estimated_cost`], over [`MAX_CEL_COST`] refused) at compile time, once per process;
+//!   the candidate's properties by count and size at run time (a larger bundle does not match).
+//!   [`Constraint::cost`] sums a tree's estimates for callers to charge. An evaluation error means
+//!   "does not match", as in classic.
 
 mod cel_rule;
 mod installed;
