@@ -49,7 +49,11 @@ fn main() {
         let index = CatalogIndex::from_dir(&root.join(catalog)).expect("catalog indexes");
         for p in index.packages() {
             for b in &p.bundles {
-                let bytes: usize = b.properties.iter().map(|p| p.type_.len() + p.value.raw().len()).sum();
+                let bytes: usize = b
+                    .properties
+                    .iter()
+                    .map(|p| p.type_.len() + p.value.raw().len())
+                    .sum();
                 if bytes <= INPUT_BYTES && largest.as_ref().is_none_or(|(n, _, _)| bytes > *n) {
                     largest = Some((bytes, b.name.to_string(), b.properties.to_vec()));
                 }
@@ -70,7 +74,10 @@ fn main() {
     for source in WORST_RULES {
         let rule = CelRule::compile(source).expect("accepted");
         for (label, properties) in [
-            (format!("{name} ({} KB, {} properties)", bytes / 1024, real.len()), &real),
+            (
+                format!("{name} ({} KB, {} properties)", bytes / 1024, real.len()),
+                &real,
+            ),
             ("synthetic: 128 K keywords".to_string(), &synthetic),
         ] {
             let convert = time(|| drop(CelInput::new(properties)));
@@ -87,17 +94,25 @@ fn main() {
 
     println!("\n| 4,000 tiny distinct rules | total (ms) |");
     println!("|---|---:|");
-    let rules: Vec<String> = (0..4000).map(|i| format!("properties.exists(p, p.type == 't{i}')")).collect();
+    let rules: Vec<String> = (0..4000)
+        .map(|i| format!("properties.exists(p, p.type == 't{i}')"))
+        .collect();
     let t = Instant::now();
     for r in &rules {
         CelRule::compile(r).expect("compiles");
     }
-    println!("| compiled (one parser thread) | {:.1} |", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "| compiled (one parser thread) | {:.1} |",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let t = Instant::now();
     for r in &rules {
         CelRule::compile(r).expect("compiles");
     }
-    println!("| again (process cache) | {:.1} |", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "| again (process cache) | {:.1} |",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let t = Instant::now();
     for r in &rules {
         // What each read did before: a parser thread with a 64 MiB stack per rule.
@@ -109,5 +124,8 @@ fn main() {
             .join()
             .unwrap();
     }
-    println!("| former: a 64 MiB parser thread per rule | {:.1} |", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "| former: a 64 MiB parser thread per rule | {:.1} |",
+        t.elapsed().as_secs_f64() * 1e3
+    );
 }

@@ -781,24 +781,26 @@ impl Estimator<'_> {
         let arg = |i: usize| operands.get(i).copied().unwrap_or(Bound::SCALAR);
         let (a, b) = (arg(0), arg(1));
         let name = call.func_name.as_str();
+        // Reading every operand: a copy, a scan, or an error message quoting it (cel-rust's
+        // "unsupported binary operator" and "not comparable" errors convert both sides to values).
+        let reads = operands.iter().fold(Cost::default(), |c, b| c.plus(b.read()));
         let (work, bound) = match name {
             operators::CONDITIONAL => (Cost::default(), b.join(arg(2))),
             operators::LOGICAL_AND
             | operators::LOGICAL_OR
             | operators::LOGICAL_NOT
-            | operators::NOT_STRICTLY_FALSE
-            | operators::NEGATE
+            | operators::NOT_STRICTLY_FALSE => (Cost::default(), Bound::SCALAR),
+            operators::NEGATE
             | operators::SUBSTRACT
             | operators::MULTIPLY
             | operators::DIVIDE
-            | operators::MODULO => (Cost::default(), Bound::SCALAR),
-            // Deep equality and ordering stop at the shorter side; `in` compares with each element.
-            operators::EQUALS
-            | operators::NOT_EQUALS
+            | operators::MODULO
             | operators::LESS
             | operators::LESS_EQUALS
             | operators::GREATER
-            | operators::GREATER_EQUALS => (shorter(a, b), Bound::SCALAR),
+            | operators::GREATER_EQUALS => (reads, Bound::SCALAR),
+            // Deep equality never fails and stops at the shorter side.
+            operators::EQUALS | operators::NOT_EQUALS => (shorter(a, b), Bound::SCALAR),
             operators::IN => (
                 b.read().plus(a.read().times(b.count.saturating_add(1))),
                 Bound::SCALAR,
@@ -809,7 +811,7 @@ impl Estimator<'_> {
                     .plus(a.read().times(b.count.saturating_add(1))),
                 Bound::SCALAR,
             ),
-            "startsWith" | "endsWith" => (shorter(a, b), Bound::SCALAR),
+            "startsWith" | "endsWith" => (reads, Bound::SCALAR),
             // Numbers (no parts) add in one unit.
             operators::ADD if a.item == 0 && b.item == 0 => (Cost::default(), Bound::SCALAR),
             // A copy of both sides: strings, lists.
@@ -822,7 +824,7 @@ impl Estimator<'_> {
                     origin: None,
                 },
             ),
-            operators::INDEX => (b.read(), a.part()),
+            operators::INDEX => (reads, a.part()),
             "size" | "int" | "uint" | "double" | "bool" | "type" => (a.read(), Bound::SCALAR),
             "string" | "bytes" => (
                 a.read(),
