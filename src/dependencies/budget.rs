@@ -7,7 +7,7 @@
 //! (docs/resolution.md, "Planning with a budget"): the largest real problems use a small fraction
 //! of them, and a problem at its budget finishes within a few seconds on this project's machines.
 
-use super::Requirement;
+use super::{BundleFacts, Requirement};
 
 /// The work of one plan (`olmv1 resolve --with-dependencies`, `install --with-dependencies`,
 /// `explain`): every requirement of every candidate reached, against every candidate that may
@@ -50,9 +50,13 @@ impl WorkBudget {
         Ok(())
     }
 
-    /// Charges one evaluation of `requirement`.
-    pub fn charge_evaluation(&mut self, requirement: &Requirement) -> Result<(), OverBudget> {
-        self.charge(requirement.cost())
+    /// Charges one evaluation of `requirement` against `bundle`, before it runs.
+    pub fn charge_evaluation(
+        &mut self,
+        requirement: &Requirement,
+        bundle: &BundleFacts<'_>,
+    ) -> Result<(), OverBudget> {
+        self.charge(requirement.cost_for(bundle))
     }
 
     /// The units spent so far (never more than the limit).
@@ -83,21 +87,5 @@ mod tests {
             OverBudget { limit: 10 }.to_string(),
             "needs more than the budget of 10 work units"
         );
-    }
-}
-
-// TEMP until the CEL cost estimate lands (issue 30 branch i30-cel): one unit per leaf.
-impl Requirement {
-    /// The worst-case cost of one evaluation.
-    pub fn cost(&self) -> u64 {
-        fn leaves(c: &super::Constraint) -> u64 {
-            match c {
-                super::Constraint::All(cs) | super::Constraint::Any(cs) | super::Constraint::Not(cs) => {
-                    1 + cs.iter().map(leaves).sum::<u64>()
-                }
-                _ => 1,
-            }
-        }
-        leaves(&self.constraint)
     }
 }

@@ -28,10 +28,12 @@
 //!   constraint): it stands for a bundle providing that one API.
 //! - **CEL.** [`CelRule`]: cel-rust with one variable, `properties` (a list of `{type, value}` maps,
 //!   JSON numbers as doubles as Go decodes them), and `semver_compare(a, b)` (blang `Compare` after
-//!   `ParseTolerant` of both arguments' `fmt.Sprint`). Bounded: rule length, parser recursion and
-//!   comprehension nesting at compile time; the candidate's properties by count and size at run
-//!   time (a larger bundle does not match). An evaluation error means "does not match", as in
-//!   classic.
+//!   `ParseTolerant` of both arguments' `fmt.Sprint`). Bounded: rule length, parser nesting, AST
+//!   depth and size, comprehension nesting and a static worst-case cost estimate
+//!   ([`CelRule::estimated_cost`], over [`MAX_CEL_COST`] refused) at compile time, once per process;
+//!   the candidate's properties by count and size at run time (a larger bundle does not match).
+//!   [`Constraint::cost`] sums a tree's estimates for callers to charge. An evaluation error means
+//!   "does not match", as in classic.
 
 mod budget;
 mod cel_rule;
@@ -41,7 +43,7 @@ mod parse;
 mod plan;
 
 pub use budget::{CHECK_WORK_UNITS, OverBudget, PLAN_WORK_UNITS, WorkBudget};
-pub use cel_rule::{CelRule, semver_compare};
+pub use cel_rule::{CelInput, CelRule, MAX_COST as MAX_CEL_COST, semver_compare};
 pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
 pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
 pub use parse::{

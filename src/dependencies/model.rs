@@ -1,12 +1,15 @@
 //! Requirements, the facts of a candidate bundle, and the evaluator.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{Arc, OnceLock},
+};
 
 use serde::{Deserialize, Serialize};
 
 use super::{
     budget::{OverBudget, WorkBudget},
-    cel_rule::CelRule,
+    cel_rule::{CelInput, CelRule},
 };
 use crate::{
     catalog::{PROPERTY_PACKAGE, Property},
@@ -67,10 +70,35 @@ impl Constraint {
                 bundle.package == package && bundle.version.as_ref().is_some_and(|v| range.contains(v))
             }
             Constraint::Gvk(gvk) => bundle.gvks.contains(gvk),
-            Constraint::Cel(rule) => rule.matches(bundle.properties),
+            Constraint::Cel(rule) => rule.matches_input(bundle.cel_input()),
             Constraint::All(cs) => cs.iter().all(|c| c.holds(bundle)),
             Constraint::Any(cs) => cs.iter().any(|c| c.holds(bundle)),
             Constraint::Not(cs) => !cs.iter().any(|c| c.holds(bundle)),
+        }
+    }
+
+    /// The worst-case work of one [`Constraint::holds`]: 1 per package or API leaf, a CEL leaf's
+    /// [`CelRule::estimated_cost`], summed over the tree (every branch counted, as if none
+    /// short-circuits). Charge it before evaluating, to bound the work of many evaluations.
+    pub fn cost(&self) -> u64 {
+        match self {
+            Constraint::Package { .. } | Constraint::Gvk(_) => 1,
+            Constraint::Cel(rule) => rule.estimated_cost(),
+            Constraint::All(cs) | Constraint::Any(cs) | Constraint::Not(cs) => {
+                cs.iter().fold(1, |total: u64, c| total.saturating_add(c.cost()))
+            }
+        }
+    }
+
+    /// The worst-case work of one [`Constraint::holds`] against `bundle`: as [`Constraint::cost`],
+    /// with each CEL leaf's estimate for this bundle's size ([`CelRule::cost_for`]).
+    pub fn cost_for(&self, bundle: &BundleFacts<'_>) -> u64 {
+        match self {
+            Constraint::Package { .. } | Constraint::Gvk(_) => 1,
+            Constraint::Cel(rule) => rule.cost_for(bundle.cel_input()),
+            Constraint::All(cs) | Constraint::Any(cs) | Constraint::Not(cs) => cs
+                .iter()
+                .fold(1, |total: u64, c| total.saturating_add(c.cost_for(bundle))),
         }
     }
 
@@ -219,11 +247,32 @@ impl Requirement {
         self.constraint.holds(bundle)
     }
 
+    /// The worst-case work of one [`Requirement::satisfied_by`] ([`Constraint::cost`]).
+    pub fn cost(&self) -> u64 {
+        self.constraint.cost()
+    }
+
+    /// The worst-case work of one evaluation against `bundle` ([`Constraint::cost_for`]).
+    pub fn cost_for(&self, bundle: &BundleFacts<'_>) -> u64 {
+        self.constraint.cost_for(bundle)
+    }
+
     /// Whether the cluster serving `api` satisfies it (only requirements naming an API).
     pub fn satisfied_by_served_api(&self, api: &Gvk) -> bool {
+        self.satisfied_by_served_api_within(api, &mut WorkBudget::new(u64::MAX))
+            .unwrap_or(false)
+    }
+
+    /// [`Requirement::satisfied_by_served_api`], its evaluation charged to `budget`.
+    pub fn satisfied_by_served_api_within(
+        &self,
+        api: &Gvk,
+        budget: &mut WorkBudget,
+    ) -> Result<bool, OverBudget> {
         if !self.constraint.names_api() {
-            return false;
+            return Ok(false);
         }
+        // The API stands for a bundle that provides it and nothing else.
         let property = Property::new(
             PROPERTY_GVK,
             serde_json::to_value(api).expect("a GVK serializes").into(),
@@ -235,8 +284,10 @@ impl Requirement {
             version: None,
             gvks: vec![api.clone()],
             properties: &properties,
+            cel: OnceLock::new(),
         };
-        self.constraint.holds(&served)
+        budget.charge_evaluation(self, &served)?;
+        Ok(self.constraint.holds(&served))
     }
 }
 
@@ -286,6 +337,9 @@ pub struct BundleFacts<'a> {
     pub gvks: Vec<Gvk>,
     /// All its properties (what CEL rules see).
     pub properties: &'a [Property],
+    /// The properties as CEL sees them, converted on the first rule evaluated against the bundle
+    /// and shared by its clones: N rules against one bundle convert them once.
+    cel: OnceLock<Arc<CelInput>>,
 }
 
 impl<'a> BundleFacts<'a> {
@@ -321,7 +375,13 @@ impl<'a> BundleFacts<'a> {
             version,
             gvks,
             properties,
+            cel: OnceLock::new(),
         }
+    }
+
+    /// The properties as CEL rules see them, converted once.
+    pub fn cel_input(&self) -> &CelInput {
+        self.cel.get_or_init(|| Arc::new(CelInput::new(self.properties)))
     }
 }
 
@@ -378,17 +438,14 @@ fn satisfied(
     budget: &mut WorkBudget,
 ) -> Result<bool, OverBudget> {
     for bundle in installed {
-        budget.charge_evaluation(r)?;
+        budget.charge_evaluation(r, bundle)?;
         if r.satisfied_by(bundle) {
             return Ok(true);
         }
     }
-    if r.constraint.names_api() {
-        for api in served {
-            budget.charge_evaluation(r)?;
-            if r.satisfied_by_served_api(api) {
-                return Ok(true);
-            }
+    for api in served {
+        if r.satisfied_by_served_api_within(api, budget)? {
+            return Ok(true);
         }
     }
     Ok(false)

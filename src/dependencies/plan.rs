@@ -757,8 +757,10 @@ impl<'a> Universe<'a> {
             return Ok(false);
         }
         for api in self.request.served_apis {
-            self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
-            if r.satisfied_by_served_api(api) {
+            let satisfied = r
+                .satisfied_by_served_api_within(api, &mut self.budget)
+                .map_err(|_| self.over_budget())?;
+            if satisfied {
                 return Ok(true);
             }
         }
@@ -794,8 +796,11 @@ impl<'a> Universe<'a> {
                 });
             }
             if let Some(own) = self.names[name.to_index()].locked {
-                self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
-                if !r.satisfied_by(&self.solvables[own.to_index()].facts) {
+                let facts = &self.solvables[own.to_index()].facts;
+                self.budget
+                    .charge_evaluation(r, facts)
+                    .map_err(|_| self.over_budget())?;
+                if !r.satisfied_by(facts) {
                     kept_instead.push(own);
                 }
             }
@@ -803,9 +808,12 @@ impl<'a> Universe<'a> {
             let mut bits = vec![0u64; count.div_ceil(64)];
             let mut first = None;
             for position in 0..count {
-                self.budget.charge_evaluation(r).map_err(|_| self.over_budget())?;
                 let candidate = self.names[name.to_index()].candidates[position];
-                if r.satisfied_by(&self.solvables[candidate.to_index()].facts) {
+                let facts = &self.solvables[candidate.to_index()].facts;
+                self.budget
+                    .charge_evaluation(r, facts)
+                    .map_err(|_| self.over_budget())?;
+                if r.satisfied_by(facts) {
                     bits[position / 64] |= 1 << (position % 64);
                     first.get_or_insert(candidate);
                 }
