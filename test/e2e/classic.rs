@@ -326,7 +326,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         Mode::SingleNamespace(target) => (Some(vec![target.clone()]), vec![target.clone()]),
         Mode::MultiNamespace(targets) => (Some(targets.clone()), targets.clone()),
     };
-    let mut og_spec = json!({"upgradeStrategy": {"name": "Default"}});
+    let mut og_spec = json!({"upgradeStrategy": "Default"});
     if let Some(t) = &targets {
         og_spec["targetNamespaces"] = json!(t);
     }
@@ -488,7 +488,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
                  "version": "v1", "status": "Present", "uuid": "00000000-0000-0000-0000-000000000000",
                  "message": "CRD is present and Established condition is true"},
                 {"group": "", "kind": "ServiceAccount", "name": operator, "version": "v1",
-                 "status": "Present", "dependents": dependents}
+                 "status": "Present", "message": "Service account exists", "uuid": "", "dependents": dependents}
             ],
             "cleanup": {}
         }),

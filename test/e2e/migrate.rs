@@ -121,6 +121,10 @@ async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_po
             .unwrap();
     assert_eq!(plan.data["status"]["phase"], "Complete");
     assert_eq!(
+        plan.data["status"]["bundleLookups"][0]["path"],
+        install.bundle_image.as_str()
+    );
+    assert_eq!(
         plan.metadata.owner_references.as_ref().unwrap()[0].kind,
         "Subscription"
     );
@@ -260,11 +264,12 @@ async fn each_blocking_case_is_named_with_what_to_do() {
     .await;
 
     // Subscription.spec.config with a field v1 cannot carry (and env it can).
-    let config = lay(
-        Classic::new(one_version(&support::fresh_name("mig-config"))).config(
+    let watched = support::fresh_namespace(&client, "mig-watched").await;
+    let config = lay(Classic::new(one_version(&support::fresh_name("mig-config")))
+        .mode(Mode::SingleNamespace(watched.clone()))
+        .config(
             json!({"selector": {"matchLabels": {"a": "b"}}, "env": [{"name": "LOG", "value": "debug"}]}),
-        ),
-    )
+        ))
     .await;
 
     // An owned APIService and an OperatorCondition saying Upgradeable=False.
