@@ -287,37 +287,45 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     let operator_group = format!("{namespace}-og");
     let deployment = fixtures::deployment_name(&package);
 
-    // CatalogSource: grpc, image-backed, polled every 10 minutes, healthy.
-    create(
-        client,
-        &catalog_sources(),
-        Some(&catalog_namespace),
-        json!({
-            "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "CatalogSource",
-            "metadata": {"name": catalog_source, "namespace": catalog_namespace},
-            "spec": {
-                "sourceType": "grpc", "image": catalog_image, "priority": -100,
-                "displayName": format!("{package} catalog"), "publisher": "e2e",
-                "updateStrategy": {"registryPoll": {"interval": "10m"}}
-            }
-        }),
-    )
-    .await;
-    let service = catalog_source.replace('.', "-");
-    set_status(
-        client,
-        &catalog_sources(),
-        &catalog_namespace,
-        &catalog_source,
-        json!({
-            "registryService": {"protocol": "grpc", "serviceName": service,
-                "serviceNamespace": catalog_namespace, "port": "50051",
-                "createdAt": "2026-01-01T00:00:00Z"},
-            "connectionState": {"address": format!("{service}.{catalog_namespace}.svc:50051"),
-                "lastObservedState": "READY", "lastConnect": "2026-01-01T00:00:00Z"}
-        }),
-    )
-    .await;
+    // CatalogSource: grpc, image-backed, polled every 10 minutes, healthy; two installs of one
+    // package in one catalog namespace share it, as classic's users share a global catalog.
+    let existing =
+        Api::<DynamicObject>::namespaced_with(client.clone(), &catalog_namespace, &catalog_sources())
+            .get_opt(&catalog_source)
+            .await
+            .unwrap();
+    if existing.is_none() {
+        create(
+            client,
+            &catalog_sources(),
+            Some(&catalog_namespace),
+            json!({
+                "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "CatalogSource",
+                "metadata": {"name": catalog_source, "namespace": catalog_namespace},
+                "spec": {
+                    "sourceType": "grpc", "image": catalog_image, "priority": -100,
+                    "displayName": format!("{package} catalog"), "publisher": "e2e",
+                    "updateStrategy": {"registryPoll": {"interval": "10m"}}
+                }
+            }),
+        )
+        .await;
+        let service = catalog_source.replace('.', "-");
+        set_status(
+            client,
+            &catalog_sources(),
+            &catalog_namespace,
+            &catalog_source,
+            json!({
+                "registryService": {"protocol": "grpc", "serviceName": service,
+                    "serviceNamespace": catalog_namespace, "port": "50051",
+                    "createdAt": "2026-01-01T00:00:00Z"},
+                "connectionState": {"address": format!("{service}.{catalog_namespace}.svc:50051"),
+                    "lastObservedState": "READY", "lastConnect": "2026-01-01T00:00:00Z"}
+            }),
+        )
+        .await;
+    }
 
     // OperatorGroup and its target namespaces.
     let (targets, status_namespaces): (Option<Vec<String>>, Vec<String>) = match &spec.mode {
