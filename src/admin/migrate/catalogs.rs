@@ -238,3 +238,102 @@ pub fn body(plan: &CatalogPlan) -> ClusterCatalog {
     )]));
     catalog
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn source(ns: &str, name: &str, spec: serde_json::Value) -> CatalogSource {
+        serde_json::from_value(json!({"metadata": {"namespace": ns, "name": name}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn go_durations_parse_as_go_reads_them() {
+        assert_eq!(parse_go_duration("10m"), Some(600.0));
+        assert_eq!(parse_go_duration("1h30m"), Some(5400.0));
+        assert_eq!(parse_go_duration("1.5h"), Some(5400.0));
+        assert_eq!(parse_go_duration("45s"), Some(45.0));
+        assert_eq!(parse_go_duration("0"), Some(0.0));
+        for bad in ["", "10", "m", "10x", "-", &"1m".repeat(40)] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_plan_carries_image_priority_and_interval_and_refuses_what_it_cannot() {
+        let sources = [
+            source(
+                "olm",
+                "ops",
+                json!({"sourceType": "grpc", "image": "example.com/i:v1", "priority": -100,
+                "updateStrategy": {"registryPoll": {"interval": "45s"}}}),
+            ),
+            source(
+                "a",
+                "dup",
+                json!({"sourceType": "grpc", "image": "example.com/d@sha256:0123456789abcdef0123456789abcdef",
+                "updateStrategy": {"registryPoll": {"interval": "10m"}}}),
+            ),
+            source(
+                "b",
+                "dup",
+                json!({"sourceType": "grpc", "image": "example.com/e:v1", "priority": 1_i64 << 40}),
+            ),
+            source("c", "cm", json!({"sourceType": "configmap", "configMap": "x"})),
+        ];
+        let plan = plan(&sources, &[]);
+        let by: BTreeMap<&str, &CatalogPlan> = plan.iter().map(|p| (p.catalog_source.as_str(), p)).collect();
+        let ops = by["olm/ops"];
+        assert_eq!(
+            (
+                ops.cluster_catalog.as_str(),
+                ops.priority,
+                ops.poll_interval_minutes
+            ),
+            ("ops", -100, Some(1))
+        );
+        assert_eq!(ops.action, Action::Create);
+        assert_eq!(
+            ops.notes,
+            ["interval 45s rounded up to 1m (ClusterCatalogs poll in minutes)"]
+        );
+        let digest = by["a/dup"];
+        assert_eq!(
+            (digest.cluster_catalog.as_str(), digest.poll_interval_minutes),
+            ("a-dup", None)
+        );
+        assert_eq!(
+            by["b/dup"].action,
+            Action::Skip(format!(
+                "priority {} is outside a ClusterCatalog's 32-bit range",
+                1_i64 << 40
+            ))
+        );
+        assert_eq!(
+            by["c/cm"].action,
+            Action::Skip(
+                "CatalogSource c/cm is of type \"configmap\" backed by ConfigMap \"x\", not by an image"
+                    .into()
+            )
+        );
+
+        // Made once: the same spec is served, a changed one updated; a stranger's is left alone.
+        let made = body(ops);
+        assert_eq!(
+            super::plan(&sources[..1], std::slice::from_ref(&made))[0].action,
+            Action::Served("ops".into())
+        );
+        let mut old = made.clone();
+        old.spec.priority = 5;
+        assert_eq!(super::plan(&sources[..1], &[old])[0].action, Action::Update);
+        let mut stranger = made;
+        stranger.metadata.annotations = None;
+        stranger.spec.source.image.as_mut().unwrap().reference = "example.com/other:v1".into();
+        assert_eq!(
+            super::plan(&sources[..1], &[stranger])[0].action,
+            Action::Skip("ClusterCatalog ops exists with another image; rename or remove it".into())
+        );
+    }
+}

@@ -494,7 +494,17 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
         },
     }
     // The installed bundle in a catalog (olmv1 installs from catalogs only).
-    if let Some(c) = &installed {
+    if let Some(cat) = serving.filter(|c| c.index.is_none()) {
+        reasons.push(Reason::block(
+            "CatalogUnreadable",
+            format!(
+                "the content of ClusterCatalog {} could not be read{}",
+                cat.name,
+                cat.problem.as_ref().map(|p| format!(": {p}")).unwrap_or_default()
+            ),
+            "wait until the ClusterCatalog is Serving, then check again",
+        ));
+    } else if let Some(c) = &installed {
         let found = snapshot.catalogs.iter().any(|cat| {
             cat.index
                 .as_ref()
@@ -896,5 +906,221 @@ fn short(v: &Value) -> String {
         format!("{cut}...")
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn sub(ns: &str, name: &str, package: &str, csv: &str) -> Subscription {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": ns, "name": name},
+            "spec": {"source": "cs", "sourceNamespace": "olm", "name": package},
+            "status": {"installedCSV": csv, "currentCSV": csv, "state": "AtLatestKnown"}
+        }))
+        .unwrap()
+    }
+
+    fn csv(ns: &str, name: &str, properties: Value) -> Csv {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": ns, "name": name,
+                "annotations": {PROPERTIES_ANNOTATION: properties.to_string()}},
+            "spec": {"version": "1.0.0"},
+            "status": {"phase": "Succeeded", "reason": "InstallSucceeded"}
+        }))
+        .unwrap()
+    }
+
+    fn og(ns: &str) -> OperatorGroup {
+        serde_json::from_value(
+            json!({"metadata": {"namespace": ns, "name": "og"}, "status": {"namespaces": [""]}}),
+        )
+        .unwrap()
+    }
+
+    /// `a` needs package `b`, `b` needs package `c`; all three installed by classic, `c` alone
+    /// in a ClusterCatalog-less world except for `NoClusterCatalog`, which the test removes.
+    fn chain() -> Snapshot {
+        let needs = |p: &str| json!({"properties": [{"type": "olm.package.required", "value": {"packageName": p, "versionRange": ">=1.0.0"}}]});
+        let source: CatalogSource = serde_json::from_value(json!({
+            "metadata": {"namespace": "olm", "name": "cs"},
+            "spec": {"sourceType": "grpc", "image": "example.com/index:v1"}
+        }))
+        .unwrap();
+        Snapshot {
+            subscriptions: vec![
+                sub("a", "a", "a", "a.v1"),
+                sub("b", "b", "b", "b.v1"),
+                sub("c", "c", "c", "c.v1"),
+            ],
+            csvs: vec![
+                csv("a", "a.v1", needs("b")),
+                csv("b", "b.v1", needs("c")),
+                csv("c", "c.v1", json!({"properties": []})),
+            ],
+            operator_groups: vec![og("a"), og("b"), og("c")],
+            catalog_sources: vec![source],
+            catalogs: vec![CatalogView {
+                name: "index".into(),
+                image: Some("example.com/index:v1".into()),
+                index: Some(Arc::new(index(&["a", "b", "c"]))),
+                ..CatalogView::default()
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    /// A catalog with bundle `<p>.v1` 1.0.0 of each package `p`.
+    fn index(packages: &[&str]) -> CatalogIndex {
+        let mut lines = Vec::new();
+        for p in packages {
+            lines.push(json!({"schema": "olm.package", "name": p}).to_string());
+            lines.push(json!({"schema": "olm.bundle", "name": format!("{p}.v1"), "package": p, "image": "example.com/b@sha256:00",
+                "properties": [{"type": "olm.package", "value": {"packageName": p, "version": "1.0.0"}}]}).to_string());
+        }
+        CatalogIndex::from_jsonl(lines.join("\n").into(), "test", 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn an_unreadable_or_pruned_catalog_blocks_with_its_cause() {
+        let mut s = chain();
+        s.catalogs[0].index = Some(Arc::new(index(&["a", "b"])));
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(rows[0].reasons[0].code, "BundleNotInCatalog");
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "the installed bundle c.v1 (c 1.0.0) is in no ClusterCatalog: the image example.com/index:v1 of ClusterCatalog index no longer carries it (pruned)"
+        );
+        s.catalogs[0].index = None;
+        s.catalogs[0].problem = Some("not served yet".into());
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "the content of ClusterCatalog index could not be read: not served yet"
+        );
+    }
+
+    #[test]
+    fn dependencies_are_eligible_in_order_and_a_blocked_one_blocks_the_chain() {
+        let mut s = chain();
+        s.restarts.insert(("a".into(), "a".into()), PodRestart::No);
+        let rows = check(&s, None);
+        let verdicts: Vec<_> = rows
+            .iter()
+            .map(|r| (r.subscription.as_str(), r.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("a", Verdict::Eligible),
+                ("b", Verdict::Eligible),
+                ("c", Verdict::Eligible)
+            ]
+        );
+        assert_eq!(rows[0].after, ["b/b"]);
+        assert_eq!(rows[1].after, ["c/c"]);
+        assert_eq!(rows[0].pods_restart.to_string(), "no");
+        assert_eq!(rows[1].pods_restart.to_string(), "unknown: not rendered");
+
+        // c fails: b is blocked by it, and a by b, one pass each.
+        s.csvs[2].status.phase = Some("Failed".into());
+        let rows = check(&s, None);
+        assert_eq!(rows[2].verdict, Verdict::Blocked);
+        assert_eq!(rows[1].verdict, Verdict::Blocked);
+        assert_eq!(rows[0].verdict, Verdict::Blocked);
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "requires package b >=1.0.0: provided by Subscription b/b, which is Blocked"
+        );
+
+        // An olmv1 extension of c meets b's need; b is then judged alone.
+        s.csvs[2].status.phase = Some("Succeeded".into());
+        s.subscriptions.pop();
+        s.extensions.push(ExtensionView {
+            name: "c".into(),
+            package: "c".into(),
+            ..ExtensionView::default()
+        });
+        let rows = check(&s, Some(("b", None)));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].verdict, Verdict::Eligible);
+        assert_eq!(rows[0].reasons[0].code, "DependencyInstalled");
+    }
+
+    #[test]
+    fn a_converted_subscription_is_migrated_and_one_still_there_is_a_conflict() {
+        let mut s = chain();
+        s.extensions.push(ExtensionView {
+            name: "c-ext".into(),
+            package: "c".into(),
+            migrated_from: Some("c/c".into()),
+            installed: Some(("c.v1".into(), "1.0.0".into())),
+            ..ExtensionView::default()
+        });
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(rows[0].verdict, Verdict::Conflict);
+        assert_eq!(rows[0].extension.as_deref(), Some("c-ext"));
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "ClusterExtension c-ext was converted from this Subscription, which still exists"
+        );
+        s.subscriptions.pop();
+        let rows = check(&s, Some(("c", Some("c"))));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].verdict, Verdict::Migrated);
+        assert_eq!(rows[0].version.as_deref(), Some("1.0.0"));
+        // Out of scope, it is not listed.
+        assert!(check(&s, Some(("a", Some("c")))).is_empty());
+    }
+
+    #[test]
+    fn pod_templates_differ_only_where_olmv1_renders_another_value() {
+        let rendered = json!({"metadata": {"annotations": {"olm.targetNamespaces": ""}},
+            "spec": {"containers": [{"name": "m", "image": "a:1", "env": [{"name": "X", "value": "1"}]}]}});
+        // classic's extra annotation and injected env are not differences.
+        let live = json!({"metadata": {"annotations": {"olm.targetNamespaces": "", "olm.operatorGroup": "og"}},
+            "spec": {"containers": [{"name": "m", "image": "a:1", "imagePullPolicy": "IfNotPresent",
+                "env": [{"name": "X", "value": "1"}, {"name": "OPERATOR_CONDITION_NAME", "value": "c"}]}]}});
+        assert!(differences(&rendered, &live, "t", 3).is_empty());
+        let mut changed = live.clone();
+        changed["spec"]["containers"][0]["image"] = json!("a:2");
+        changed["spec"]["containers"][0]["env"][0]["value"] = json!("2");
+        assert_eq!(
+            differences(&rendered, &changed, "t", 3),
+            [
+                "t.spec.containers[m].env[X].value is \"1\" (now \"2\")",
+                "t.spec.containers[m].image is \"a:1\" (now \"a:2\")"
+            ]
+        );
+        assert_eq!(differences(&rendered, &changed, "t", 1).len(), 1);
+        let mut missing = live;
+        missing["spec"]["containers"][0]["env"] = json!([]);
+        assert_eq!(
+            differences(&rendered, &missing, "t", 3),
+            ["t.spec.containers[m].env[X] is added"]
+        );
+    }
+
+    #[test]
+    fn requirements_read_both_property_shapes() {
+        let gvk = json!({"type": "olm.gvk.required", "value": {"group": "g", "version": "v1", "kind": "K"}});
+        let wrapped = csv("n", "x", json!({"properties": [gvk.clone()]}));
+        let bare = csv("n", "x", json!([gvk]));
+        assert_eq!(
+            requirements(&wrapped).unwrap(),
+            [Requirement::Gvk("g/v1/K".into())]
+        );
+        assert_eq!(requirements(&bare).unwrap(), requirements(&wrapped).unwrap());
+        let mut broken = wrapped;
+        broken
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(PROPERTIES_ANNOTATION.into(), "{".into());
+        assert!(requirements(&broken).is_err());
     }
 }
