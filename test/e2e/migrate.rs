@@ -78,7 +78,9 @@ async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> St
 
 #[tokio::test]
 async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_pods() {
-    let _share = components::shared_cluster().await;
+    // Alone: `migrate catalogs --delete-catalogsource` deletes every CatalogSource it made a
+    // ClusterCatalog for, other tests' too.
+    let _share = components::exclusive_cluster().await;
     components::ensure_running();
     let client = support::client().await;
     let package = support::fresh_name("mig-ok");
@@ -151,6 +153,7 @@ async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_po
 
     // catalogs --dry-run writes nothing; catalogs makes it with the image, priority, interval.
     let dry = olmv1(&["migrate", "catalogs", "--dry-run"]).ok();
+    eprintln!("{dry}");
     let line = dry
         .lines()
         .find(|l| {
@@ -181,6 +184,7 @@ async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_po
     );
     assert!(sources.get_opt(&install.catalog_source).await.unwrap().is_some());
     let again = olmv1(&["migrate", "catalogs"]).ok();
+    eprintln!("{again}");
     assert!(
         again.lines().any(|l| l.starts_with(&format!(
             "{}/{}",
