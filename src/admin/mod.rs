@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod dependencies;
 pub mod graph;
+pub mod migrate;
 pub mod rbac;
 pub mod search;
 pub mod table;

@@ -26,6 +26,7 @@ pub mod controller;
 pub mod explain;
 pub mod image;
 pub mod install;
+pub mod migrate;
 pub mod rbac;
 pub mod render;
 pub mod resolve;
@@ -87,6 +88,9 @@ enum Command {
     Rbac(Box<rbac::RbacArgs>),
     /// A readable summary of every extension: installed, target, conditions, upgrades.
     Status(status::StatusArgs),
+    /// Move operators from OLM classic: check, catalogs.
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCommand),
 }
 
 /// Parses the command line. Run as `kubectl-olmv1` (a link kubectl finds on PATH, so
@@ -126,6 +130,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Uninstall(args) => install::uninstall(args).await,
         Command::Rbac(args) => rbac::run(*args).await,
         Command::Status(args) => status::run(args).await,
+        Command::Migrate(cmd) => migrate::run(cmd).await,
         Command::Crd => {
             out!("{}", olmv1_api::crd::crds_yaml());
             ExitCode::SUCCESS

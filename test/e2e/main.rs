@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod classic;
 mod cli;
 mod components;
 mod fixtures;
@@ -21,6 +22,7 @@ mod install;
 mod install_identity;
 mod installer;
 mod lifecycle;
+mod migrate;
 mod mirrors;
 mod openshift;
 mod operations;

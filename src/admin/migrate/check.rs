@@ -1,0 +1,1126 @@
+//! `olmv1 migrate check`: whether each Subscription of OLM classic can be taken over by olmv1 in
+//! place, and if not, every reason with what to do. Pure: the cluster is read by `read.rs`.
+
+use std::{collections::BTreeMap, fmt, sync::Arc};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::classic::{CatalogSource, Csv, InstallPlan, OperatorCondition, OperatorGroup, Subscription, key};
+use crate::catalog::CatalogIndex;
+
+/// The annotation a converted ClusterExtension carries: `<namespace>/<subscription>`.
+pub const MIGRATED_FROM_ANNOTATION: &str = "olmv1.operatorframework.io/migrated-from-subscription";
+
+/// CSV annotation holding the bundle's properties, as classic's InstallPlan writes it.
+pub const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
+
+/// `Subscription.spec.config` keys that `deploymentConfig` carries (the rest it cannot).
+pub const CARRIED_CONFIG_KEYS: [&str; 9] = [
+    "env",
+    "envFrom",
+    "volumes",
+    "volumeMounts",
+    "tolerations",
+    "resources",
+    "nodeSelector",
+    "affinity",
+    "annotations",
+];
+
+/// What a migration can do with one Subscription.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `convert` takes it over.
+    Eligible,
+    /// Something must change first (the reasons say what).
+    Blocked,
+    /// Already converted: a ClusterExtension records it, the Subscription is gone.
+    Migrated,
+    /// Both the Subscription and a ClusterExtension of the same package exist.
+    Conflict,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Eligible => "Eligible",
+            Verdict::Blocked => "Blocked",
+            Verdict::Migrated => "Migrated",
+            Verdict::Conflict => "Conflict",
+        })
+    }
+}
+
+/// Whether converting restarts the operator's pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodRestart {
+    /// olmv1 renders every pod template as it runs now.
+    No,
+    /// A template differs: one rolling update, for this reason.
+    Rolling(String),
+    /// Not known, for this reason (e.g. the bundle could not be read).
+    Unknown(String),
+}
+
+impl fmt::Display for PodRestart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PodRestart::No => f.write_str("no"),
+            PodRestart::Rolling(why) => write!(f, "one rolling update: {why}"),
+            PodRestart::Unknown(why) => write!(f, "unknown: {why}"),
+        }
+    }
+}
+
+impl Serialize for PodRestart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One reason, and what to do about it.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Reason {
+    /// A stable code, e.g. `CSVNotSucceeded`.
+    pub code: &'static str,
+    /// Whether it blocks the migration (else it is a note).
+    pub blocking: bool,
+    /// What is wrong.
+    pub message: String,
+    /// What to do.
+    pub fix: String,
+}
+
+impl Reason {
+    fn block(code: &'static str, message: String, fix: impl Into<String>) -> Reason {
+        Reason {
+            code,
+            blocking: true,
+            message,
+            fix: fix.into(),
+        }
+    }
+
+    fn note(code: &'static str, message: String, fix: impl Into<String>) -> Reason {
+        Reason {
+            code,
+            blocking: false,
+            message,
+            fix: fix.into(),
+        }
+    }
+}
+
+/// One row of `olmv1 migrate check`.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckRow {
+    /// The Subscription's namespace.
+    pub namespace: String,
+    /// The Subscription.
+    pub subscription: String,
+    /// The package.
+    pub package: String,
+    /// The installed CSV.
+    #[serde(rename = "installedCSV")]
+    pub installed_csv: Option<String>,
+    /// Its version.
+    pub version: Option<String>,
+    /// The CatalogSource, `<namespace>/<name>`.
+    pub catalog_source: Option<String>,
+    /// The ClusterCatalog serving the CatalogSource's image, if any.
+    pub cluster_catalog: Option<String>,
+    /// The ClusterExtension that took it over or competes with it.
+    pub extension: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Whether converting restarts pods.
+    pub pods_restart: PodRestart,
+    /// Subscriptions (`<namespace>/<name>`) to convert first: they provide its dependencies.
+    pub after: Vec<String>,
+    /// Every reason, blocking ones first.
+    pub reasons: Vec<Reason>,
+}
+
+/// A ClusterCatalog as the check sees it.
+#[derive(Clone, Debug, Default)]
+pub struct CatalogView {
+    /// Name.
+    pub name: String,
+    /// `spec.source.image.ref`.
+    pub image: Option<String>,
+    /// `status.resolvedSource.image.ref` (a digest).
+    pub resolved: Option<String>,
+    /// The CatalogSource it was made from (`migrate catalogs`' annotation), `<ns>/<name>`.
+    pub from_catalog_source: Option<String>,
+    /// Its content; `None` when it could not be read.
+    pub index: Option<Arc<CatalogIndex>>,
+    /// Why the content could not be read.
+    pub problem: Option<String>,
+}
+
+/// A ClusterExtension as the check sees it.
+#[derive(Clone, Debug, Default)]
+pub struct ExtensionView {
+    /// Name.
+    pub name: String,
+    /// `spec.source.catalog.packageName`.
+    pub package: String,
+    /// `spec.namespace`.
+    pub namespace: String,
+    /// [`MIGRATED_FROM_ANNOTATION`].
+    pub migrated_from: Option<String>,
+    /// Installed bundle and version.
+    pub installed: Option<(String, String)>,
+    /// APIs its installed bundle provides (`group/version/kind`), from the catalogs.
+    pub provided_gvks: Vec<String>,
+}
+
+/// Everything the check reads.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Every Subscription of the cluster (duplicates and dependencies need all of them).
+    pub subscriptions: Vec<Subscription>,
+    /// The CSVs of the Subscriptions' namespaces.
+    pub csvs: Vec<Csv>,
+    /// The InstallPlans of those namespaces.
+    pub install_plans: Vec<InstallPlan>,
+    /// The OperatorGroups of those namespaces.
+    pub operator_groups: Vec<OperatorGroup>,
+    /// Every CatalogSource.
+    pub catalog_sources: Vec<CatalogSource>,
+    /// The OperatorConditions of those namespaces.
+    pub operator_conditions: Vec<OperatorCondition>,
+    /// The ClusterCatalogs.
+    pub catalogs: Vec<CatalogView>,
+    /// The ClusterExtensions.
+    pub extensions: Vec<ExtensionView>,
+    /// Pod restarts computed by rendering, by (namespace, subscription).
+    pub restarts: BTreeMap<(String, String), PodRestart>,
+}
+
+/// A dependency declared by an installed CSV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// `olm.package.required`: a package (and a version range, shown).
+    Package(String, String),
+    /// `olm.gvk.required`: `group/version/kind`.
+    Gvk(String),
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Requirement::Package(p, range) if range.is_empty() => write!(f, "package {p}"),
+            Requirement::Package(p, range) => write!(f, "package {p} {range}"),
+            Requirement::Gvk(gvk) => write!(f, "API {gvk}"),
+        }
+    }
+}
+
+/// The dependencies in a CSV's [`PROPERTIES_ANNOTATION`] (`{"properties":[...]}` or a bare
+/// array); unreadable text declares none here (`Err` says why).
+pub fn requirements(csv: &Csv) -> Result<Vec<Requirement>, String> {
+    let Some(text) = csv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROPERTIES_ANNOTATION))
+    else {
+        return Ok(Vec::new());
+    };
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("annotation {PROPERTIES_ANNOTATION}: {e}"))?;
+    let list = match &value {
+        Value::Array(a) => a,
+        Value::Object(o) => match o.get("properties") {
+            Some(Value::Array(a)) => a,
+            _ => return Ok(Vec::new()),
+        },
+        _ => return Ok(Vec::new()),
+    };
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(list
+        .iter()
+        .filter_map(|p| {
+            let v = p.get("value")?;
+            match p.get("type").and_then(Value::as_str)? {
+                "olm.package.required" => Some(Requirement::Package(
+                    text(v, "packageName"),
+                    text(v, "versionRange"),
+                )),
+                "olm.gvk.required" => Some(Requirement::Gvk(format!(
+                    "{}/{}/{}",
+                    text(v, "group"),
+                    text(v, "version"),
+                    text(v, "kind")
+                ))),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+/// The APIs a CSV owns, `group/version/kind` (a CRD's group is its name after the plural).
+pub fn owned_gvks(csv: &Csv) -> Vec<String> {
+    csv.spec
+        .customresourcedefinitions
+        .owned
+        .iter()
+        .map(|d| {
+            let group = d.name.split_once('.').map(|(_, g)| g).unwrap_or_default();
+            format!("{group}/{}/{}", d.version, d.kind)
+        })
+        .collect()
+}
+
+/// The namespaces an OperatorGroup targets: `status.namespaces` when classic has written it,
+/// else `spec.targetNamespaces`; empty or `[""]` means all namespaces.
+pub fn target_namespaces(og: &OperatorGroup) -> Vec<String> {
+    let mut targets = if og.status.namespaces.is_empty() {
+        og.spec.target_namespaces.clone()
+    } else {
+        og.status.namespaces.clone()
+    };
+    targets.retain(|t| !t.is_empty());
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
+/// The ClusterCatalog that serves `source`'s image: made from it by `migrate catalogs`, or
+/// pointing at the same reference (as written or as resolved).
+pub fn serving_catalog<'a>(source: &CatalogSource, catalogs: &'a [CatalogView]) -> Option<&'a CatalogView> {
+    let (ns, name) = key(&source.metadata);
+    let from = format!("{ns}/{name}");
+    let image = source.spec.image.as_deref()?;
+    catalogs
+        .iter()
+        .find(|c| c.from_catalog_source.as_deref() == Some(&from) && c.image.as_deref() == Some(image))
+        .or_else(|| {
+            catalogs
+                .iter()
+                .find(|c| c.image.as_deref() == Some(image) || c.resolved.as_deref() == Some(image))
+        })
+}
+
+/// Why a CatalogSource is not one olmv1 can serve (not grpc with an image), if so.
+pub fn not_image_backed(source: &CatalogSource) -> Option<String> {
+    let spec = &source.spec;
+    let (ns, name) = key(&source.metadata);
+    match (
+        spec.source_type.as_deref(),
+        &spec.image,
+        &spec.address,
+        &spec.config_map,
+    ) {
+        (Some("grpc"), Some(image), _, _) if !image.is_empty() => None,
+        (Some("grpc"), _, Some(address), _) => Some(format!(
+            "CatalogSource {ns}/{name} is served from the address {address:?}, not from an image"
+        )),
+        (t, _, _, Some(cm)) => Some(format!(
+            "CatalogSource {ns}/{name} is of type {:?} backed by ConfigMap {cm:?}, not by an image",
+            t.unwrap_or_default()
+        )),
+        (t, ..) => Some(format!(
+            "CatalogSource {ns}/{name} of type {:?} has no image",
+            t.unwrap_or_default()
+        )),
+    }
+}
+
+/// The rows for `scope` (`None`: every Subscription; `Some((ns, None))`: a namespace;
+/// `Some((ns, Some(name)))`: one Subscription), plus a `Migrated` row for each converted
+/// Subscription in scope.
+pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>) -> Vec<CheckRow> {
+    let in_scope = |ns: &str, name: &str| match scope {
+        None => true,
+        Some((s_ns, None)) => s_ns == ns,
+        Some((s_ns, Some(s_name))) => s_ns == ns && s_name == name,
+    };
+    // Every Subscription is judged (dependencies and duplicates span namespaces); rows are kept
+    // for those in scope.
+    let mut rows: Vec<CheckRow> = snapshot
+        .subscriptions
+        .iter()
+        .map(|s| judge(snapshot, s))
+        .collect();
+    settle_dependencies(snapshot, &mut rows);
+    rows.retain(|r| in_scope(&r.namespace, &r.subscription));
+    for e in &snapshot.extensions {
+        let Some((ns, sub)) = e.migrated_from.as_deref().and_then(|m| m.split_once('/')) else {
+            continue;
+        };
+        let still_there = snapshot
+            .subscriptions
+            .iter()
+            .any(|s| key(&s.metadata) == (ns.to_string(), sub.to_string()));
+        if still_there || !in_scope(ns, sub) {
+            continue;
+        }
+        rows.push(CheckRow {
+            namespace: ns.into(),
+            subscription: sub.into(),
+            package: e.package.clone(),
+            installed_csv: e.installed.as_ref().map(|i| i.0.clone()),
+            version: e.installed.as_ref().map(|i| i.1.clone()),
+            catalog_source: None,
+            cluster_catalog: None,
+            extension: Some(e.name.clone()),
+            verdict: Verdict::Migrated,
+            pods_restart: PodRestart::No,
+            after: Vec::new(),
+            reasons: Vec::new(),
+        });
+    }
+    rows.sort_by(|a, b| (&a.namespace, &a.subscription).cmp(&(&b.namespace, &b.subscription)));
+    rows
+}
+
+/// The row of one Subscription, dependencies not yet weighed.
+fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
+    let (ns, name) = key(&sub.metadata);
+    let package = sub.spec.name.clone();
+    let mut reasons = Vec::new();
+    let installed = sub.status.installed_csv.clone().filter(|c| !c.is_empty());
+    let csv = installed.as_ref().and_then(|c| {
+        snapshot
+            .csvs
+            .iter()
+            .find(|x| key(&x.metadata) == (ns.clone(), c.clone()))
+    });
+    let version = csv.and_then(|c| c.spec.version.clone());
+
+    // The CSV.
+    match (&installed, csv) {
+        (None, _) => reasons.push(Reason::block(
+            "NoInstalledCSV",
+            "the Subscription has no installed CSV (status.installedCSV is empty)".into(),
+            "wait until classic has installed the operator, or delete the Subscription",
+        )),
+        (Some(c), None) => reasons.push(Reason::block(
+            "CSVNotFound",
+            format!("the installed CSV {c} is not in namespace {ns}"),
+            "let classic reinstall it (it recreates a missing CSV), then check again",
+        )),
+        (Some(c), Some(csv)) if csv.status.phase.as_deref() != Some("Succeeded") => {
+            reasons.push(Reason::block(
+                "CSVNotSucceeded",
+                format!(
+                    "CSV {c} is {} ({}): {}",
+                    csv.status.phase.as_deref().unwrap_or("without a phase"),
+                    csv.status.reason.as_deref().unwrap_or_default(),
+                    csv.status.message.as_deref().unwrap_or_default()
+                ),
+                "fix the operator until classic reports it Succeeded: only a running install is taken over",
+            ))
+        }
+        _ => {}
+    }
+
+    // An upgrade in flight, or waiting for approval.
+    let plan = sub.status.install_plan_ref.as_ref().and_then(|r| {
+        snapshot
+            .install_plans
+            .iter()
+            .find(|ip| key(&ip.metadata) == (r.namespace.clone().unwrap_or(ns.clone()), r.name.clone()))
+    });
+    let current = sub.status.current_csv.clone().filter(|c| !c.is_empty());
+    let waiting = plan.filter(|ip| ip.status.phase.as_deref() == Some("RequiresApproval"));
+    if let Some(ip) = waiting {
+        reasons.push(Reason::block(
+            "UpgradeWaitingForApproval",
+            format!(
+                "InstallPlan {} waits for approval to install {}",
+                ip.metadata.name.as_deref().unwrap_or_default(),
+                ip.spec.csv_names.join(", ")
+            ),
+            "approve it and let the upgrade finish, or delete it; then check again",
+        ));
+    } else if (current.is_some() && current != installed)
+        || sub.status.state.as_deref() == Some("UpgradePending")
+    {
+        reasons.push(Reason::block(
+            "UpgradeInFlight",
+            format!(
+                "an upgrade from {} to {} is in flight (state {})",
+                installed.as_deref().unwrap_or("nothing"),
+                current.as_deref().unwrap_or("?"),
+                sub.status.state.as_deref().unwrap_or_default()
+            ),
+            "wait until the Subscription is AtLatestKnown",
+        ));
+    }
+
+    // The catalog.
+    let source = snapshot
+        .catalog_sources
+        .iter()
+        .find(|c| key(&c.metadata) == (sub.spec.source_namespace.clone(), sub.spec.source.clone()));
+    let catalog_source = Some(format!("{}/{}", sub.spec.source_namespace, sub.spec.source));
+    let mut serving = None;
+    match source {
+        None => reasons.push(Reason::block(
+            "CatalogSourceNotFound",
+            format!(
+                "CatalogSource {}/{} does not exist",
+                sub.spec.source_namespace, sub.spec.source
+            ),
+            "recreate it, or point the Subscription at the CatalogSource it came from",
+        )),
+        Some(source) => match not_image_backed(source) {
+            Some(why) => reasons.push(Reason::block(
+                "CatalogSourceNotImage",
+                why,
+                "publish the catalog as an image (opm) and point a grpc CatalogSource at it: olmv1 reads catalogs from images only",
+            )),
+            None => {
+                serving = serving_catalog(source, &snapshot.catalogs);
+                if serving.is_none() {
+                    reasons.push(Reason::block(
+                        "NoClusterCatalog",
+                        format!(
+                            "no ClusterCatalog serves the image {} of CatalogSource {}/{}",
+                            source.spec.image.as_deref().unwrap_or_default(),
+                            sub.spec.source_namespace,
+                            sub.spec.source
+                        ),
+                        "run `olmv1 migrate catalogs`",
+                    ));
+                }
+            }
+        },
+    }
+    // The installed bundle in a catalog (olmv1 installs from catalogs only).
+    if let Some(cat) = serving.filter(|c| c.index.is_none()) {
+        reasons.push(Reason::block(
+            "CatalogUnreadable",
+            format!(
+                "the content of ClusterCatalog {} could not be read{}",
+                cat.name,
+                cat.problem.as_ref().map(|p| format!(": {p}")).unwrap_or_default()
+            ),
+            "wait until the ClusterCatalog is Serving, then check again",
+        ));
+    } else if let Some(c) = &installed {
+        let found = snapshot.catalogs.iter().any(|cat| {
+            cat.index
+                .as_ref()
+                .and_then(|i| i.package(&package))
+                .is_some_and(|p| p.bundles.iter().any(|b| *b.name == **c))
+        });
+        let unread: Vec<String> = snapshot
+            .catalogs
+            .iter()
+            .filter_map(|c| {
+                c.problem
+                    .as_ref()
+                    .map(|p| format!("ClusterCatalog {}: {p}", c.name))
+            })
+            .collect();
+        // Without a ClusterCatalog for the source, NoClusterCatalog says what to do first.
+        if !found && serving.is_some() {
+            let mut message = format!(
+                "the installed bundle {c} ({package} {}) is in no ClusterCatalog{}",
+                version.as_deref().unwrap_or("?"),
+                match serving {
+                    Some(cat) => format!(
+                        ": the image {} of ClusterCatalog {} no longer carries it (pruned)",
+                        cat.image.as_deref().unwrap_or_default(),
+                        cat.name
+                    ),
+                    None => String::new(),
+                }
+            );
+            if !unread.is_empty() {
+                message.push_str(&format!(" (unread: {})", unread.join("; ")));
+            }
+            reasons.push(Reason::block(
+                "BundleNotInCatalog",
+                message,
+                format!(
+                    "add a ClusterCatalog whose image still carries {c} (an older tag or digest of the catalog image), or let classic upgrade to a bundle the catalog carries first"
+                ),
+            ));
+        }
+    }
+
+    // The OperatorGroup.
+    let groups: Vec<&OperatorGroup> = snapshot
+        .operator_groups
+        .iter()
+        .filter(|og| og.metadata.namespace.as_deref() == Some(&ns))
+        .collect();
+    match groups.as_slice() {
+        [] => reasons.push(Reason::block(
+            "NoOperatorGroup",
+            format!("namespace {ns} has no OperatorGroup"),
+            "create the OperatorGroup the operator was installed with",
+        )),
+        [og] => {
+            let targets = target_namespaces(og);
+            let og_name = og.metadata.name.as_deref().unwrap_or_default();
+            if og.spec.selector.is_some() && og.spec.target_namespaces.is_empty() {
+                reasons.push(Reason::block(
+                    "OperatorGroupSelector",
+                    format!("OperatorGroup {og_name} selects its namespaces by label"),
+                    "name the target namespace (spec.targetNamespaces) or none: olmv1 watches one namespace or all",
+                ));
+            } else if targets.len() > 1 {
+                reasons.push(Reason::block(
+                    "MultiNamespace",
+                    format!(
+                        "OperatorGroup {og_name} targets {} namespaces ({}): olmv1 installs an operator for one namespace, its own, or all",
+                        targets.len(),
+                        targets.join(", ")
+                    ),
+                    "change the OperatorGroup to one target namespace or to all namespaces (classic then rolls the operator), or keep it on classic",
+                ));
+            }
+            if let Some(sa) = &og.spec.service_account_name {
+                reasons.push(Reason::note(
+                    "OperatorGroupServiceAccount",
+                    format!("OperatorGroup {og_name} installs as ServiceAccount {sa}"),
+                    "convert uses it as the ClusterExtension's installer, after the permission preflight",
+                ));
+            }
+        }
+        more => reasons.push(Reason::block(
+            "MultipleOperatorGroups",
+            format!(
+                "namespace {ns} has {} OperatorGroups ({}): classic itself refuses to resolve there",
+                more.len(),
+                more.iter()
+                    .map(|og| og.metadata.name.clone().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "delete all but the one the operator was installed with",
+        )),
+    }
+
+    // Subscription.spec.config fields deploymentConfig cannot carry.
+    for k in sub.spec.config.iter().flat_map(|c| c.keys()) {
+        if !CARRIED_CONFIG_KEYS.contains(&k.as_str()) {
+            reasons.push(Reason::block(
+                "ConfigNotCarried",
+                format!("Subscription.spec.config.{k} has no counterpart in olmv1's deploymentConfig"),
+                if k == "selector" {
+                    "remove spec.config.selector from the Subscription: classic never reads it, so nothing changes".to_string()
+                } else {
+                    format!("remove spec.config.{k} from the Subscription")
+                },
+            ));
+        }
+    }
+
+    if let Some(csv) = csv {
+        // Owned APIServices.
+        for a in &csv.spec.apiservicedefinitions.owned {
+            reasons.push(Reason::block(
+                "OwnedAPIService",
+                format!(
+                    "CSV {} owns the APIService {}.{}: olmv1 does not install APIServices",
+                    csv.metadata.name.as_deref().unwrap_or_default(),
+                    a.version,
+                    a.group.as_deref().unwrap_or(&a.name)
+                ),
+                "keep this operator on classic",
+            ));
+        }
+        // OperatorCondition Upgradeable=False.
+        let condition = snapshot
+            .operator_conditions
+            .iter()
+            .find(|oc| key(&oc.metadata) == key(&csv.metadata));
+        if let Some(oc) = condition {
+            let not_upgradeable = oc
+                .status
+                .conditions
+                .iter()
+                .chain(&oc.spec.conditions)
+                .find(|c| c.type_ == "Upgradeable" && c.status == "False");
+            if let Some(c) = not_upgradeable {
+                reasons.push(Reason::block(
+                    "NotUpgradeable",
+                    format!(
+                        "the operator says Upgradeable=False ({}): {}",
+                        c.reason, c.message
+                    ),
+                    "wait until the operator reports Upgradeable=True in its OperatorCondition",
+                ));
+            }
+        }
+        if let Err(e) = requirements(csv) {
+            reasons.push(Reason::block(
+                "UnreadableProperties",
+                format!("CSV {}: {e}", csv.metadata.name.as_deref().unwrap_or_default()),
+                "fix the CSV's annotation so the dependencies can be read",
+            ));
+        }
+    }
+
+    // Two Subscriptions for one package.
+    let others: Vec<String> = snapshot
+        .subscriptions
+        .iter()
+        .filter(|o| o.spec.name == package && key(&o.metadata) != (ns.clone(), name.clone()))
+        .map(|o| {
+            let (a, b) = key(&o.metadata);
+            format!("{a}/{b}")
+        })
+        .collect();
+    if !others.is_empty() {
+        reasons.push(Reason::block(
+            "DuplicatePackage",
+            format!(
+                "package {package} is also subscribed by {}: olmv1 installs a package once per cluster",
+                others.join(", ")
+            ),
+            "keep one Subscription of the package and move the others' users to it",
+        ));
+    }
+
+    // A ClusterExtension already installs it.
+    let rival = snapshot
+        .extensions
+        .iter()
+        .find(|e| e.migrated_from.as_deref() == Some(&format!("{ns}/{name}")) || e.package == package);
+    let verdict = if let Some(e) = rival {
+        reasons.insert(
+            0,
+            Reason::block(
+                "ExtensionExists",
+                if e.migrated_from.as_deref() == Some(&format!("{ns}/{name}")) {
+                    format!(
+                        "ClusterExtension {} was converted from this Subscription, which still exists",
+                        e.name
+                    )
+                } else {
+                    format!("ClusterExtension {} installs package {package} too", e.name)
+                },
+                if e.migrated_from.is_some() {
+                    "run `olmv1 migrate convert` again to finish, or `olmv1 migrate rollback` to go back"
+                } else {
+                    "remove one of the two: they would own the same objects"
+                },
+            ),
+        );
+        Verdict::Conflict
+    } else if reasons.iter().any(|r| r.blocking) {
+        Verdict::Blocked
+    } else {
+        Verdict::Eligible
+    };
+    let pods_restart = match snapshot.restarts.get(&(ns.clone(), name.clone())) {
+        Some(r) => r.clone(),
+        None => PodRestart::Unknown("not rendered".into()),
+    };
+    CheckRow {
+        namespace: ns,
+        subscription: name,
+        package,
+        installed_csv: installed,
+        version,
+        catalog_source,
+        cluster_catalog: serving.map(|c| c.name.clone()),
+        extension: rival.map(|e| e.name.clone()),
+        verdict,
+        pods_restart,
+        after: Vec::new(),
+        reasons,
+    }
+}
+
+/// Weighs each Subscription's dependencies: met by a ClusterExtension, or by a Subscription that
+/// is itself eligible (converted first, in the same run), else blocking. Repeated until nothing
+/// changes, since a Subscription blocked for its own dependencies blocks those that need it; at
+/// most once per Subscription, as each pass that changes something blocks one more.
+fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
+    let csv_of = |i: usize| {
+        let s = &snapshot.subscriptions[i];
+        let (ns, _) = key(&s.metadata);
+        s.status.installed_csv.as_ref().and_then(|c| {
+            snapshot
+                .csvs
+                .iter()
+                .find(|x| key(&x.metadata) == (ns.clone(), c.clone()))
+        })
+    };
+    let needs: Vec<Vec<Requirement>> = (0..rows.len())
+        .map(|i| csv_of(i).and_then(|c| requirements(c).ok()).unwrap_or_default())
+        .collect();
+    let provides: Vec<Vec<String>> = (0..rows.len())
+        .map(|i| csv_of(i).map(owned_gvks).unwrap_or_default())
+        .collect();
+    let base: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
+    for _ in 0..=rows.len() {
+        let verdicts: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
+        let mut changed = false;
+        for (i, requirements) in needs.iter().enumerate() {
+            if requirements.is_empty() {
+                continue;
+            }
+            let mut reasons = Vec::new();
+            let mut after = Vec::new();
+            for req in requirements {
+                let by_extension = snapshot.extensions.iter().find(|e| match req {
+                    Requirement::Package(p, _) => &e.package == p,
+                    Requirement::Gvk(g) => e.provided_gvks.contains(g),
+                });
+                if let Some(e) = by_extension {
+                    reasons.push(Reason::note(
+                        "DependencyInstalled",
+                        format!("requires {req}: installed by olmv1 (ClusterExtension {})", e.name),
+                        "nothing to do",
+                    ));
+                    continue;
+                }
+                let by_sub = (0..rows.len()).find(|&j| {
+                    j != i
+                        && match req {
+                            Requirement::Package(p, _) => &rows[j].package == p,
+                            Requirement::Gvk(g) => provides[j].contains(g),
+                        }
+                });
+                match by_sub {
+                    Some(j) if verdicts[j] == Verdict::Eligible => {
+                        let other = format!("{}/{}", rows[j].namespace, rows[j].subscription);
+                        reasons.push(Reason::note(
+                            "DependencyMigratesFirst",
+                            format!("requires {req}: provided by Subscription {other}, which is eligible"),
+                            format!("convert {other} first, or both with `olmv1 migrate convert --all` (it orders them)"),
+                        ));
+                        after.push(other);
+                    }
+                    Some(j) => {
+                        let other = format!("{}/{}", rows[j].namespace, rows[j].subscription);
+                        reasons.push(Reason::block(
+                            "DependencyBlocked",
+                            format!(
+                                "requires {req}: provided by Subscription {other}, which is {}",
+                                verdicts[j]
+                            ),
+                            format!("make {other} eligible first (see its reasons)"),
+                        ));
+                    }
+                    None => reasons.push(Reason::block(
+                        "DependencyUnmet",
+                        format!("requires {req}, which neither olmv1 nor a Subscription provides"),
+                        "install the dependency with olmv1 first",
+                    )),
+                }
+            }
+            let row = &mut rows[i];
+            row.reasons.retain(|r| !r.code.starts_with("Dependency"));
+            row.reasons.extend(reasons);
+            row.after = after;
+            let verdict = if base[i] != Verdict::Eligible {
+                base[i]
+            } else if row.reasons.iter().any(|r| r.blocking) {
+                Verdict::Blocked
+            } else {
+                Verdict::Eligible
+            };
+            changed |= verdict != row.verdict;
+            row.verdict = verdict;
+        }
+        if !changed {
+            break;
+        }
+    }
+    for row in rows.iter_mut() {
+        // Blocking reasons first, each group in the order found.
+        row.reasons.sort_by_key(|r| !r.blocking);
+    }
+}
+
+/// Where `rendered` (what olmv1 renders: a pod template) differs from `live` (what runs): each
+/// field olmv1 sets must hold the same value in the live object; fields only the live object
+/// has (classic's own annotations, its injected env) stay as they are. Lists of named items
+/// (containers, env, volumes, ports) are matched by name, other lists compared whole.
+/// `path` names the top; at most `limit` differences are returned.
+pub fn differences(rendered: &Value, live: &Value, path: &str, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_into(rendered, live, path, limit, &mut out);
+    out
+}
+
+fn diff_into(rendered: &Value, live: &Value, path: &str, limit: usize, out: &mut Vec<String>) {
+    if out.len() >= limit {
+        return;
+    }
+    match (rendered, live) {
+        (Value::Object(r), Value::Object(l)) => {
+            for (k, rv) in r {
+                let p = format!("{path}.{k}");
+                match l.get(k) {
+                    Some(lv) => diff_into(rv, lv, &p, limit, out),
+                    None if is_empty(rv) => {}
+                    None => out.push(format!("{p} is {} (not set now)", short(rv))),
+                }
+                if out.len() >= limit {
+                    return;
+                }
+            }
+        }
+        (Value::Array(r), Value::Array(l)) if !r.is_empty() && r.iter().all(|v| v.get("name").is_some()) => {
+            for rv in r {
+                let name = rv["name"].as_str().unwrap_or_default();
+                let p = format!("{path}[{name}]");
+                match l.iter().find(|lv| lv.get("name") == rv.get("name")) {
+                    Some(lv) => diff_into(rv, lv, &p, limit, out),
+                    None => out.push(format!("{p} is added")),
+                }
+                if out.len() >= limit {
+                    return;
+                }
+            }
+        }
+        (r, l) if r == l || (is_empty(r) && is_empty(l)) => {}
+        (r, l) => out.push(format!("{path} is {} (now {})", short(r), short(l))),
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// The widest value quoted in a difference, in characters: a reason stays one readable line.
+const MAX_SHOWN_VALUE_CHARS: usize = 80;
+
+fn short(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    if text.chars().count() > MAX_SHOWN_VALUE_CHARS {
+        let cut: String = text.chars().take(MAX_SHOWN_VALUE_CHARS).collect();
+        format!("{cut}...")
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn sub(ns: &str, name: &str, package: &str, csv: &str) -> Subscription {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": ns, "name": name},
+            "spec": {"source": "cs", "sourceNamespace": "olm", "name": package},
+            "status": {"installedCSV": csv, "currentCSV": csv, "state": "AtLatestKnown"}
+        }))
+        .unwrap()
+    }
+
+    fn csv(ns: &str, name: &str, properties: Value) -> Csv {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": ns, "name": name,
+                "annotations": {PROPERTIES_ANNOTATION: properties.to_string()}},
+            "spec": {"version": "1.0.0"},
+            "status": {"phase": "Succeeded", "reason": "InstallSucceeded"}
+        }))
+        .unwrap()
+    }
+
+    fn og(ns: &str) -> OperatorGroup {
+        serde_json::from_value(
+            json!({"metadata": {"namespace": ns, "name": "og"}, "status": {"namespaces": [""]}}),
+        )
+        .unwrap()
+    }
+
+    /// `a` needs package `b`, `b` needs package `c`; all three installed by classic, `c` alone
+    /// in a ClusterCatalog-less world except for `NoClusterCatalog`, which the test removes.
+    fn chain() -> Snapshot {
+        let needs = |p: &str| json!({"properties": [{"type": "olm.package.required", "value": {"packageName": p, "versionRange": ">=1.0.0"}}]});
+        let source: CatalogSource = serde_json::from_value(json!({
+            "metadata": {"namespace": "olm", "name": "cs"},
+            "spec": {"sourceType": "grpc", "image": "example.com/index:v1"}
+        }))
+        .unwrap();
+        Snapshot {
+            subscriptions: vec![
+                sub("a", "a", "a", "a.v1"),
+                sub("b", "b", "b", "b.v1"),
+                sub("c", "c", "c", "c.v1"),
+            ],
+            csvs: vec![
+                csv("a", "a.v1", needs("b")),
+                csv("b", "b.v1", needs("c")),
+                csv("c", "c.v1", json!({"properties": []})),
+            ],
+            operator_groups: vec![og("a"), og("b"), og("c")],
+            catalog_sources: vec![source],
+            catalogs: vec![CatalogView {
+                name: "index".into(),
+                image: Some("example.com/index:v1".into()),
+                index: Some(Arc::new(index(&["a", "b", "c"]))),
+                ..CatalogView::default()
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    /// A catalog with bundle `<p>.v1` 1.0.0 of each package `p`.
+    fn index(packages: &[&str]) -> CatalogIndex {
+        let mut lines = Vec::new();
+        for p in packages {
+            lines.push(json!({"schema": "olm.package", "name": p}).to_string());
+            lines.push(json!({"schema": "olm.bundle", "name": format!("{p}.v1"), "package": p, "image": "example.com/b@sha256:00",
+                "properties": [{"type": "olm.package", "value": {"packageName": p, "version": "1.0.0"}}]}).to_string());
+        }
+        CatalogIndex::from_jsonl(lines.join("\n").into(), "test", 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn an_unreadable_or_pruned_catalog_blocks_with_its_cause() {
+        let mut s = chain();
+        s.catalogs[0].index = Some(Arc::new(index(&["a", "b"])));
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(rows[0].reasons[0].code, "BundleNotInCatalog");
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "the installed bundle c.v1 (c 1.0.0) is in no ClusterCatalog: the image example.com/index:v1 of ClusterCatalog index no longer carries it (pruned)"
+        );
+        s.catalogs[0].index = None;
+        s.catalogs[0].problem = Some("not served yet".into());
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "the content of ClusterCatalog index could not be read: not served yet"
+        );
+    }
+
+    #[test]
+    fn dependencies_are_eligible_in_order_and_a_blocked_one_blocks_the_chain() {
+        let mut s = chain();
+        s.restarts.insert(("a".into(), "a".into()), PodRestart::No);
+        let rows = check(&s, None);
+        let verdicts: Vec<_> = rows
+            .iter()
+            .map(|r| (r.subscription.as_str(), r.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("a", Verdict::Eligible),
+                ("b", Verdict::Eligible),
+                ("c", Verdict::Eligible)
+            ]
+        );
+        assert_eq!(rows[0].after, ["b/b"]);
+        assert_eq!(rows[1].after, ["c/c"]);
+        assert_eq!(rows[0].pods_restart.to_string(), "no");
+        assert_eq!(rows[1].pods_restart.to_string(), "unknown: not rendered");
+
+        // c fails: b is blocked by it, and a by b, one pass each.
+        s.csvs[2].status.phase = Some("Failed".into());
+        let rows = check(&s, None);
+        assert_eq!(rows[2].verdict, Verdict::Blocked);
+        assert_eq!(rows[1].verdict, Verdict::Blocked);
+        assert_eq!(rows[0].verdict, Verdict::Blocked);
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "requires package b >=1.0.0: provided by Subscription b/b, which is Blocked"
+        );
+
+        // An olmv1 extension of c meets b's need; b is then judged alone.
+        s.csvs[2].status.phase = Some("Succeeded".into());
+        s.subscriptions.pop();
+        s.extensions.push(ExtensionView {
+            name: "c".into(),
+            package: "c".into(),
+            ..ExtensionView::default()
+        });
+        let rows = check(&s, Some(("b", None)));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].verdict, Verdict::Eligible);
+        assert_eq!(rows[0].reasons[0].code, "DependencyInstalled");
+    }
+
+    #[test]
+    fn a_converted_subscription_is_migrated_and_one_still_there_is_a_conflict() {
+        let mut s = chain();
+        s.extensions.push(ExtensionView {
+            name: "c-ext".into(),
+            package: "c".into(),
+            migrated_from: Some("c/c".into()),
+            installed: Some(("c.v1".into(), "1.0.0".into())),
+            ..ExtensionView::default()
+        });
+        let rows = check(&s, Some(("c", None)));
+        assert_eq!(rows[0].verdict, Verdict::Conflict);
+        assert_eq!(rows[0].extension.as_deref(), Some("c-ext"));
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "ClusterExtension c-ext was converted from this Subscription, which still exists"
+        );
+        s.subscriptions.pop();
+        let rows = check(&s, Some(("c", Some("c"))));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].verdict, Verdict::Migrated);
+        assert_eq!(rows[0].version.as_deref(), Some("1.0.0"));
+        // Out of scope, it is not listed.
+        assert!(check(&s, Some(("a", Some("c")))).is_empty());
+    }
+
+    #[test]
+    fn pod_templates_differ_only_where_olmv1_renders_another_value() {
+        let rendered = json!({"metadata": {"annotations": {"olm.targetNamespaces": ""}},
+            "spec": {"containers": [{"name": "m", "image": "a:1", "env": [{"name": "X", "value": "1"}]}]}});
+        // classic's extra annotation and injected env are not differences.
+        let live = json!({"metadata": {"annotations": {"olm.targetNamespaces": "", "olm.operatorGroup": "og"}},
+            "spec": {"containers": [{"name": "m", "image": "a:1", "imagePullPolicy": "IfNotPresent",
+                "env": [{"name": "X", "value": "1"}, {"name": "OPERATOR_CONDITION_NAME", "value": "c"}]}]}});
+        assert!(differences(&rendered, &live, "t", 3).is_empty());
+        let mut changed = live.clone();
+        changed["spec"]["containers"][0]["image"] = json!("a:2");
+        changed["spec"]["containers"][0]["env"][0]["value"] = json!("2");
+        assert_eq!(
+            differences(&rendered, &changed, "t", 3),
+            [
+                "t.spec.containers[m].env[X].value is \"1\" (now \"2\")",
+                "t.spec.containers[m].image is \"a:1\" (now \"a:2\")"
+            ]
+        );
+        assert_eq!(differences(&rendered, &changed, "t", 1).len(), 1);
+        let mut missing = live;
+        missing["spec"]["containers"][0]["env"] = json!([]);
+        assert_eq!(
+            differences(&rendered, &missing, "t", 3),
+            ["t.spec.containers[m].env[X] is added"]
+        );
+    }
+
+    #[test]
+    fn requirements_read_both_property_shapes() {
+        let gvk = json!({"type": "olm.gvk.required", "value": {"group": "g", "version": "v1", "kind": "K"}});
+        let wrapped = csv("n", "x", json!({"properties": [gvk.clone()]}));
+        let bare = csv("n", "x", json!([gvk]));
+        assert_eq!(
+            requirements(&wrapped).unwrap(),
+            [Requirement::Gvk("g/v1/K".into())]
+        );
+        assert_eq!(requirements(&bare).unwrap(), requirements(&wrapped).unwrap());
+        let mut broken = wrapped;
+        broken
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(PROPERTIES_ANNOTATION.into(), "{".into());
+        assert!(requirements(&broken).is_err());
+    }
+}

@@ -1,0 +1,35 @@
+//! Owns the way out of OLM classic (`olmv1 migrate`): reading classic's objects
+//! (`operators.coreos.com`), judging each Subscription (`check`), and making ClusterCatalogs
+//! from CatalogSources (`catalogs`).
+//! Part of admin: imports api, bundle, catalog, image and admin's cluster reader; never
+//! controller or cmd.
+
+pub mod catalogs;
+pub mod check;
+pub mod classic;
+pub mod read;
+
+/// Why a migration command could not read or write the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// The API server refused or could not be reached.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object could not be read as its kind.
+    #[error("{what}: {message}")]
+    Decode {
+        /// The object.
+        what: String,
+        /// Why.
+        message: String,
+    },
+    /// The ClusterCatalogs could not be listed.
+    #[error("{0}")]
+    Catalogs(String),
+}

@@ -1,0 +1,298 @@
+//! Reads what `migrate check` judges: classic's objects, the ClusterCatalogs with their content,
+//! the ClusterExtensions, and, for each Subscription whose bundle a catalog carries, whether
+//! olmv1 renders its pod templates as they run now.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DynamicObject, ListParams},
+};
+use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{
+    MigrateError,
+    catalogs::SOURCE_ANNOTATION,
+    check::{
+        CARRIED_CONFIG_KEYS, CatalogView, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart, Snapshot,
+        differences, target_namespaces,
+    },
+    classic::{Kind, Subscription, api_resource, key},
+};
+use crate::{
+    admin::cluster::{SourcedCatalog, cluster_catalogs},
+    bundle::{registry_v1::RegistryV1Bundle, render::render},
+    catalog::client::CatalogClient,
+    image::{PullOptions, pull_and_read},
+};
+
+/// Objects asked for per list request: pages keep each answer, and our memory, bounded on
+/// clusters with many objects of a kind.
+pub const LIST_PAGE_SIZE: u32 = 500;
+
+/// Differences named in one pod-restart reason: enough to act on, short enough to read.
+pub const MAX_SHOWN_DIFFERENCES: usize = 3;
+
+/// Lists every object of a classic kind (cluster-wide), read into `T`. A cluster without
+/// classic's CRDs has none.
+pub async fn list_classic<T: DeserializeOwned>(client: &Client, kind: Kind) -> Result<Vec<T>, MigrateError> {
+    let ar = api_resource(kind);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(LIST_PAGE_SIZE);
+    loop {
+        let page = match api.list(&params).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(e)) if e.code == 404 && out.is_empty() => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(MigrateError::Api {
+                    what: format!("listing {}s", ar.kind),
+                    source,
+                });
+            }
+        };
+        for item in page.items {
+            let name = format!("{}/{}", item.namespace().unwrap_or_default(), item.name_any());
+            let value = serde_json::to_value(&item).map_err(|e| MigrateError::Decode {
+                what: format!("{} {name}", ar.kind),
+                message: e.to_string(),
+            })?;
+            out.push(serde_json::from_value(value).map_err(|e| MigrateError::Decode {
+                what: format!("{} {name}", ar.kind),
+                message: e.to_string(),
+            })?);
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The ClusterCatalogs as the check sees them, their content read through catalogd.
+pub fn catalog_views(catalogs: &[ClusterCatalog], sourced: Vec<SourcedCatalog>) -> Vec<CatalogView> {
+    sourced
+        .into_iter()
+        .map(|s| {
+            let spec = catalogs.iter().find(|c| c.name_any() == s.input.name);
+            CatalogView {
+                name: s.input.name.clone(),
+                image: spec.and_then(|c| c.spec.source.image.as_ref().map(|i| i.reference.clone())),
+                resolved: spec.and_then(|c| {
+                    c.status
+                        .as_ref()?
+                        .resolved_source
+                        .as_ref()
+                        .map(|r| r.image.reference.clone())
+                }),
+                from_catalog_source: spec.and_then(|c| c.annotations().get(SOURCE_ANNOTATION).cloned()),
+                index: s.content.as_ref().map(|_| s.input.index.clone()),
+                problem: s.problem,
+            }
+        })
+        .collect()
+}
+
+/// Reads the snapshot `check` judges. Pod restarts are computed for the Subscriptions in
+/// `scope` only (each needs its bundle image).
+pub async fn read_snapshot(
+    client: &Client,
+    http: &CatalogClient,
+    pull: &PullOptions,
+    scope: Option<(&str, Option<&str>)>,
+) -> Result<Snapshot, MigrateError> {
+    let api_error = |what: &str| {
+        let what = what.to_string();
+        move |source| MigrateError::Api { what, source }
+    };
+    let catalogs = Api::<ClusterCatalog>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing ClusterCatalogs"))?
+        .items;
+    let sourced = cluster_catalogs(client, http)
+        .await
+        .map_err(|e| MigrateError::Catalogs(e.to_string()))?;
+    let views = catalog_views(&catalogs, sourced);
+    let extensions = Api::<ClusterExtension>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing ClusterExtensions"))?
+        .items;
+    let mut snapshot = Snapshot {
+        subscriptions: list_classic(client, Kind::Subscription).await?,
+        csvs: list_classic(client, Kind::Csv).await?,
+        install_plans: list_classic(client, Kind::InstallPlan).await?,
+        operator_groups: list_classic(client, Kind::OperatorGroup).await?,
+        catalog_sources: list_classic(client, Kind::CatalogSource).await?,
+        operator_conditions: list_classic(client, Kind::OperatorCondition).await?,
+        extensions: extensions.iter().map(|e| extension_view(e, &views)).collect(),
+        catalogs: views,
+        restarts: BTreeMap::new(),
+    };
+    // Copied CSVs are classic's bookkeeping in target namespaces, not installs.
+    snapshot.csvs.retain(|c| {
+        !c.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key("olm.copiedFrom"))
+    });
+    let in_scope: Vec<Subscription> = snapshot
+        .subscriptions
+        .iter()
+        .filter(|s| {
+            let (ns, name) = key(&s.metadata);
+            match scope {
+                None => true,
+                Some((s_ns, None)) => s_ns == ns,
+                Some((s_ns, Some(s_name))) => s_ns == ns && s_name == name,
+            }
+        })
+        .cloned()
+        .collect();
+    for sub in &in_scope {
+        let restart = pod_restart(client, pull, &snapshot, sub).await;
+        snapshot.restarts.insert(key(&sub.metadata), restart);
+    }
+    Ok(snapshot)
+}
+
+fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionView {
+    let package = e
+        .spec
+        .source
+        .catalog
+        .as_ref()
+        .map(|c| c.package_name.clone())
+        .unwrap_or_default();
+    let installed = e
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| (i.bundle.name.clone(), i.bundle.version.clone()));
+    let provided_gvks = installed
+        .as_ref()
+        .and_then(|(bundle, _)| {
+            catalogs.iter().find_map(|c| {
+                let p = c.index.as_ref()?.package(&package)?;
+                let b = p.bundles.iter().find(|b| *b.name == **bundle)?;
+                Some(
+                    b.properties
+                        .iter()
+                        .filter(|p| &*p.type_ == "olm.gvk")
+                        .filter_map(|p| serde_json::from_str::<Value>(p.value.raw()).ok())
+                        .map(|v| {
+                            format!(
+                                "{}/{}/{}",
+                                v["group"].as_str().unwrap_or_default(),
+                                v["version"].as_str().unwrap_or_default(),
+                                v["kind"].as_str().unwrap_or_default()
+                            )
+                        })
+                        .collect(),
+                )
+            })
+        })
+        .unwrap_or_default();
+    ExtensionView {
+        name: e.name_any(),
+        package,
+        namespace: e.spec.namespace.clone(),
+        migrated_from: e.annotations().get(MIGRATED_FROM_ANNOTATION).cloned(),
+        installed,
+        provided_gvks,
+    }
+}
+
+/// Whether converting `sub` restarts its pods: its installed bundle pulled from the image a
+/// catalog names, rendered as `convert` would (the OperatorGroup's target as watchNamespace, the
+/// Subscription's config as deploymentConfig), and each Deployment's pod template compared with
+/// the one running.
+async fn pod_restart(
+    client: &Client,
+    pull: &PullOptions,
+    snapshot: &Snapshot,
+    sub: &Subscription,
+) -> PodRestart {
+    let (ns, _) = key(&sub.metadata);
+    let Some(csv) = sub.status.installed_csv.as_deref() else {
+        return PodRestart::Unknown("no installed CSV".into());
+    };
+    let image = snapshot.catalogs.iter().find_map(|c| {
+        let p = c.index.as_ref()?.package(&sub.spec.name)?;
+        p.bundles
+            .iter()
+            .find(|b| &*b.name == csv)
+            .map(|b| b.image.to_string())
+    });
+    let Some(image) = image else {
+        return PodRestart::Unknown(format!("bundle {csv} is in no ClusterCatalog"));
+    };
+    let groups: Vec<_> = snapshot
+        .operator_groups
+        .iter()
+        .filter(|og| og.metadata.namespace.as_deref() == Some(&ns))
+        .collect();
+    let [og] = groups.as_slice() else {
+        return PodRestart::Unknown("not one OperatorGroup in the namespace".into());
+    };
+    let mut config = serde_json::Map::new();
+    match target_namespaces(og).as_slice() {
+        [] => {}
+        [one] => {
+            config.insert("watchNamespace".into(), json!(one));
+        }
+        _ => return PodRestart::Unknown("the OperatorGroup targets several namespaces".into()),
+    }
+    let carried: serde_json::Map<String, Value> = sub
+        .spec
+        .config
+        .iter()
+        .flatten()
+        .filter(|(k, _)| CARRIED_CONFIG_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !carried.is_empty() {
+        config.insert("deploymentConfig".into(), Value::Object(carried));
+    }
+    let bundle = match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
+        Ok((_, Ok(bundle))) => bundle,
+        Ok((_, Err(e))) => return PodRestart::Unknown(format!("bundle image {image}: {e}")),
+        Err(e) => return PodRestart::Unknown(format!("pulling bundle image {image}: {e}")),
+    };
+    let config = Value::Object(config);
+    let objects = match render(&bundle, &ns, Some(&config)) {
+        Ok(o) => o,
+        Err(e) => return PodRestart::Unknown(format!("rendering {csv}: {e}")),
+    };
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let mut found = Vec::new();
+    for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let name = d["metadata"]["name"].as_str().unwrap_or_default();
+        let live = match deployments.get_opt(name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => {
+                found.push(format!("Deployment {name} does not exist and is created"));
+                continue;
+            }
+            Err(e) => return PodRestart::Unknown(format!("reading Deployment {ns}/{name}: {e}")),
+        };
+        let live = serde_json::to_value(&live).unwrap_or_default();
+        found.extend(differences(
+            &d["spec"]["template"],
+            &live["spec"]["template"],
+            &format!("Deployment {name} template"),
+            MAX_SHOWN_DIFFERENCES,
+        ));
+    }
+    match found.as_slice() {
+        [] => PodRestart::No,
+        _ => {
+            found.truncate(MAX_SHOWN_DIFFERENCES);
+            PodRestart::Rolling(found.join("; "))
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! `olmv1 migrate check|catalogs`: the way out of OLM classic (see `admin::migrate`).
+
+use std::{path::PathBuf, process::ExitCode};
+
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+use olmv1_api::v1::ClusterCatalog;
+
+use super::sources::{Output, SourceArgs, colour, fail, kube_client, print_json};
+use crate::{
+    admin::{
+        migrate::{
+            catalogs::{Action, CatalogPlan, body, plan},
+            check::{CheckRow, Verdict, check},
+            classic::{CatalogSource, Kind, api_resource},
+            read::{list_classic, read_snapshot},
+        },
+        table::{Table, Tone},
+        terminal::TerminalText,
+    },
+    catalog::client::CatalogClient,
+};
+
+/// `olmv1 migrate`.
+#[derive(clap::Subcommand, Debug)]
+pub enum MigrateCommand {
+    /// Whether each OLM classic Subscription can be taken over, and what to do if not (read-only).
+    Check(CheckArgs),
+    /// A ClusterCatalog for each image-backed CatalogSource.
+    Catalogs(CatalogsArgs),
+}
+
+/// How bundle images and catalogs are reached.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReachArgs {
+    /// Registry hosts reached over plain HTTP (loopback registries always are).
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
+    /// Extra CA certificates (PEM) for catalog servers and registries.
+    #[arg(long = "ca-file", value_name = "PATH")]
+    pub ca_files: Vec<PathBuf>,
+    /// Where pulled images are cached.
+    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+    /// containers-registries.conf(5) file for image pulls.
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
+    pub registries_conf: Option<PathBuf>,
+}
+
+/// Arguments of `olmv1 migrate check`.
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// One Subscription (with `-n`).
+    pub subscription: Option<String>,
+    /// The Subscriptions of this namespace.
+    #[arg(short = 'n', long = "namespace")]
+    pub namespace: Option<String>,
+    /// Every namespace (the default without `-n`).
+    #[arg(short = 'A', long = "all-namespaces", conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// Arguments of `olmv1 migrate catalogs`.
+#[derive(clap::Args, Debug)]
+pub struct CatalogsArgs {
+    /// Print what would be done; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete each CatalogSource once its ClusterCatalog exists (kept by default: classic's
+    /// Subscriptions still resolve from it).
+    #[arg(long)]
+    pub delete_catalogsource: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// Runs `olmv1 migrate ...`.
+pub async fn run(command: MigrateCommand) -> ExitCode {
+    match command {
+        MigrateCommand::Check(args) => run_check(args).await,
+        MigrateCommand::Catalogs(args) => run_catalogs(args).await,
+    }
+}
+
+async fn run_check(args: CheckArgs) -> ExitCode {
+    const COMMAND: &str = "migrate check";
+    if args.subscription.is_some() && args.namespace.is_none() {
+        return fail(
+            COMMAND,
+            "a SUBSCRIPTION is named with its namespace: -n NAMESPACE",
+        );
+    }
+    let client = match kube_client().await {
+        Ok(c) => c,
+        Err(e) => return fail(COMMAND, &e),
+    };
+    let sources = SourceArgs {
+        insecure_registries: args.reach.insecure_registries.clone(),
+        ca_files: args.reach.ca_files.clone(),
+        cache_dir: args.reach.cache_dir.clone(),
+        registries_conf: args.reach.registries_conf.clone(),
+        ..SourceArgs::default()
+    };
+    let pull = match sources.pull_options_checked() {
+        Ok(p) => p,
+        Err(e) => return fail(COMMAND, &e),
+    };
+    let mut ca_pems = Vec::new();
+    for file in &args.reach.ca_files {
+        match std::fs::read(file) {
+            Ok(pem) => ca_pems.push(pem),
+            Err(e) => return fail(COMMAND, &format!("reading CA file {}: {e}", file.display())),
+        }
+    }
+    let http = match CatalogClient::new(&ca_pems) {
+        Ok(h) => h,
+        Err(e) => return fail(COMMAND, &e.to_string()),
+    };
+    let scope = args
+        .namespace
+        .as_deref()
+        .map(|ns| (ns, args.subscription.as_deref()));
+    let snapshot = match read_snapshot(&client, &http, &pull, scope).await {
+        Ok(s) => s,
+        Err(e) => return fail(COMMAND, &e.to_string()),
+    };
+    let rows = check(&snapshot, scope);
+    if let (Some(ns), Some(name), true) = (&args.namespace, &args.subscription, rows.is_empty()) {
+        return fail(COMMAND, &format!("Subscription {ns}/{name} not found"));
+    }
+    if args.output == Output::Json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        errln!("no Subscription found");
+        return ExitCode::SUCCESS;
+    }
+    super::write_terminal(&render_check(&rows, colour()));
+    ExitCode::SUCCESS
+}
+
+/// The text form of `migrate check`: the table, then each row's reasons with what to do.
+pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
+    let mut t = Table::new(&[
+        "NAMESPACE",
+        "SUBSCRIPTION",
+        "PACKAGE",
+        "INSTALLED",
+        "VERSION",
+        "CATALOG",
+        "VERDICT",
+        "PODS RESTART",
+    ]);
+    let mut notes = String::new();
+    for r in rows {
+        let catalog = match (&r.catalog_source, &r.cluster_catalog) {
+            (Some(s), Some(c)) => format!("{s} -> {c}"),
+            (Some(s), None) => format!("{s} -> none"),
+            (None, _) => r
+                .extension
+                .clone()
+                .map_or("-".into(), |e| format!("ClusterExtension {e}")),
+        };
+        let tone = match r.verdict {
+            Verdict::Eligible | Verdict::Migrated => Tone::Good,
+            Verdict::Blocked => Tone::Bad,
+            Verdict::Conflict => Tone::Warn,
+        };
+        t.toned_row(vec![
+            (r.namespace.clone(), Tone::Plain),
+            (r.subscription.clone(), Tone::Plain),
+            (r.package.clone(), Tone::Plain),
+            (r.installed_csv.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
+            (r.version.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
+            (catalog, Tone::Plain),
+            (r.verdict.to_string(), tone),
+            (r.pods_restart.to_string(), Tone::Plain),
+        ]);
+        for reason in &r.reasons {
+            notes.push_str(&format!(
+                "{}/{}: {}{}: {}\n  fix: {}\n",
+                r.namespace,
+                r.subscription,
+                if reason.blocking { "" } else { "note: " },
+                reason.code,
+                reason.message,
+                reason.fix
+            ));
+        }
+    }
+    let mut out = TerminalText::new();
+    out.push_table(&t, colour);
+    if !notes.is_empty() {
+        out.push_str("\n");
+        out.push_str(&notes);
+    }
+    out
+}
+
+async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
+    const COMMAND: &str = "migrate catalogs";
+    let client = match kube_client().await {
+        Ok(c) => c,
+        Err(e) => return fail(COMMAND, &e),
+    };
+    let sources: Vec<CatalogSource> = match list_classic(&client, Kind::CatalogSource).await {
+        Ok(s) => s,
+        Err(e) => return fail(COMMAND, &e.to_string()),
+    };
+    let catalogs = Api::<ClusterCatalog>::all(client.clone());
+    let existing = match catalogs.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => return fail(COMMAND, &format!("listing ClusterCatalogs: {e}")),
+    };
+    let lines = plan(&sources, &existing);
+    let mut failed = false;
+    if !args.dry_run {
+        for line in &lines {
+            if matches!(line.action, Action::Create | Action::Update) {
+                let catalog = body(line);
+                if let Err(e) = catalogs
+                    .patch(
+                        &line.cluster_catalog,
+                        &PatchParams::apply("olmv1-migrate").force(),
+                        &Patch::Apply(&catalog),
+                    )
+                    .await
+                {
+                    errln!("olmv1 {COMMAND}: ClusterCatalog {}: {e}", line.cluster_catalog);
+                    failed = true;
+                    continue;
+                }
+            }
+            if args.delete_catalogsource && !matches!(line.action, Action::Skip(_)) {
+                let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
+                let api: Api<kube::api::DynamicObject> =
+                    Api::namespaced_with(client.clone(), ns, &api_resource(Kind::CatalogSource));
+                if let Err(e) = api.delete(name, &DeleteParams::default()).await {
+                    errln!(
+                        "olmv1 {COMMAND}: deleting CatalogSource {}: {e}",
+                        line.catalog_source
+                    );
+                    failed = true;
+                }
+            }
+        }
+    }
+    if args.output == Output::Json {
+        let code = print_json(&lines);
+        return if failed { ExitCode::from(1) } else { code };
+    }
+    if lines.is_empty() {
+        errln!("no CatalogSource found");
+    } else {
+        super::write_terminal(&render_catalogs(
+            &lines,
+            args.dry_run,
+            args.delete_catalogsource,
+            colour(),
+        ));
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The text form of `migrate catalogs`.
+pub fn render_catalogs(lines: &[CatalogPlan], dry_run: bool, delete: bool, colour: bool) -> TerminalText {
+    let mut t = Table::new(&[
+        "CATALOGSOURCE",
+        "CLUSTERCATALOG",
+        "IMAGE",
+        "PRIORITY",
+        "POLL",
+        "ACTION",
+    ]);
+    let mut notes = String::new();
+    for l in lines {
+        let (action, tone) = match (&l.action, dry_run) {
+            (Action::Create, false) => ("created".to_string(), Tone::Good),
+            (Action::Create, true) => ("would create".to_string(), Tone::Good),
+            (Action::Update, false) => ("updated".to_string(), Tone::Good),
+            (Action::Update, true) => ("would update".to_string(), Tone::Good),
+            (Action::Served(by), _) => (format!("served by {by}"), Tone::Plain),
+            (Action::Skip(_), _) => ("skipped".to_string(), Tone::Bad),
+        };
+        let action = match (&l.action, delete) {
+            (Action::Skip(_), _) | (_, false) => action,
+            (_, true) if dry_run => format!("{action}; would delete the CatalogSource"),
+            (_, true) => format!("{action}; CatalogSource deleted"),
+        };
+        t.toned_row(vec![
+            (l.catalog_source.clone(), Tone::Plain),
+            (l.cluster_catalog.clone(), Tone::Plain),
+            (l.image.clone(), Tone::Plain),
+            (l.priority.to_string(), Tone::Plain),
+            (
+                l.poll_interval_minutes.map_or("-".into(), |m| format!("{m}m")),
+                Tone::Plain,
+            ),
+            (action, tone),
+        ]);
+        if let Action::Skip(why) = &l.action {
+            notes.push_str(&format!("{}: {why}\n", l.catalog_source));
+        }
+        for n in &l.notes {
+            notes.push_str(&format!("{}: {n}\n", l.catalog_source));
+        }
+    }
+    let mut out = TerminalText::new();
+    out.push_table(&t, colour);
+    if !notes.is_empty() {
+        out.push_str("\n");
+        out.push_str(&notes);
+    }
+    out
+}

@@ -1,0 +1,533 @@
+//! `olmv1 migrate check` and `olmv1 migrate catalogs` against classic's footprint laid down on
+//! the local control plane (`classic.rs`): each verdict and reason, and the ClusterCatalogs made
+//! from CatalogSources.
+
+use std::collections::BTreeSet;
+
+use kube::{Api, api::DynamicObject};
+use olmv1_api::v1::ClusterCatalog;
+use serde_json::{Value, json};
+
+use crate::{
+    classic::{self, Classic, ClassicInstall, Mode},
+    components::{self, olmv1},
+    fixtures::{Bundle, Channel, Package},
+    one_version, support,
+};
+
+fn json_out(out: support::CmdOutput) -> Value {
+    let text = out.ok();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The row of `install`'s Subscription in `migrate check -n NS -o json`.
+fn check_row(install: &ClassicInstall) -> Value {
+    let rows = json_out(olmv1(&[
+        "migrate",
+        "check",
+        &install.subscription,
+        "-n",
+        &install.namespace,
+        "-o",
+        "json",
+    ]));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    rows[0].clone()
+}
+
+fn codes(row: &Value) -> BTreeSet<String> {
+    row["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["blocking"] == true)
+        .map(|r| r["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn reason<'a>(row: &'a Value, code: &str) -> &'a Value {
+    row["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["code"] == code)
+        .unwrap_or_else(|| panic!("no reason {code}: {row:#}"))
+}
+
+/// `migrate catalogs` for real; waits for the ClusterCatalog made from `install`'s
+/// CatalogSource to serve, and returns its name.
+async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> String {
+    let plan = json_out(olmv1(&["migrate", "catalogs", "-o", "json"]));
+    let from = format!("{}/{}", install.catalog_namespace, install.catalog_source);
+    let line = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["catalogSource"] == from.as_str())
+        .unwrap_or_else(|| panic!("no plan line for {from}: {plan:#}"))
+        .clone();
+    let name = match line["action"].as_str().unwrap() {
+        "create" | "update" => line["clusterCatalog"].as_str().unwrap().to_string(),
+        "served" => line["detail"].as_str().unwrap().to_string(),
+        other => panic!("{from}: {other}: {line:#}"),
+    };
+    components::wait_catalog_serving(client, &name).await;
+    name
+}
+
+#[tokio::test]
+async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_pods() {
+    // Alone: `migrate catalogs --delete-catalogsource` deletes every CatalogSource it made a
+    // ClusterCatalog for, other tests' too.
+    let _share = components::exclusive_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let package = support::fresh_name("mig-ok");
+    let install = classic::lay_down(&client, &Classic::new(one_version(&package))).await;
+
+    // The footprint, as classic leaves it.
+    let deployment = classic::wait_available(&client, &install.namespace, &install.deployment).await;
+    let owner = &deployment.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        (
+            "ClusterServiceVersion",
+            install.csv.as_str(),
+            install.csv_uid.as_str()
+        )
+    );
+    let labels = deployment.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["olm.owner"], install.csv);
+    assert_eq!(labels["olm.owner.kind"], "ClusterServiceVersion");
+    let template = deployment.spec.as_ref().unwrap().template.clone();
+    let annotations = template.metadata.as_ref().unwrap().annotations.clone().unwrap();
+    assert_eq!(annotations["olm.operatorGroup"], install.operator_group);
+    assert_eq!(annotations["olm.targetNamespaces"], "");
+    let env = template.spec.as_ref().unwrap().containers[0].env.clone().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "OPERATOR_CONDITION_NAME" && e.value.as_deref() == Some(install.csv.as_str()))
+    );
+    let subscription: DynamicObject =
+        Api::namespaced_with(client.clone(), &install.namespace, &classic::subscriptions())
+            .get(&install.subscription)
+            .await
+            .unwrap();
+    assert_eq!(subscription.data["status"]["installedCSV"], install.csv.as_str());
+    assert_eq!(subscription.data["status"]["state"], "AtLatestKnown");
+    let plan: DynamicObject =
+        Api::namespaced_with(client.clone(), &install.namespace, &classic::install_plans())
+            .get(&install.install_plan)
+            .await
+            .unwrap();
+    assert_eq!(plan.data["status"]["phase"], "Complete");
+    assert_eq!(
+        plan.data["status"]["bundleLookups"][0]["path"],
+        install.bundle_image.as_str()
+    );
+    assert_eq!(
+        plan.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "Subscription"
+    );
+
+    // No ClusterCatalog serves the CatalogSource's image yet.
+    let row = check_row(&install);
+    assert_eq!(row["verdict"], "Blocked", "{row:#}");
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["NoClusterCatalog".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "NoClusterCatalog")["message"],
+        format!(
+            "no ClusterCatalog serves the image {} of CatalogSource {}/{}",
+            install.catalog_image, install.catalog_namespace, install.catalog_source
+        )
+    );
+    assert_eq!(
+        reason(&row, "NoClusterCatalog")["fix"],
+        "run `olmv1 migrate catalogs`"
+    );
+
+    // catalogs --dry-run writes nothing; catalogs makes it with the image, priority, interval.
+    let dry = olmv1(&["migrate", "catalogs", "--dry-run"]).ok();
+    eprintln!("{dry}");
+    let line = dry
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "{}/{}",
+                install.catalog_namespace, install.catalog_source
+            ))
+        })
+        .unwrap_or_else(|| panic!("{dry}"));
+    assert!(line.contains("would create"), "{line}");
+    let catalogs = Api::<ClusterCatalog>::all(client.clone());
+    assert!(catalogs.get_opt(&install.catalog_source).await.unwrap().is_none());
+    let name = migrate_catalogs(&client, &install).await;
+    let made = catalogs.get(&name).await.unwrap();
+    let image = made.spec.source.image.as_ref().unwrap();
+    assert_eq!(image.reference, install.catalog_image);
+    assert_eq!(image.poll_interval_minutes, Some(10));
+    assert_eq!(made.spec.priority, -100);
+    assert_eq!(
+        made.metadata.annotations.as_ref().unwrap()["olmv1.operatorframework.io/catalogsource"],
+        format!("{}/{}", install.catalog_namespace, install.catalog_source)
+    );
+    // The CatalogSource is kept; a second run changes nothing.
+    let sources: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &install.catalog_namespace,
+        &classic::catalog_sources(),
+    );
+    assert!(sources.get_opt(&install.catalog_source).await.unwrap().is_some());
+    let again = olmv1(&["migrate", "catalogs"]).ok();
+    eprintln!("{again}");
+    assert!(
+        again.lines().any(|l| l.starts_with(&format!(
+            "{}/{}",
+            install.catalog_namespace, install.catalog_source
+        )) && l.contains(&format!("served by {name}"))),
+        "{again}"
+    );
+
+    // Now eligible, and olmv1 renders the pod template as it runs.
+    let row = check_row(&install);
+    assert_eq!(row["verdict"], "Eligible", "{row:#}");
+    assert_eq!(row["podsRestart"], "no", "{row:#}");
+    assert_eq!(row["clusterCatalog"], name.as_str());
+    assert_eq!(row["installedCSV"], install.csv.as_str());
+    assert_eq!(row["version"], "1.0.0");
+    let text = olmv1(&["migrate", "check", "-n", &install.namespace]).ok();
+    eprintln!("{text}");
+    assert!(text.starts_with("NAMESPACE"), "{text}");
+    assert!(text.contains("Eligible"), "{text}");
+
+    // --delete-catalogsource deletes it once the ClusterCatalog exists.
+    olmv1(&["migrate", "catalogs", "--delete-catalogsource"]).ok();
+    assert!(sources.get_opt(&install.catalog_source).await.unwrap().is_none());
+}
+
+/// A package with 1.0.0 and 1.1.0, 1.1.0 replacing 1.0.0.
+fn two(package: &str) -> Package {
+    crate::two_versions(package)
+}
+
+#[tokio::test]
+async fn each_blocking_case_is_named_with_what_to_do() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let marketplace = support::fresh_namespace(&client, "olm-market").await;
+    let lay = |spec: Classic| {
+        let client = client.clone();
+        let spec = spec.in_catalog_namespace(&marketplace);
+        async move { classic::lay_down(&client, &spec).await }
+    };
+
+    // A CSV that is not Succeeded.
+    let failed =
+        lay(Classic::new(one_version(&support::fresh_name("mig-failed"))).mode(Mode::OwnNamespace)).await;
+    classic::patch(&client, &classic::csvs(), &failed.namespace, &failed.csv,
+        json!({"status": {"phase": "Failed", "reason": "ComponentUnhealthy", "message": "installing: deployment not ready"}}), true).await;
+
+    // An upgrade waiting for approval.
+    let manual_package = support::fresh_name("mig-manual");
+    let mut manual_spec = Classic::new(two(&manual_package));
+    manual_spec.version = "1.0.0".into();
+    manual_spec.approval = "Manual".into();
+    let manual = lay(manual_spec).await;
+    classic::patch(
+        &client,
+        &classic::install_plans(),
+        &manual.namespace,
+        &manual.install_plan,
+        json!({"status": {"phase": "RequiresApproval"}}),
+        true,
+    )
+    .await;
+    classic::patch(&client, &classic::install_plans(), &manual.namespace, &manual.install_plan,
+        json!({"spec": {"clusterServiceVersionNames": [format!("{manual_package}.v1.1.0")], "approved": false}}), false).await;
+    classic::patch(
+        &client,
+        &classic::subscriptions(),
+        &manual.namespace,
+        &manual.subscription,
+        json!({"status": {"currentCSV": format!("{manual_package}.v1.1.0"), "state": "UpgradePending"}}),
+        true,
+    )
+    .await;
+
+    // A MultiNamespace OperatorGroup.
+    let a = support::fresh_namespace(&client, "mig-target").await;
+    let b = support::fresh_namespace(&client, "mig-target").await;
+    let multi = lay(Classic::new(one_version(&support::fresh_name("mig-multi")))
+        .mode(Mode::MultiNamespace(vec![a.clone(), b.clone()])))
+    .await;
+
+    // Subscription.spec.config with a field v1 cannot carry (and env it can).
+    let watched = support::fresh_namespace(&client, "mig-watched").await;
+    let config = lay(Classic::new(one_version(&support::fresh_name("mig-config")))
+        .mode(Mode::SingleNamespace(watched.clone()))
+        .config(
+            json!({"selector": {"matchLabels": {"a": "b"}}, "env": [{"name": "LOG", "value": "debug"}]}),
+        ))
+    .await;
+
+    // An owned APIService and an OperatorCondition saying Upgradeable=False.
+    let api = lay(Classic::new(one_version(&support::fresh_name("mig-api")))).await;
+    classic::patch(&client, &classic::csvs(), &api.namespace, &api.csv,
+        json!({"spec": {"apiservicedefinitions": {"owned": [{"group": "metrics.example.com", "version": "v1", "kind": "Metric", "name": "metrics", "deploymentName": api.deployment, "displayName": "Metric"}]}}}), false).await;
+    classic::patch(&client, &classic::operator_conditions(), &api.namespace, &api.csv,
+        json!({"spec": {"conditions": [{"type": "Upgradeable", "status": "False", "reason": "Migrating", "message": "a data migration is running", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}), false).await;
+
+    // Two Subscriptions for one package.
+    let shared = one_version(&support::fresh_name("mig-twice"));
+    let first = lay(Classic::new(shared.clone())).await;
+    let second = lay(Classic::new(shared)).await;
+
+    // A catalog that no longer carries the installed bundle (republished without 1.0.0).
+    let pruned_package = support::fresh_name("mig-pruned");
+    let mut pruned_spec = Classic::new(two(&pruned_package));
+    pruned_spec.version = "1.0.0".into();
+    let pruned = lay(pruned_spec).await;
+    let only_new = Package {
+        name: pruned_package.clone(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["1.1.0"])],
+        bundles: vec![Bundle::new("1.1.0")],
+        deprecations: vec![],
+    };
+    crate::fixtures::publish_catalog(
+        support::registry(),
+        &format!("e2e/{pruned_package}-index"),
+        "v1",
+        &only_new,
+    )
+    .await;
+
+    // A CatalogSource served from an address, not an image.
+    let address = lay(Classic::new(one_version(&support::fresh_name("mig-address")))).await;
+    classic::patch(
+        &client,
+        &classic::catalog_sources(),
+        &address.catalog_namespace,
+        &address.catalog_source,
+        json!({"spec": {"image": null, "address": "catalog.example.com:50051"}}),
+        false,
+    )
+    .await;
+
+    // A CSV edited in the cluster: olmv1 renders the bundle's image, one rolling update.
+    let hotfix = lay(Classic::new(one_version(&support::fresh_name("mig-hotfix")))
+        .hotfix_image("registry.invalid/hotfix/manager:patched"))
+    .await;
+
+    // Dependencies: one on an eligible Subscription's package, one on a blocked one's.
+    let provider = lay(Classic::new(one_version(&support::fresh_name("mig-provider")))).await;
+    let needs = |dep: &str| only_dep(&support::fresh_name("mig-needs"), dep);
+    let dependent = lay(Classic::new(needs(&provider.package))).await;
+    let dependent_on_blocked = lay(Classic::new(needs(&failed.package))).await;
+
+    for install in [
+        &failed,
+        &manual,
+        &multi,
+        &config,
+        &api,
+        &first,
+        &second,
+        &pruned,
+        &address,
+        &hotfix,
+        &provider,
+        &dependent,
+        &dependent_on_blocked,
+    ] {
+        if install.subscription != address.subscription {
+            migrate_catalogs(&client, install).await;
+        }
+    }
+
+    let row = check_row(&failed);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["CSVNotSucceeded".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "CSVNotSucceeded")["message"],
+        format!(
+            "CSV {} is Failed (ComponentUnhealthy): installing: deployment not ready",
+            failed.csv
+        )
+    );
+
+    let row = check_row(&manual);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["UpgradeWaitingForApproval".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "UpgradeWaitingForApproval")["message"],
+        format!(
+            "InstallPlan {} waits for approval to install {manual_package}.v1.1.0",
+            manual.install_plan
+        )
+    );
+
+    let row = check_row(&multi);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["MultiNamespace".to_string()]),
+        "{row:#}"
+    );
+    let mut targets = [a.clone(), b.clone()];
+    targets.sort();
+    assert!(
+        reason(&row, "MultiNamespace")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "OperatorGroup {} targets 2 namespaces ({})",
+                multi.operator_group,
+                targets.join(", ")
+            )),
+        "{row:#}"
+    );
+
+    let row = check_row(&config);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["ConfigNotCarried".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "ConfigNotCarried")["message"],
+        "Subscription.spec.config.selector has no counterpart in olmv1's deploymentConfig"
+    );
+    // The env it carries is rendered as classic injected it: no restart.
+    assert_eq!(row["podsRestart"], "no", "{row:#}");
+
+    let row = check_row(&api);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["OwnedAPIService".to_string(), "NotUpgradeable".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "NotUpgradeable")["message"],
+        "the operator says Upgradeable=False (Migrating): a data migration is running"
+    );
+
+    for install in [&first, &second] {
+        let row = check_row(install);
+        assert_eq!(
+            codes(&row),
+            BTreeSet::from(["DuplicatePackage".to_string()]),
+            "{row:#}"
+        );
+        let other = if install.namespace == first.namespace {
+            &second
+        } else {
+            &first
+        };
+        assert_eq!(
+            reason(&row, "DuplicatePackage")["message"],
+            format!(
+                "package {} is also subscribed by {}/{}: olmv1 installs a package once per cluster",
+                install.package, other.namespace, other.subscription
+            )
+        );
+    }
+
+    let row = check_row(&pruned);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["BundleNotInCatalog".to_string()]),
+        "{row:#}"
+    );
+    assert!(reason(&row, "BundleNotInCatalog")["message"].as_str().unwrap().starts_with(&format!(
+        "the installed bundle {pruned_package}.v1.0.0 ({pruned_package} 1.0.0) is in no ClusterCatalog: the image {} of ClusterCatalog",
+        pruned.catalog_image)), "{row:#}");
+
+    let row = check_row(&address);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["CatalogSourceNotImage".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "CatalogSourceNotImage")["message"],
+        format!(
+            "CatalogSource {}/{} is served from the address \"catalog.example.com:50051\", not from an image",
+            address.catalog_namespace, address.catalog_source
+        )
+    );
+
+    let row = check_row(&hotfix);
+    assert_eq!(row["verdict"], "Eligible", "{row:#}");
+    assert_eq!(
+        row["podsRestart"],
+        format!(
+            "one rolling update: Deployment {} template.spec.containers[manager].image is \"registry.invalid/{}/manager:v1.0.0\" (now \"registry.invalid/hotfix/manager:patched\")",
+            hotfix.deployment, hotfix.package
+        ),
+        "{row:#}"
+    );
+
+    let row = check_row(&dependent);
+    assert_eq!(row["verdict"], "Eligible", "{row:#}");
+    assert_eq!(
+        row["after"],
+        json!([format!("{}/{}", provider.namespace, provider.subscription)])
+    );
+    assert!(
+        reason(&row, "DependencyMigratesFirst")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "requires package {} >=1.0.0: provided by Subscription",
+                provider.package
+            )),
+        "{row:#}"
+    );
+    let row = check_row(&dependent_on_blocked);
+    assert_eq!(
+        codes(&row),
+        BTreeSet::from(["DependencyBlocked".to_string()]),
+        "{row:#}"
+    );
+    assert_eq!(
+        reason(&row, "DependencyBlocked")["message"],
+        format!(
+            "requires package {} >=1.0.0: provided by Subscription {}/{}, which is Blocked",
+            failed.package, failed.namespace, failed.subscription
+        )
+    );
+
+    // The text form: one table, then every reason with its fix.
+    let text = olmv1(&["migrate", "check", "-A"]).ok();
+    eprintln!("{text}");
+    assert!(
+        text.contains(&format!(
+            "{}/{}: CSVNotSucceeded: CSV {} is Failed",
+            failed.namespace, failed.subscription, failed.csv
+        )),
+        "{text}"
+    );
+}
+
+/// A package whose one bundle requires `dependency` at 1.0.0 or later.
+fn only_dep(package: &str, dependency: &str) -> Package {
+    crate::only(
+        package,
+        Bundle::new("1.0.0").requires(
+            "olm.package.required",
+            json!({"packageName": dependency, "versionRange": ">=1.0.0"}),
+        ),
+    )
+}
