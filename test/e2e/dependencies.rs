@@ -443,9 +443,10 @@ async fn refuse_mode_keeps_upstreams_refusal_of_bundles_with_dependencies() {
     components::wait_progressing(&w.client, &ext_a, "Blocked", "not satisfied").await;
 }
 
-/// A rule whose worst case multiplies the property list by itself through list `+` inside nested
-/// comprehensions: refused by its estimated cost when the catalog is read, never evaluated.
-const OVER_BUDGET_RULE: &str = "properties.all(a, (properties + properties + properties + properties + properties + properties + properties + properties).all(b, (properties + properties + properties + properties).exists(c, c.type == a.type + b.type)))";
+/// A rule whose worst case multiplies the property list by itself through list `+` inside two
+/// nested comprehensions (the nesting allowed): refused by its estimated cost when the catalog is
+/// read, never evaluated.
+const OVER_BUDGET_RULE: &str = "properties.all(a, (properties + properties + properties + properties + properties + properties + properties + properties).exists(b, b.type == a.type + \"x\"))";
 
 /// An upgrade to a bundle carrying an over-budget CEL rule is refused with the reason
 /// (`Progressing=False/Blocked`), the installed version keeps running, and another extension
