@@ -850,8 +850,8 @@ impl Estimator<'_> {
                 Bound::SCALAR,
             ),
             "startsWith" | "endsWith" => (reads, Bound::SCALAR),
-            // Numbers (no parts) add in one unit.
-            operators::ADD if a.item == 0 && b.item == 0 => (Cost::default(), Bound::SCALAR),
+            // Numbers add in one unit (only true scalars: a string's bound has parts).
+            operators::ADD if a == Bound::SCALAR && b == Bound::SCALAR => (Cost::default(), Bound::SCALAR),
             // A copy of both sides: strings, lists.
             operators::ADD => (
                 a.read().plus(b.read()),
@@ -864,15 +864,9 @@ impl Estimator<'_> {
             ),
             operators::INDEX => (reads, a.part()),
             "size" | "int" | "uint" | "double" | "bool" | "type" => (a.read(), Bound::SCALAR),
-            "string" | "bytes" => (
-                a.read(),
-                Bound {
-                    size: a.size.max(MAX_FORMATTED_BYTES),
-                    count: a.count.max(MAX_FORMATTED_BYTES),
-                    item: 0,
-                    origin: a.origin,
-                },
-            ),
+            // A new string: the value's text, or a number formatted (far longer than its JSON:
+            // 5e-324 prints 326 characters), so it is counted whole wherever it is read next.
+            "string" | "bytes" => (a.read(), text(a.size.saturating_add(MAX_FORMATTED_BYTES))),
             "dyn" => (Cost::default(), a),
             // Go's Sprint of each side (a copy) and a parse of both.
             "semver_compare" => (a.read().plus(b.read()).times(2), Bound::SCALAR),
@@ -1421,6 +1415,22 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    #[test]
+    fn strings_made_by_conversion_are_counted_whole_where_they_are_read() {
+        // Concatenated conversions were once taken for numbers (size 1): the regex then ran
+        // over 800 KB per element at the price of 2 bytes.
+        let rule = r#"properties.map(p, p.type == "big", string(p.value) + string(p.value)).exists(s, s.matches('[ab]*a[ab]{1500}[^ab]'))"#;
+        let error = CelRule::compile(rule).unwrap_err();
+        assert!(error.contains("estimated worst-case cost"), "{error}");
+        // Comparing a conversion stays cheap.
+        let cheap = CelRule::compile(r#"properties.exists(p, string(p.value) == "x")"#).unwrap();
+        assert!(
+            cheap.estimated_cost() < MAX_COST / 10,
+            "{}",
+            cheap.estimated_cost()
+        );
     }
 
     #[test]

@@ -229,7 +229,7 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
         roots.push(set.into());
     }
     universe.expand()?;
-    universe.allow_one_provider_per_api();
+    universe.allow_one_provider_per_api()?;
 
     let provider = Provider { universe, deadline };
     let mut solver = Solver::new(provider);
@@ -874,7 +874,15 @@ impl<'a> Universe<'a> {
     /// requires its own marker of a name per API, and resolvo picks one solvable per name. An
     /// API that installed extensions of two packages already provide is left alone: the cluster
     /// already has both, and refusing every plan would help nobody.
-    fn allow_one_provider_per_api(&mut self) {
+    fn allow_one_provider_per_api(&mut self) -> Result<(), PlanError> {
+        // Nothing loaded provides an API: no marker, and no scan of the catalogs' providers.
+        if !self
+            .solvables
+            .iter()
+            .any(|s| s.dependencies.is_some() && !s.facts.gvks.is_empty())
+        {
+            return Ok(());
+        }
         let upgraded = self.request.request.package.as_str();
         let mut installed_providers: HashMap<Gvk, BTreeSet<&str>> = HashMap::new();
         for i in self.request.installed.iter().filter(|i| i.package != upgraded) {
@@ -891,7 +899,7 @@ impl<'a> Universe<'a> {
             .map(|(gvk, _)| gvk.clone())
             .collect();
         if shared.is_empty() {
-            return;
+            return Ok(());
         }
         for id in 0..self.solvables.len() {
             let info = &self.solvables[id];
@@ -913,8 +921,20 @@ impl<'a> Universe<'a> {
                     Some(&n) => n,
                     None => self.new_name(&key, format!("one provider of {gvk}")),
                 };
+                // A marker is a candidate too: charged, counted, and with no facts of its own but
+                // the bundle's name (a copy of all its APIs per API would grow as their square).
+                self.budget.charge(1).map_err(|_| self.over_budget())?;
+                if self.solvables.len() >= self.request.limits.max_candidates {
+                    return Err(PlanError::TooLarge {
+                        limit: self.request.limits.max_candidates,
+                    });
+                }
                 let marker = SolvableId::from_index(self.solvables.len());
-                let facts = self.solvables[id].facts.clone();
+                let facts = BundleFacts::new(
+                    self.solvables[id].facts.name,
+                    self.solvables[id].facts.package,
+                    &[],
+                );
                 self.solvables.push(SolvableInfo {
                     name,
                     position: self.names[name.to_index()].candidates.len(),
@@ -934,6 +954,7 @@ impl<'a> Universe<'a> {
                 }
             }
         }
+        Ok(())
     }
 
     fn plan(&self, chosen: &[SolvableId], root: NameId) -> Plan {
