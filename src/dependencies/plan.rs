@@ -309,7 +309,7 @@ struct SolvableInfo<'a> {
     dependencies: Option<Dependencies>,
     /// Each requirement (its summary) and its version sets (to find what a chosen bundle was
     /// required by).
-    satisfies: Vec<(String, Vec<VersionSetId>)>,
+    satisfies: Vec<(String, Arc<[VersionSetId]>)>,
     /// Where a dependency's candidate stood in classic's order (catalog bundles of dependencies).
     preference: Option<Preference<'a>>,
 }
@@ -326,22 +326,43 @@ struct Preference<'a> {
     from_head: usize,
 }
 
-/// A set of candidates of one name: one bit per candidate of the name, so a requirement
-/// evaluated against every candidate of every package keeps one bit per evaluation, and the
-/// requirement's text is shared by all its sets.
+/// A set of candidates of one name: one bit per candidate of the name (in one word for a
+/// package of up to 64 bundles), and the index of its requirement's text, kept once: a
+/// requirement any package satisfies makes one set per package, so a set is kept small.
 struct VersionSetInfo {
     name: NameId,
-    members: Vec<u64>,
-    display: Arc<str>,
+    display: u32,
+    members: Members,
+}
+
+enum Members {
+    Word(u64),
+    Words(Box<[u64]>),
+}
+
+impl Members {
+    fn new(words: Vec<u64>) -> Members {
+        match words[..] {
+            [] => Members::Word(0),
+            [word] => Members::Word(word),
+            _ => Members::Words(words.into_boxed_slice()),
+        }
+    }
 }
 
 impl VersionSetInfo {
     fn contains(&self, position: usize) -> bool {
-        self.members
-            .get(position / 64)
-            .is_some_and(|word| word & (1 << (position % 64)) != 0)
+        let word = match &self.members {
+            Members::Word(word) => (position < 64).then_some(*word),
+            Members::Words(words) => words.get(position / 64).copied(),
+        };
+        word.is_some_and(|word| word & (1 << (position % 64)) != 0)
     }
 }
+
+/// Each set a requirement makes is charged this much beyond its evaluations: what it keeps
+/// (about 40 bytes with its share of the union) bounds a plan's memory with its work.
+pub(super) const UNITS_PER_SET: u64 = 8;
 
 struct Universe<'a> {
     request: &'a PlanRequest<'a>,
@@ -351,7 +372,9 @@ struct Universe<'a> {
     solvables: Vec<SolvableInfo<'a>>,
     installed_solvable: Vec<SolvableId>,
     version_sets: Vec<VersionSetInfo>,
-    unions: Vec<Vec<VersionSetId>>,
+    unions: Vec<Arc<[VersionSetId]>>,
+    /// The texts of the version sets ([`VersionSetInfo::display`]).
+    displays: Vec<Arc<str>>,
     strings: Vec<String>,
     queue: VecDeque<SolvableId>,
     /// Packages providing each API, over every available catalog and the installed bundles.
@@ -360,7 +383,7 @@ struct Universe<'a> {
     all_packages: Option<Vec<&'a str>>,
     /// The version sets of a requirement already expanded, by its text and the dependent's
     /// catalog: bundles declaring the same requirement share them.
-    expanded: HashMap<(Arc<str>, Option<&'a str>), Vec<VersionSetId>>,
+    expanded: HashMap<(Arc<str>, Option<&'a str>), (Arc<[VersionSetId]>, SolverRequirement)>,
     too_large: bool,
     budget: WorkBudget,
     deadline: Instant,
@@ -377,6 +400,7 @@ impl<'a> Universe<'a> {
             installed_solvable: Vec::new(),
             version_sets: Vec::new(),
             unions: Vec::new(),
+            displays: Vec::new(),
             strings: Vec::new(),
             queue: VecDeque::new(),
             providers: None,
@@ -539,11 +563,19 @@ impl<'a> Universe<'a> {
     }
 
     fn version_set_of_bits(&mut self, name: NameId, members: Vec<u64>, display: Arc<str>) -> VersionSetId {
+        // Consecutive sets of one requirement share its text.
+        let display = match self.displays.last() {
+            Some(last) if Arc::ptr_eq(last, &display) => self.displays.len() - 1,
+            _ => {
+                self.displays.push(display);
+                self.displays.len() - 1
+            }
+        };
         let id = VersionSetId(self.version_sets.len() as u32);
         self.version_sets.push(VersionSetInfo {
             name,
-            members,
-            display,
+            display: display as u32,
+            members: Members::new(members),
         });
         id
     }
@@ -701,7 +733,7 @@ impl<'a> Universe<'a> {
     fn dependencies_of(
         &mut self,
         id: SolvableId,
-    ) -> Result<(Dependencies, Vec<(String, Vec<VersionSetId>)>), PlanError> {
+    ) -> Result<(Dependencies, Vec<(String, Arc<[VersionSetId]>)>), PlanError> {
         let info = &self.solvables[id.to_index()];
         let (bundle, properties) = (info.facts.name, info.facts.properties);
         let preferred = info.catalog.map(|c| c.name.as_str());
@@ -724,22 +756,23 @@ impl<'a> Universe<'a> {
             }
             // The whole requirement (its display shows only a package's range).
             let key = (Arc::from(format!("{r}\0{:?}", r.failure_message)), preferred);
-            let sets = match self.expanded.get(&key) {
-                Some(sets) => sets.clone(),
+            // Bundles declaring the same requirement share its sets and its union.
+            let (sets, requirement) = match self.expanded.get(&key) {
+                Some(expanded) => expanded.clone(),
                 None => {
                     let display = Arc::from(version_set_display(&r));
-                    let sets = self.expand_requirement(&r, preferred, display)?;
-                    self.expanded.insert(key, sets.clone());
-                    sets
+                    let sets: Arc<[VersionSetId]> = self.expand_requirement(&r, preferred, display)?.into();
+                    let requirement = if sets.len() == 1 {
+                        SolverRequirement::Single(sets[0])
+                    } else {
+                        self.unions.push(Arc::clone(&sets));
+                        SolverRequirement::Union(VersionSetUnionId(self.unions.len() as u32 - 1))
+                    };
+                    self.expanded.insert(key, (Arc::clone(&sets), requirement));
+                    (sets, requirement)
                 }
             };
-            satisfies.push((r.summary(), sets.clone()));
-            let requirement = if sets.len() == 1 {
-                SolverRequirement::Single(sets[0])
-            } else {
-                self.unions.push(sets);
-                SolverRequirement::Union(VersionSetUnionId(self.unions.len() as u32 - 1))
-            };
+            satisfies.push((r.summary(), sets));
             out.push(ConditionalRequirement::from(requirement));
         }
         Ok((
@@ -819,6 +852,9 @@ impl<'a> Universe<'a> {
                 }
             }
             if let Some(first) = first {
+                self.budget
+                    .charge(UNITS_PER_SET)
+                    .map_err(|_| self.over_budget())?;
                 let rank = self.rank(first, preferred);
                 let set = self.version_set_of_bits(name, bits, Arc::clone(&display));
                 sets.push((rank, set));
@@ -1301,7 +1337,8 @@ impl Interner for Provider<'_> {
     }
 
     fn display_version_set(&self, version_set: VersionSetId) -> impl fmt::Display + '_ {
-        escape_value(&self.universe.version_sets[version_set.0 as usize].display)
+        let display = self.universe.version_sets[version_set.0 as usize].display;
+        escape_value(&self.universe.displays[display as usize])
     }
 
     fn display_string(&self, string_id: StringId) -> impl fmt::Display + '_ {

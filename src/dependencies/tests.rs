@@ -559,7 +559,11 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
         crate::catalog::PropertyValue::from_json(&text).unwrap(),
     );
     let cost = requirements_of("app.v1.0.0", &[property]).unwrap()[0].cost();
-    assert_eq!(planned.work, 201 * text.len() as u64 + 2_001 + 2_001 * cost);
+    // Per package: one unit considered, its one candidate evaluated, one set kept.
+    assert_eq!(
+        planned.work,
+        201 * text.len() as u64 + 2_001 * (1 + cost + super::plan::UNITS_PER_SET)
+    );
 
     let tight = PlanRequest {
         limits: PlanLimits {
