@@ -360,6 +360,9 @@ impl VersionSetInfo {
     }
 }
 
+/// A requirement expanded: its sets, and what the solver is given for it.
+type Expanded = (Arc<[VersionSetId]>, SolverRequirement);
+
 /// Each set a requirement makes is charged this much beyond its evaluations: what it keeps
 /// (about 40 bytes with its share of the union) bounds a plan's memory with its work.
 pub(super) const UNITS_PER_SET: u64 = 8;
@@ -383,7 +386,7 @@ struct Universe<'a> {
     all_packages: Option<Vec<&'a str>>,
     /// The version sets of a requirement already expanded, by its text and the dependent's
     /// catalog: bundles declaring the same requirement share them.
-    expanded: HashMap<(Arc<str>, Option<&'a str>), (Arc<[VersionSetId]>, SolverRequirement)>,
+    expanded: HashMap<(Arc<str>, Option<&'a str>), Expanded>,
     too_large: bool,
     budget: WorkBudget,
     deadline: Instant,
