@@ -209,6 +209,19 @@ impl ResolveError {
     }
 }
 
+/// A range as the error quotes it: whole up to [`crate::go_format::QUOTE_CHARS`] characters (the
+/// CRD allows 64, so a ClusterExtension's is always whole), cut with `...` beyond (a command line
+/// has no limit).
+fn cut_range(range: &str) -> String {
+    let max = crate::go_format::QUOTE_CHARS;
+    if range.chars().count() <= max {
+        return range.to_string();
+    }
+    let mut cut: String = range.chars().take(max).collect();
+    cut.push_str("...");
+    cut
+}
+
 /// The `no bundles found ...` / `found bundles ... in multiple catalogs ...` error (upstream
 /// `resolutionError`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,7 +290,7 @@ impl<'r> PreparedRequest<'r> {
         } else {
             Some(
                 VersionRange::parse(range_text).map_err(|e| ResolveError::InvalidVersionRange {
-                    range: range_text.to_string(),
+                    range: cut_range(range_text),
                     message: e.to_string(),
                 })?,
             )
@@ -678,4 +691,18 @@ fn successor_mask(
         }
     }
     Ok(mask)
+}
+
+#[cfg(test)]
+mod cut_range_tests {
+    use super::cut_range;
+
+    #[test]
+    fn a_long_range_is_quoted_cut() {
+        assert_eq!(cut_range(">=1.0.0"), ">=1.0.0");
+        let long = "=1.0.0 || ".repeat(100_000);
+        let cut = cut_range(&long);
+        assert_eq!(cut.chars().count(), crate::go_format::QUOTE_CHARS + 3);
+        assert!(cut.ends_with("..."));
+    }
 }
