@@ -66,6 +66,15 @@ finish() {
 }
 trap finish EXIT
 
+# `kubectl wait` fails at once on a CRD whose status.conditions is still null: retried for 60 s.
+wait_established() {
+  local deadline=$((SECONDS + 60))
+  until kubectl wait --for=condition=Established --timeout=5s "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "not Established after 60s: $*"
+    sleep 0.2
+  done
+}
+
 "$here/local-up.sh" >/dev/null
 # shellcheck disable=SC1091
 source "$OLMV1_ENV_DIR/env.sh"
@@ -87,14 +96,14 @@ cm_dir=$(cd "$OLMV1_ENV_DIR" && GOFLAGS=-mod=mod go mod download -json "github.c
 for crd in certificates issuers; do
   kubectl apply --server-side -f "$cm_dir/deploy/crds/cert-manager.io_$crd.yaml" >/dev/null
 done
-kubectl wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io crd/issuers.cert-manager.io >/dev/null
+wait_established crd/certificates.cert-manager.io crd/issuers.cert-manager.io
 # The OpenShift overlay's ServiceMonitors need prometheus-operator's CRDs (its Go module).
 po_dir=$(cd "$OLMV1_ENV_DIR" && GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 for crd in servicemonitors prometheusrules; do
   kubectl apply --server-side -f "$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_$crd.yaml" >/dev/null
 done
-kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
+wait_established crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com
 manifest="$OLMV1_ENV_DIR/olmv1.yaml"
 "$here/manifest.sh" "$image" default >"$manifest"
 "$here/manifest.sh" "$image" openshift >"$OLMV1_ENV_DIR/olmv1-openshift.yaml"

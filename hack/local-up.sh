@@ -387,8 +387,9 @@ if [[ "${OLMV1_SKIP_CRDS:-}" != 1 ]]; then
   else
     (cd "$repo" && cargo run -q --bin olmv1 -- crd) | kubectl apply --server-side -f - >/dev/null
   fi
-  kubectl wait --for=condition=Established --timeout="${timeout_s}s" \
-    crd/clusterextensions.olm.operatorframework.io crd/clustercatalogs.olm.operatorframework.io >/dev/null
+  # Retried: `kubectl wait` fails at once on a CRD whose status.conditions is still null.
+  wait_ready kube-apiserver "the CRDs Established" kubectl wait --for=condition=Established --timeout=5s \
+    crd/clusterextensions.olm.operatorframework.io crd/clustercatalogs.olm.operatorframework.io
   # Established can precede discovery by a moment; wait until both resources are listable.
   wait_ready kube-apiserver "the CRDs in discovery" kubectl get clusterextensions,clustercatalogs
   log "CRDs Established ($((SECONDS - started))s)"

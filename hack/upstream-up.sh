@@ -70,8 +70,13 @@ for f in "${crds[@]}"; do
   [[ -f $f ]] || die "$f is missing: is $src an operator-controller checkout?"
   kubectl apply --server-side --force-conflicts -f "$f" >/dev/null
 done
-kubectl wait --for=condition=Established --timeout="${timeout_s}s" \
-  crd/clusterextensions.olm.operatorframework.io crd/clustercatalogs.olm.operatorframework.io >/dev/null
+# Retried: `kubectl wait` fails at once on a CRD whose status.conditions is still null.
+deadline=$((SECONDS + timeout_s))
+until kubectl wait --for=condition=Established --timeout=5s \
+  crd/clusterextensions.olm.operatorframework.io crd/clustercatalogs.olm.operatorframework.io >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || die "upstream's CRDs are not Established after ${timeout_s}s"
+  sleep 0.2
+done
 
 # The system namespace and a ServiceAccount per component, bound to cluster-admin (upstream's
 # operator-controller installs with its own identity, which its chart makes that broad). Each

@@ -161,10 +161,7 @@ pub fn ensure_classic_crds() {
             ])
             .ok();
         }
-        support::kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
+        support::wait_crds_established(&[
             "crd/subscriptions.operators.coreos.com",
             "crd/clusterserviceversions.operators.coreos.com",
             "crd/installplans.operators.coreos.com",
@@ -173,8 +170,7 @@ pub fn ensure_classic_crds() {
             "crd/operatorconditions.operators.coreos.com",
             "crd/operators.operators.coreos.com",
             "crd/olmconfigs.operators.coreos.com",
-        ])
-        .ok();
+        ]);
     });
 }
 
@@ -561,13 +557,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         format!("operatorframework.io/installed-alongside-{}", &deep_hash(&alongside)[..16]): alongside
     });
     apply_object(client, crd).await;
-    support::kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        &format!("crd/{crd_name}"),
-    ])
-    .ok();
+    support::wait_crds_established(&[&format!("crd/{crd_name}")]);
 
     // What the InstallPlan creates for the CSV: the ServiceAccount, the permissions' roles and
     // bindings (namespaced ones owned by the CSV, cluster ones labelled), the bundle's ConfigMap.

@@ -191,13 +191,10 @@ pub fn ensure_running() {
         for path in support::openshift_crd_files() {
             support::kubectl(&["apply", "--server-side", "-f", path.to_str().unwrap()]).ok();
         }
-        support::kubectl(&[
-            "wait",
-            "--for=condition=Established",
+        support::wait_crds_established(&[
             "crd/clusterversions.config.openshift.io",
             "crd/clusteroperators.config.openshift.io",
-        ])
-        .ok();
+        ]);
         // The components run with the identities and RBAC of config/: the tests prove that the
         // least privilege written there is enough.
         for file in [

@@ -399,12 +399,7 @@ async fn a_bundle_whose_api_requirement_the_cluster_already_serves_installs_alon
         }
     });
     support::kubectl_with_stdin(&["apply", "-f", "-"], &crd.to_string()).ok();
-    support::kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        &format!("crd/gadgets.{group}"),
-    ])
-    .ok();
+    support::wait_crds_established(&[&format!("crd/gadgets.{group}")]);
     let needs = json!({"group": group, "version": "v1", "kind": "Gadget"});
     let w = World::new("deps-served", |a, b| {
         vec![

@@ -397,6 +397,27 @@ pub fn kubectl(args: &[&str]) -> CmdOutput {
     kubectl_with_stdin(args, "")
 }
 
+/// Waits, within 90 s, until each CRD (`crd/NAME`) is Established. `kubectl wait` alone fails at
+/// once when it reads a CRD whose `status.conditions` is still null, a moment after its creation.
+#[track_caller]
+pub fn wait_crds_established(crds: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    args.extend_from_slice(crds);
+    loop {
+        let out = kubectl(&args);
+        if out.success {
+            return;
+        }
+        let not_yet = out.stderr.contains("accessor error");
+        if !not_yet || Instant::now() > deadline {
+            out.ok();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Runs kubectl with ARGS and STDIN as its standard input (e.g. `apply -f -`).
 pub fn kubectl_with_stdin(args: &[&str], stdin: &str) -> CmdOutput {
     run_with_stdin(env().command(&env().kubectl).args(args), stdin)
