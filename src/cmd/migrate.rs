@@ -6,20 +6,27 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
-use olmv1_api::v1::ClusterCatalog;
+use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
 
-use super::sources::{Output, SourceArgs, colour, fail, kube_client, print_json};
+use super::{
+    install::wait_installed,
+    rbac::{Target, compute_installer, confirm},
+    render::{OutputFormat, format_objects},
+    sources::{Output, SourceArgs, colour, fail, kube_client, print_json},
+};
 use crate::{
     admin::{
         migrate::{
             catalogs::{Action, CatalogPlan, body, plan},
             check::{CheckRow, Verdict, check},
             classic::{CatalogSource, Kind, api_resource},
-            read::{list_classic, read_snapshot},
+            convert::{self, Record, describe, load_record, prepare, record_name, rollback},
+            read::{list_classic, read_snapshot, render_installed},
         },
         table::{Table, Tone},
         terminal::TerminalText,
     },
+    bundle::render::WebhookProvider,
     catalog::client::CatalogClient,
 };
 
@@ -30,6 +37,48 @@ pub enum MigrateCommand {
     Check(CheckArgs),
     /// A ClusterCatalog for each image-backed CatalogSource.
     Catalogs(CatalogsArgs),
+    /// Takes one Eligible Subscription over in place: installer, adoption, classic detached,
+    /// ClusterExtension pinned to the installed version.
+    Convert(ConvertArgs),
+    /// Gives a converted ClusterExtension back to classic, its workload kept.
+    Rollback(RollbackArgs),
+}
+
+/// Arguments of `olmv1 migrate convert`.
+#[derive(clap::Args, Debug)]
+pub struct ConvertArgs {
+    /// The Subscription.
+    pub subscription: String,
+    /// Its namespace.
+    #[arg(short = 'n', long = "namespace")]
+    pub namespace: String,
+    /// Print the installer, the ClusterExtension and what is adopted; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Convert without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// How long to wait for the ClusterExtension to be installed, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+    /// The controller's namespace, where the migration record is kept.
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+}
+
+/// Arguments of `olmv1 migrate rollback`.
+#[derive(clap::Args, Debug)]
+pub struct RollbackArgs {
+    /// The ClusterExtension convert made.
+    pub extension: String,
+    /// Roll back without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// The controller's namespace, where the migration record is kept.
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
+    pub system_namespace: String,
 }
 
 /// How bundle images and catalogs are reached.
@@ -87,7 +136,156 @@ pub async fn run(command: MigrateCommand) -> ExitCode {
     match command {
         MigrateCommand::Check(args) => run_check(args).await,
         MigrateCommand::Catalogs(args) => run_catalogs(args).await,
+        MigrateCommand::Convert(args) => match run_convert(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("migrate convert", &e),
+        },
+        MigrateCommand::Rollback(args) => match run_rollback(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("migrate rollback", &e),
+        },
     }
+}
+
+impl ReachArgs {
+    /// The source arguments that reach the cluster's catalogs and images this way.
+    fn sources(&self) -> SourceArgs {
+        SourceArgs {
+            insecure_registries: self.insecure_registries.clone(),
+            ca_files: self.ca_files.clone(),
+            cache_dir: self.cache_dir.clone(),
+            registries_conf: self.registries_conf.clone(),
+            ..SourceArgs::default()
+        }
+    }
+
+    fn catalog_client(&self) -> Result<CatalogClient, String> {
+        let mut ca_pems = Vec::new();
+        for file in &self.ca_files {
+            ca_pems
+                .push(std::fs::read(file).map_err(|e| format!("reading CA file {}: {e}", file.display()))?);
+        }
+        CatalogClient::new(&ca_pems).map_err(|e| e.to_string())
+    }
+}
+
+async fn run_convert(args: ConvertArgs) -> Result<(), String> {
+    let client = kube_client().await?;
+    let (ns, name) = (args.namespace.as_str(), args.subscription.as_str());
+    let record = match load_record(&client, &args.system_namespace, ns, name)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Some(record) => {
+            outln!(
+                "# resuming the conversion of Subscription {ns}/{name} recorded in ConfigMap {}/{}",
+                args.system_namespace,
+                record_name(ns, name)
+            );
+            record
+        }
+        None => {
+            let sources = args.reach.sources();
+            let pull = sources.pull_options_checked()?;
+            let http = args.reach.catalog_client()?;
+            let snapshot = read_snapshot(&client, &http, &pull, Some((ns, Some(name))))
+                .await
+                .map_err(|e| e.to_string())?;
+            let sub = snapshot
+                .subscriptions
+                .iter()
+                .find(|s| {
+                    s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name)
+                })
+                .ok_or_else(|| format!("Subscription {ns}/{name} not found"))?;
+            let (rendered, config) = render_installed(&pull, &snapshot, sub).await?;
+            let prepared = prepare(&client, &snapshot, ns, name, &rendered, &config)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut record = prepared.record;
+            if prepared.from_operator_group {
+                outln!(
+                    "# installer: ServiceAccount {ns}/{} (the OperatorGroup's serviceAccountName)",
+                    prepared.service_account
+                );
+            } else {
+                let ext: ClusterExtension = serde_json::from_value(record.extension_object.clone())
+                    .map_err(|e| format!("invalid ClusterExtension: {e}"))?;
+                let target = Target {
+                    extension: &ext,
+                    installed: None,
+                    installed_objects: &[],
+                    service_account: &prepared.service_account,
+                    allow_escalate: false,
+                    webhook_provider: WebhookProvider::default(),
+                };
+                let computed = compute_installer(&client, &target, &sources).await?;
+                out!("{}", computed.yaml(&record.extension)?);
+                record.installer = computed.objects;
+            }
+            record
+        }
+    };
+    out!("{}", plan_text(&record)?);
+    if args.dry_run {
+        return Ok(());
+    }
+    confirm(
+        &format!(
+            "convert Subscription {ns}/{name} to ClusterExtension {:?} (classic's Subscription, InstallPlans and CSV are deleted, the workload kept)",
+            record.extension
+        ),
+        args.yes,
+    )?;
+    let mut report = |line: String| outln!("{line}");
+    convert::convert(&client, &args.system_namespace, &record, &mut report)
+        .await
+        .map_err(|e| e.to_string())?;
+    let api = Api::<ClusterExtension>::all(client.clone());
+    wait_installed(&api, &record.extension, Some(&record.version), args.timeout).await?;
+    outln!(
+        "clusterextension/{} Installed: {} {}",
+        record.extension,
+        record.csv,
+        record.version
+    );
+    Ok(())
+}
+
+/// The ClusterExtension and the objects adopted, as convert shows them before writing.
+pub fn plan_text(record: &Record) -> Result<String, String> {
+    let mut text = format!(
+        "# ClusterExtension {:?} converting Subscription {}/{} ({} {})\n",
+        record.extension, record.namespace, record.subscription_name, record.csv, record.version
+    );
+    text.push_str(&format_objects(
+        std::slice::from_ref(&record.extension_object),
+        OutputFormat::Yaml,
+    )?);
+    text.push_str(&format!(
+        "# adopted in place: {} objects classic made for {}\n",
+        record.adopted.len(),
+        record.csv
+    ));
+    for r in &record.adopted {
+        text.push_str(&format!("#   {}\n", describe(r)));
+    }
+    Ok(text)
+}
+
+async fn run_rollback(args: RollbackArgs) -> Result<(), String> {
+    let client = kube_client().await?;
+    confirm(
+        &format!(
+            "delete ClusterExtension {:?} without uninstalling and give its workload back to classic",
+            args.extension
+        ),
+        args.yes,
+    )?;
+    let mut report = |line: String| outln!("{line}");
+    rollback(&client, &args.system_namespace, &args.extension, &mut report)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn run_check(args: CheckArgs) -> ExitCode {

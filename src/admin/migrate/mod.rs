@@ -7,6 +7,7 @@
 pub mod catalogs;
 pub mod check;
 pub mod classic;
+pub mod convert;
 pub mod read;
 
 /// Why a migration command could not read or write the cluster.
