@@ -270,6 +270,16 @@ pub fn plan_text(record: &Record) -> Result<String, String> {
     for r in &record.adopted {
         text.push_str(&format!("#   {}\n", describe(r)));
     }
+    if !record.left.is_empty() {
+        text.push_str(&format!(
+            "# left in place, orphaned: {} roles and bindings classic made for {} under names olmv1 does not render (it grants its own); delete them once the extension is Installed\n",
+            record.left.len(),
+            record.csv
+        ));
+        for r in &record.left {
+            text.push_str(&format!("#   {}\n", describe(r)));
+        }
+    }
     Ok(text)
 }
 

@@ -128,6 +128,10 @@ pub struct Record {
     pub catalog_source: Option<Value>,
     /// The objects classic made for the CSV that olmv1 takes over.
     pub adopted: Vec<ObjectRef>,
+    /// Classic's roles and bindings for the CSV that olmv1 does not render (it renders its own
+    /// under other names): kept, orphaned, for the admin to delete once the extension runs.
+    #[serde(default)]
+    pub left: Vec<ObjectRef>,
     /// The installer's objects convert applies (empty: the OperatorGroup's ServiceAccount).
     pub installer: Vec<Value>,
     /// The ClusterExtension convert creates.
@@ -521,6 +525,7 @@ pub async fn prepare(
             subscription,
             operator_group,
             catalog_source,
+            left: leftovers(client, &identity, &adopted).await?,
             adopted,
             installer: Vec::new(),
             extension_object,
@@ -528,6 +533,49 @@ pub async fn prepare(
         service_account,
         from_operator_group,
     })
+}
+
+/// The RBAC kinds classic makes for a CSV: `(apiVersion, kind, namespaced)`.
+const CLASSIC_RBAC: [(&str, &str, bool); 4] = [
+    ("rbac.authorization.k8s.io/v1", "Role", true),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", true),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", false),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", false),
+];
+
+/// Classic's roles and bindings made for the CSV (owner reference or labels) that are not
+/// adopted.
+async fn leftovers(
+    client: &Client,
+    csv: &CsvIdentity,
+    adopted: &[ObjectRef],
+) -> Result<Vec<ObjectRef>, ConvertError> {
+    let mut left = Vec::new();
+    for (api_version, kind, namespaced) in CLASSIC_RBAC {
+        let (ar, _) = resource_of(client, api_version, kind).await?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), &csv.namespace, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        let list = api
+            .list(&ListParams::default().labels(&format!("olm.owner={}", csv.name)))
+            .await
+            .map_err(api_err(format!("listing {kind}s of {}", csv.name)))?;
+        for o in list.items {
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            let r = ObjectRef {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                namespace: namespaced.then(|| csv.namespace.clone()),
+                name: o.name_any(),
+            };
+            if made_for_csv(&value, csv) && !adopted.contains(&r) {
+                left.push(r);
+            }
+        }
+    }
+    Ok(left)
 }
 
 /// Saves the record unless one exists; returns the one in force (a rerun resumes from it).
@@ -1221,6 +1269,7 @@ mod tests {
             operator_group: json!({}),
             catalog_source: None,
             adopted: Vec::new(),
+            left: Vec::new(),
             installer: Vec::new(),
             extension_object: json!({}),
         };
