@@ -734,3 +734,112 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             .contains_key("olm.operatorframework.io/owner-name")
     );
 }
+
+/// Where `convert` is killed: an effect of one of its steps, observed in the cluster.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// Step 1 done: the record exists.
+    Recorded,
+    /// Step 3 done: the Subscription is Manual.
+    Manual,
+    /// Step 5 under way: the CSV is being deleted.
+    CsvDeleting,
+    /// Step 6 done: the Subscription is gone.
+    SubscriptionGone,
+    /// Step 8 done: the ClusterExtension exists.
+    ExtensionCreated,
+}
+
+async fn reached(client: &kube::Client, install: &ClassicInstall, at: KillAt) -> bool {
+    let ns = &install.namespace;
+    let sub = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::subscriptions())
+        .get_opt(&install.subscription)
+        .await
+        .unwrap();
+    match at {
+        KillAt::Recorded => Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            client.clone(),
+            components::SYSTEM_NAMESPACE,
+        )
+        .get_opt(&olmv1::admin::migrate::convert::record_name(
+            ns,
+            &install.subscription,
+        ))
+        .await
+        .unwrap()
+        .is_some(),
+        KillAt::Manual => sub.is_some_and(|s| s.data["spec"]["installPlanApproval"] == "Manual"),
+        KillAt::CsvDeleting => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::csvs())
+            .get_opt(&install.csv)
+            .await
+            .unwrap()
+            .is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        KillAt::SubscriptionGone => sub.is_none(),
+        KillAt::ExtensionCreated => Api::<olmv1_api::v1::ClusterExtension>::all(client.clone())
+            .get_opt(&install.subscription)
+            .await
+            .unwrap()
+            .is_some(),
+    }
+}
+
+#[tokio::test]
+async fn convert_killed_after_each_step_completes_when_run_again() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    for at in [
+        KillAt::Recorded,
+        KillAt::Manual,
+        KillAt::CsvDeleting,
+        KillAt::SubscriptionGone,
+        KillAt::ExtensionCreated,
+    ] {
+        let install = classic::lay_down(
+            &client,
+            &Classic::new(one_version(&support::fresh_name("mig-kill"))),
+        )
+        .await;
+        migrate_catalogs(&client, &install).await;
+        classic::wait_available(&client, &install.namespace, &install.deployment).await;
+        let before = workload(&client, &install).await;
+        let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+        let mut child = support::env()
+            .command(support::olmv1_bin())
+            .args(["migrate", "convert", sub, "-n", ns, "--yes"])
+            .env("RUST_LOG", "off")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        support::wait_for(
+            &format!("convert reaching {at:?}"),
+            components::INSTALL_TIMEOUT,
+            || async {
+                if reached(&client, &install, at).await {
+                    Ok(())
+                } else {
+                    Err("not yet".to_string())
+                }
+            },
+        )
+        .await;
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        eprintln!("killed at {at:?}: {status}");
+        // Nothing of the workload went while it lay half converted.
+        assert_eq!(workload(&client, &install).await, before, "killed at {at:?}");
+        let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} Installed: {} 1.0.0",
+                install.csv
+            )),
+            "{at:?}: {out}"
+        );
+        assert_eq!(workload(&client, &install).await, before, "resumed after {at:?}");
+        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
+        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
+        assert_eq!(check_row(&install)["verdict"], "Migrated");
+    }
+}
