@@ -2,6 +2,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams},
@@ -18,9 +19,13 @@ use crate::{
     admin::{
         migrate::{
             catalogs::{Action, CatalogPlan, body, plan},
+            check::Snapshot,
             check::{CheckRow, Verdict, check},
             classic::{CatalogSource, Kind, api_resource},
-            convert::{self, Record, describe, load_record, prepare, record_name, rollback},
+            convert::{
+                self, RECORD_KEY, RECORD_LABEL, Record, conversion_order, describe, load_record, prepare,
+                record_name, rollback,
+            },
             read::{list_classic, read_snapshot, render_installed},
         },
         table::{Table, Tone},
@@ -47,11 +52,16 @@ pub enum MigrateCommand {
 /// Arguments of `olmv1 migrate convert`.
 #[derive(clap::Args, Debug)]
 pub struct ConvertArgs {
-    /// The Subscription.
-    pub subscription: String,
+    /// The Subscription (with `-n`).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub subscription: Option<String>,
     /// Its namespace.
-    #[arg(short = 'n', long = "namespace")]
-    pub namespace: String,
+    #[arg(short = 'n', long = "namespace", required_unless_present = "all")]
+    pub namespace: Option<String>,
+    /// Every Eligible Subscription, providers of dependencies first, each Installed before the
+    /// next; conversions left half done are resumed first.
+    #[arg(long)]
+    pub all: bool,
     /// Print the installer, the ClusterExtension and what is adopted; write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -171,7 +181,87 @@ impl ReachArgs {
 
 async fn run_convert(args: ConvertArgs) -> Result<(), String> {
     let client = kube_client().await?;
-    let (ns, name) = (args.namespace.as_str(), args.subscription.as_str());
+    if !args.all {
+        let ns = args.namespace.as_deref().unwrap_or_default();
+        let name = args.subscription.as_deref().unwrap_or_default();
+        return convert_one(&client, &args, ns, name, None).await;
+    }
+    // Half-done conversions first: their Subscriptions may no longer be Eligible.
+    let records = Api::<ConfigMap>::namespaced(client.clone(), &args.system_namespace)
+        .list(&ListParams::default().labels(RECORD_LABEL))
+        .await
+        .map_err(|e| format!("listing migration records: {e}"))?;
+    let extensions = Api::<ClusterExtension>::all(client.clone());
+    let mut resumed = Vec::new();
+    for cm in records.items {
+        let Some(record) = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(RECORD_KEY))
+            .and_then(|t| serde_json::from_str::<Record>(t).ok())
+        else {
+            continue;
+        };
+        let subs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &record.namespace,
+            &api_resource(Kind::Subscription),
+        );
+        let sub_left = subs
+            .get_opt(&record.subscription_name)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some();
+        let ext_missing = extensions
+            .get_opt(&record.extension)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_none();
+        if sub_left || ext_missing {
+            convert_one(&client, &args, &record.namespace, &record.subscription_name, None).await?;
+            resumed.push((record.namespace, record.subscription_name));
+        }
+    }
+    let sources = args.reach.sources();
+    let pull = sources.pull_options_checked()?;
+    let http = args.reach.catalog_client()?;
+    let snapshot = read_snapshot(&client, &http, &pull, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let rows = check(&snapshot, None);
+    for r in rows
+        .iter()
+        .filter(|r| !matches!(r.verdict, Verdict::Eligible | Verdict::Migrated))
+    {
+        outln!(
+            "# skipped Subscription {}/{}: {} (olmv1 migrate check -n {} {})",
+            r.namespace,
+            r.subscription,
+            r.verdict,
+            r.namespace,
+            r.subscription
+        );
+    }
+    let order = conversion_order(&rows);
+    if order.is_empty() && resumed.is_empty() {
+        outln!("# no Eligible Subscription");
+    }
+    for (ns, name) in order.iter().filter(|o| !resumed.contains(o)) {
+        convert_one(&client, &args, ns, name, Some(&snapshot)).await?;
+    }
+    Ok(())
+}
+
+/// Converts (or resumes) one Subscription: shows the plan, asks, runs the steps, waits for
+/// Installed. `snapshot` is read when not given.
+async fn convert_one(
+    client: &kube::Client,
+    args: &ConvertArgs,
+    ns: &str,
+    name: &str,
+    snapshot: Option<&Snapshot>,
+) -> Result<(), String> {
+    let client = client.clone();
     let record = match load_record(&client, &args.system_namespace, ns, name)
         .await
         .map_err(|e| e.to_string())?
@@ -187,10 +277,17 @@ async fn run_convert(args: ConvertArgs) -> Result<(), String> {
         None => {
             let sources = args.reach.sources();
             let pull = sources.pull_options_checked()?;
-            let http = args.reach.catalog_client()?;
-            let snapshot = read_snapshot(&client, &http, &pull, Some((ns, Some(name))))
-                .await
-                .map_err(|e| e.to_string())?;
+            let read;
+            let snapshot = match snapshot {
+                Some(s) => s,
+                None => {
+                    let http = args.reach.catalog_client()?;
+                    read = read_snapshot(&client, &http, &pull, Some((ns, Some(name))))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    &read
+                }
+            };
             let sub = snapshot
                 .subscriptions
                 .iter()
@@ -198,8 +295,8 @@ async fn run_convert(args: ConvertArgs) -> Result<(), String> {
                     s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name)
                 })
                 .ok_or_else(|| format!("Subscription {ns}/{name} not found"))?;
-            let (rendered, config) = render_installed(&pull, &snapshot, sub).await?;
-            let prepared = prepare(&client, &snapshot, ns, name, &rendered, &config)
+            let (rendered, config) = render_installed(&pull, snapshot, sub).await?;
+            let prepared = prepare(&client, snapshot, ns, name, &rendered, &config)
                 .await
                 .map_err(|e| e.to_string())?;
             let mut record = prepared.record;

@@ -843,3 +843,45 @@ async fn convert_killed_after_each_step_completes_when_run_again() {
         assert_eq!(check_row(&install)["verdict"], "Migrated");
     }
 }
+
+#[tokio::test]
+async fn convert_all_takes_the_provider_of_a_dependency_first() {
+    // Alone: `--all` converts every Eligible Subscription of the cluster.
+    let _share = components::exclusive_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let provider = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-prov"))),
+    )
+    .await;
+    let dependent = classic::lay_down(
+        &client,
+        &Classic::new(only_dep(&support::fresh_name("mig-dep"), &provider.package)),
+    )
+    .await;
+    let mut before = Vec::new();
+    for install in [&provider, &dependent] {
+        migrate_catalogs(&client, install).await;
+        classic::wait_available(&client, &install.namespace, &install.deployment).await;
+        before.push(workload(&client, install).await);
+    }
+    assert_eq!(
+        check_row(&dependent)["after"],
+        json!([format!("{}/{}", provider.namespace, provider.subscription)])
+    );
+    let out = olmv1(&["migrate", "convert", "--all", "--yes"]).ok();
+    eprintln!("{out}");
+    let installed = |install: &ClassicInstall| {
+        out.find(&format!(
+            "clusterextension/{} Installed: {} 1.0.0",
+            install.subscription, install.csv
+        ))
+        .unwrap_or_else(|| panic!("{} not converted: {out}", install.subscription))
+    };
+    assert!(installed(&provider) < installed(&dependent), "{out}");
+    for (install, before) in [&provider, &dependent].into_iter().zip(before) {
+        assert_eq!(workload(&client, install).await, before);
+        assert_eq!(check_row(install)["verdict"], "Migrated");
+    }
+}

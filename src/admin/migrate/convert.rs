@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    check::{MIGRATED_FROM_ANNOTATION, Snapshot, Verdict, check, serving_catalog},
+    check::{CheckRow, MIGRATED_FROM_ANNOTATION, Snapshot, Verdict, check, serving_catalog},
     classic::{Kind, Subscription, api_resource, key},
 };
 use crate::apply::{
@@ -533,6 +533,31 @@ pub async fn prepare(
         service_account,
         from_operator_group,
     })
+}
+
+/// The `Eligible` rows of `rows` as `(namespace, subscription)`, each after the Subscriptions
+/// its `after` names (providers of its dependencies first); ties in the rows' order. A row whose
+/// `after` names a Subscription not converted in this run is still taken (check judged the
+/// dependency met); a cycle is broken in the rows' order.
+pub fn conversion_order(rows: &[CheckRow]) -> Vec<(String, String)> {
+    let eligible: Vec<&CheckRow> = rows.iter().filter(|r| r.verdict == Verdict::Eligible).collect();
+    let id = |r: &CheckRow| format!("{}/{}", r.namespace, r.subscription);
+    let mut done: Vec<String> = Vec::new();
+    let mut order = Vec::new();
+    while order.len() < eligible.len() {
+        let pending: Vec<&&CheckRow> = eligible.iter().filter(|r| !done.contains(&id(r))).collect();
+        let ready = pending.iter().find(|r| {
+            r.after
+                .iter()
+                .all(|a| done.contains(a) || !eligible.iter().any(|e| &id(e) == a))
+        });
+        // A cycle: take the first pending one.
+        let next = ready.or(pending.first()).map(|r| **r);
+        let Some(next) = next else { break };
+        done.push(id(next));
+        order.push((next.namespace.clone(), next.subscription.clone()));
+    }
+    order
 }
 
 /// The RBAC kinds classic makes for a CSV: `(apiVersion, kind, namespaced)`.
@@ -1279,6 +1304,39 @@ mod tests {
                 "metadata": {"name": "sub", "namespace": "ns"},
                 "spec": {"name": "pkg", "installPlanApproval": "Manual", "startingCSV": "op.v1"}})
         );
+    }
+
+    #[test]
+    fn providers_convert_first_and_blocked_rows_not_at_all() {
+        let row = |ns: &str, verdict: Verdict, after: &[&str]| CheckRow {
+            namespace: ns.into(),
+            subscription: "s".into(),
+            package: ns.into(),
+            installed_csv: None,
+            version: None,
+            catalog_source: None,
+            cluster_catalog: None,
+            extension: None,
+            verdict,
+            pods_restart: super::super::check::PodRestart::No,
+            after: after.iter().map(|a| a.to_string()).collect(),
+            reasons: Vec::new(),
+        };
+        let rows = [
+            row("a", Verdict::Eligible, &["b/s"]),
+            row("b", Verdict::Eligible, &["c/s"]),
+            row("c", Verdict::Eligible, &[]),
+            row("d", Verdict::Blocked, &[]),
+            row("e", Verdict::Eligible, &["x/s"]),
+        ];
+        let order: Vec<String> = conversion_order(&rows).into_iter().map(|(ns, _)| ns).collect();
+        assert_eq!(order, ["c", "b", "a", "e"]);
+        // A cycle still converts each once.
+        let cycle = [
+            row("a", Verdict::Eligible, &["b/s"]),
+            row("b", Verdict::Eligible, &["a/s"]),
+        ];
+        assert_eq!(conversion_order(&cycle).len(), 2);
     }
 
     #[test]
