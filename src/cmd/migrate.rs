@@ -339,14 +339,17 @@ async fn convert_one(
         .await
         .map_err(|e| e.to_string())?;
     let api = Api::<ClusterExtension>::all(client.clone());
-    wait_installed(&api, &record.extension, Some(&record.version), args.timeout).await?;
+    // At whatever version: a rerun may find it unpinned already (and upgraded along its channel).
+    wait_installed(&api, &record.extension, None, args.timeout).await?;
     outln!(
         "clusterextension/{} Installed: {} {}",
         record.extension,
         record.csv,
         record.version
     );
-    Ok(())
+    convert::follow_subscription(&client, &record, &mut report)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The ClusterExtension and the objects adopted, as convert shows them before writing.

@@ -638,8 +638,23 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
                 [olmv1::admin::migrate::check::MIGRATED_FROM_ANNOTATION],
             format!("{ns}/{sub}")
         );
+        // Installed pinned at 1.0.0, then unpinned: the Subscription's approval was Automatic.
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} created, pinned to {} 1.0.0",
+                install.csv
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} follows stable (the Subscription's approval was Automatic)"
+            )),
+            "{out}"
+        );
         let catalog = ext.spec.source.catalog.as_ref().unwrap();
-        assert_eq!(catalog.version.as_deref(), Some("1.0.0"));
+        assert_eq!(catalog.version, None);
+        assert_eq!(catalog.channels, ["stable"]);
         let watch = ext
             .spec
             .config

@@ -22,7 +22,9 @@
 //! 7. adoption, second pass: owner references to the CSV and `olm.owner*` labels removed
 //!    wherever they remain;
 //! 8. the ClusterExtension created, pinned to the installed version: it finds every object
-//!    already labelled as its own and applies over it in place.
+//!    already labelled as its own and applies over it in place;
+//! 9. once Installed ([`follow_subscription`]): unpinned to follow the channel when the
+//!    Subscription's approval was Automatic, left pinned when Manual.
 //!
 //! Between any two steps the workload runs untouched: no step deletes or recreates an adopted
 //! object, and no step changes a pod template.
@@ -930,6 +932,47 @@ pub async fn convert(
     Ok(())
 }
 
+/// Whether the recorded Subscription asked classic to upgrade on its own (`Automatic`, the
+/// default when unset).
+pub fn automatic(record: &Record) -> bool {
+    record.subscription["spec"]["installPlanApproval"]
+        .as_str()
+        .is_none_or(|a| a != "Manual")
+}
+
+/// Once the pinned version is installed: an Automatic Subscription's extension unpinned, so it
+/// follows the channel as classic did; a Manual one's left pinned (upgrades by `olmv1 upgrade`).
+/// Idempotent.
+pub async fn follow_subscription(
+    client: &Client,
+    record: &Record,
+    report: &mut dyn FnMut(String),
+) -> Result<(), ConvertError> {
+    let channel = record.subscription["spec"]["channel"]
+        .as_str()
+        .unwrap_or("the default channel");
+    if !automatic(record) {
+        report(format!(
+            "clusterextension/{} stays pinned at {} (the Subscription's approval was Manual: upgrade with olmv1 upgrade)",
+            record.extension, record.version
+        ));
+        return Ok(());
+    }
+    let patch = json!({"spec": {"source": {"catalog": {"version": null}}}});
+    Api::<ClusterExtension>::all(client.clone())
+        .patch(&record.extension, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(api_err(format!(
+            "unpinning ClusterExtension {}",
+            record.extension
+        )))?;
+    report(format!(
+        "clusterextension/{} follows {channel} (the Subscription's approval was Automatic)",
+        record.extension
+    ));
+    Ok(())
+}
+
 /// Gives `extension` back to classic: the ClusterExtension deleted without uninstalling (its
 /// finalizer removed first, Orphan propagation), olmv1's owner labels removed from what it had
 /// installed, its revision record deleted, then the recorded OperatorGroup (if gone) and the
@@ -1298,6 +1341,10 @@ mod tests {
             installer: Vec::new(),
             extension_object: json!({}),
         };
+        assert!(automatic(&record));
+        let mut manual = record.clone();
+        manual.subscription["spec"]["installPlanApproval"] = json!("Manual");
+        assert!(!automatic(&manual));
         assert_eq!(
             rollback_subscription(&record),
             json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
