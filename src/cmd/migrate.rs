@@ -295,6 +295,8 @@ async fn convert_one(
                     s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name)
                 })
                 .ok_or_else(|| format!("Subscription {ns}/{name} not found"))?;
+            // Refused before the bundle is pulled: check's reasons say why.
+            convert::eligible(snapshot, ns, name).map_err(|e| e.to_string())?;
             let (rendered, config) = render_installed(&pull, snapshot, sub).await?;
             let prepared = prepare(&client, snapshot, ns, name, &rendered, &config)
                 .await
@@ -334,7 +336,7 @@ async fn convert_one(
         ),
         args.yes,
     )?;
-    let mut report = |line: String| outln!("{line}");
+    let mut report = |line: String| outln!("{}", crate::admin::terminal::escape_value(&line));
     convert::convert(&client, &args.system_namespace, &record, &mut report)
         .await
         .map_err(|e| e.to_string())?;
@@ -368,7 +370,16 @@ pub fn plan_text(record: &Record) -> Result<String, String> {
         record.csv
     ));
     for r in &record.adopted {
-        text.push_str(&format!("#   {}\n", describe(r)));
+        text.push_str(&format!(
+            "#   {}\n",
+            crate::admin::terminal::escape_value(&describe(r))
+        ));
+    }
+    if !record.pods_restart.is_empty() {
+        text.push_str(&format!(
+            "# pods restart: {}\n",
+            crate::admin::terminal::escape_value(&record.pods_restart)
+        ));
     }
     if !record.left.is_empty() {
         text.push_str(&format!(
@@ -377,7 +388,10 @@ pub fn plan_text(record: &Record) -> Result<String, String> {
             record.csv
         ));
         for r in &record.left {
-            text.push_str(&format!("#   {}\n", describe(r)));
+            text.push_str(&format!(
+                "#   {}\n",
+                crate::admin::terminal::escape_value(&describe(r))
+            ));
         }
     }
     Ok(text)
@@ -392,7 +406,7 @@ async fn run_rollback(args: RollbackArgs) -> Result<(), String> {
         ),
         args.yes,
     )?;
-    let mut report = |line: String| outln!("{line}");
+    let mut report = |line: String| outln!("{}", crate::admin::terminal::escape_value(&line));
     rollback(&client, &args.system_namespace, &args.extension, &mut report)
         .await
         .map_err(|e| e.to_string())

@@ -748,6 +748,75 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             .unwrap()
             .contains_key("olm.operatorframework.io/owner-name")
     );
+
+    // The recreated Subscription has no installed CSV until classic reinstalls it: refused, with
+    // check's reason; the extension is gone with its record: nothing to roll back.
+    let refused = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "Subscription {ns}/{sub} is Blocked, not Eligible\n  NoInstalledCSV: "
+        )),
+        "{refused}"
+    );
+    let refused = olmv1(&["migrate", "rollback", sub, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "no migration record for ClusterExtension {sub} in namespace {}",
+            components::SYSTEM_NAMESPACE
+        )),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let install = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-roll")))
+            .hotfix_image("registry.invalid/hotfix/manager:patched"),
+    )
+    .await;
+    migrate_catalogs(&client, &install).await;
+    classic::wait_available(&client, &install.namespace, &install.deployment).await;
+    let before = workload(&client, &install).await;
+    let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+    let plan = olmv1(&["migrate", "convert", sub, "-n", ns, "--dry-run"]).ok();
+    let expected = format!(
+        "# pods restart: one rolling update: Deployment {} template.spec.containers[manager].image is \"registry.invalid/{}/manager:v1.0.0\" (now \"registry.invalid/hotfix/manager:patched\")",
+        install.deployment, install.package
+    );
+    assert!(plan.contains(&expected), "{plan}");
+    olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+    let d = classic::wait_available(&client, ns, &install.deployment).await;
+    // The same Deployment, one generation later (the image olmv1 renders), rolled to a new
+    // ReplicaSet.
+    assert_eq!(d.metadata.uid.as_ref(), Some(&before.deployment.0));
+    assert_eq!(d.metadata.generation, Some(before.deployment.1 + 1));
+    let image = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(
+        image,
+        format!("registry.invalid/{}/manager:v1.0.0", install.package)
+    );
+    let after = support::wait_for(
+        "the rollout's ReplicaSet",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let after = workload(&client, &install).await;
+            if after.replica_sets.len() == before.replica_sets.len() + 1 {
+                Ok(after)
+            } else {
+                Err(format!("{after:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(after.replica_sets.is_superset(&before.replica_sets), "{after:?}");
 }
 
 /// Where `convert` is killed: an effect of one of its steps, observed in the cluster.

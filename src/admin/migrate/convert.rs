@@ -134,6 +134,9 @@ pub struct Record {
     /// under other names): kept, orphaned, for the admin to delete once the extension runs.
     #[serde(default)]
     pub left: Vec<ObjectRef>,
+    /// Whether converting restarts pods, as `check` computed it.
+    #[serde(default)]
+    pub pods_restart: String,
     /// The installer's objects convert applies (empty: the OperatorGroup's ServiceAccount).
     pub installer: Vec<Value>,
     /// The ClusterExtension convert creates.
@@ -386,18 +389,11 @@ async fn classic_object(
     Ok(found.map(|o| serde_json::to_value(o).unwrap_or_default()))
 }
 
-/// Judges `namespace/name` (it must be `Eligible`), and plans the adoption of what olmv1
-/// renders for it (`rendered`, `config`: [`super::read::render_installed`]'s). Writes nothing.
-pub async fn prepare(
-    client: &Client,
-    snapshot: &Snapshot,
-    namespace: &str,
-    name: &str,
-    rendered: &[Value],
-    config: &serde_json::Map<String, Value>,
-) -> Result<Prepared, ConvertError> {
+/// `check`'s row of `namespace/name` when it is `Eligible`; else refused with its blocking
+/// reasons.
+pub fn eligible(snapshot: &Snapshot, namespace: &str, name: &str) -> Result<CheckRow, ConvertError> {
     let rows = check(snapshot, Some((namespace, Some(name))));
-    let Some(row) = rows.first() else {
+    let Some(row) = rows.into_iter().next() else {
         return Err(ConvertError::Refused(format!(
             "Subscription {namespace}/{name} not found"
         )));
@@ -415,6 +411,20 @@ pub async fn prepare(
             reasons.join("\n")
         )));
     }
+    Ok(row)
+}
+
+/// Judges `namespace/name` (it must be `Eligible`), and plans the adoption of what olmv1
+/// renders for it (`rendered`, `config`: [`super::read::render_installed`]'s). Writes nothing.
+pub async fn prepare(
+    client: &Client,
+    snapshot: &Snapshot,
+    namespace: &str,
+    name: &str,
+    rendered: &[Value],
+    config: &serde_json::Map<String, Value>,
+) -> Result<Prepared, ConvertError> {
+    let row = eligible(snapshot, namespace, name)?;
     let find =
         |what: &str| ConvertError::Invalid(format!("Subscription {namespace}/{name}: {what} not found"));
     let sub = snapshot
@@ -528,6 +538,7 @@ pub async fn prepare(
             operator_group,
             catalog_source,
             left: leftovers(client, &identity, &adopted).await?,
+            pods_restart: row.pods_restart.to_string(),
             adopted,
             installer: Vec::new(),
             extension_object,
@@ -1338,6 +1349,7 @@ mod tests {
             catalog_source: None,
             adopted: Vec::new(),
             left: Vec::new(),
+            pods_restart: "no".into(),
             installer: Vec::new(),
             extension_object: json!({}),
         };
