@@ -193,6 +193,7 @@ async fn run_convert(args: ConvertArgs) -> Result<(), String> {
         .map_err(|e| format!("listing migration records: {e}"))?;
     let extensions = Api::<ClusterExtension>::all(client.clone());
     let mut resumed = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     for cm in records.items {
         let Some(record) = cm
             .data
@@ -218,8 +219,12 @@ async fn run_convert(args: ConvertArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?
             .is_none();
         if sub_left || ext_missing {
-            convert_one(&client, &args, &record.namespace, &record.subscription_name, None).await?;
-            resumed.push((record.namespace, record.subscription_name));
+            let id = (record.namespace.clone(), record.subscription_name.clone());
+            if let Err(e) = convert_one(&client, &args, &id.0, &id.1, None).await {
+                errln!("olmv1 migrate convert: {}/{}: {e}", id.0, id.1);
+                failed.push(format!("{}/{}", id.0, id.1));
+            }
+            resumed.push(id);
         }
     }
     let sources = args.reach.sources();
@@ -246,10 +251,29 @@ async fn run_convert(args: ConvertArgs) -> Result<(), String> {
     if order.is_empty() && resumed.is_empty() {
         outln!("# no Eligible Subscription");
     }
+    // One failure does not stop the others; what depends on a failed one is not tried (it
+    // would wait for a dependency that never comes).
     for (ns, name) in order.iter().filter(|o| !resumed.contains(o)) {
-        convert_one(&client, &args, ns, name, Some(&snapshot)).await?;
+        let after = rows
+            .iter()
+            .find(|r| &r.namespace == ns && &r.subscription == name)
+            .map(|r| r.after.clone())
+            .unwrap_or_default();
+        if let Some(dep) = after.iter().find(|a| failed.contains(a)) {
+            outln!("# skipped Subscription {ns}/{name}: it depends on {dep}, which failed");
+            failed.push(format!("{ns}/{name}"));
+            continue;
+        }
+        if let Err(e) = convert_one(&client, &args, ns, name, Some(&snapshot)).await {
+            errln!("olmv1 migrate convert: {ns}/{name}: {e}");
+            failed.push(format!("{ns}/{name}"));
+        }
     }
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not converted: {}", failed.join(", ")))
+    }
 }
 
 /// Converts (or resumes) one Subscription: shows the plan, asks, runs the steps, waits for
