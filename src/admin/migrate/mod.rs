@@ -1,6 +1,7 @@
 //! Owns the way out of OLM classic (`olmv1 migrate`): reading classic's objects
-//! (`operators.coreos.com`), judging each Subscription (`check`), and making ClusterCatalogs
-//! from CatalogSources (`catalogs`).
+//! (`operators.coreos.com`), judging each Subscription (`check`), making ClusterCatalogs
+//! from CatalogSources (`catalogs`), taking a Subscription over in place and giving it back
+//! (`convert`).
 //! Part of admin: imports api, bundle, catalog, image and admin's cluster reader; never
 //! controller or cmd.
 
