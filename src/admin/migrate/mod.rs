@@ -2,7 +2,8 @@
 //! (`operators.coreos.com`), judging each Subscription (`check`), making ClusterCatalogs
 //! from CatalogSources (`catalogs`), taking a Subscription over in place and giving it back
 //! (`convert`).
-//! Part of admin: imports api, bundle, catalog, image and admin's cluster reader; never
+//! Part of admin: imports api, bundle, catalog, image, admin's cluster reader and apply's owner
+//! labels and revision store (convert); never
 //! controller or cmd.
 
 pub mod catalogs;
