@@ -73,6 +73,11 @@ pub const FIELD_MANAGER: &str = "olmv1-migrate";
 
 /// How long classic's olm-operator is given to run its `csv-cleanup` finalizer before convert
 /// removes it: classic deletes only what still carries the CSV's labels, which by then nothing
+/// How often rollback makes its finalizer-less deletion again when the controller re-added its
+/// finalizer in between (each attempt is two requests; the controller adds it at most once per
+/// reconcile).
+const MAX_DELETE_ATTEMPTS: usize = 20;
+
 /// adopted does; long enough for a running olm-operator's next sync, short enough to wait for.
 pub const CLASSIC_FINALIZE_WAIT: Duration = Duration::from_secs(5);
 
@@ -1032,24 +1037,45 @@ pub async fn rollback(
         .map_err(|e| ConvertError::Invalid(e.to_string()))?
         .map(|r| r.objects)
         .unwrap_or_default();
-    if let Some(ext) = &ext {
-        if !ext.finalizers().is_empty() {
+    if ext.is_some() {
+        // The controller adds its finalizer back whenever it sees the extension without it, and
+        // a deletion with the finalizer on uninstalls. So the deletion is made only against the
+        // version this patch left (preconditions): if the controller got in between, the delete
+        // is refused (409) and both are made again.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
             let patch = json!({"metadata": {"finalizers": null}});
-            extensions
+            let unfinalized = match extensions
                 .patch(extension, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(api_err(format!(
-                    "removing the finalizers of ClusterExtension {extension}"
-                )))?;
-        }
-        match extensions.delete(extension, &DeleteParams::orphan()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(source) => {
-                return Err(ConvertError::Api {
-                    what: format!("deleting ClusterExtension {extension}"),
-                    source,
-                });
+            {
+                Ok(e) => e,
+                Err(kube::Error::Api(e)) if e.code == 404 => break,
+                Err(source) => {
+                    return Err(ConvertError::Api {
+                        what: format!("removing the finalizers of ClusterExtension {extension}"),
+                        source,
+                    });
+                }
+            };
+            let params = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version: unfinalized.metadata.resource_version.clone(),
+                    uid: unfinalized.metadata.uid.clone(),
+                }),
+                ..DeleteParams::orphan()
+            };
+            match extensions.delete(extension, &params).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(e)) if e.code == 404 => break,
+                Err(kube::Error::Api(e)) if e.code == 409 && attempts < MAX_DELETE_ATTEMPTS => continue,
+                Err(source) => {
+                    return Err(ConvertError::Api {
+                        what: format!("deleting ClusterExtension {extension}"),
+                        source,
+                    });
+                }
             }
         }
         report(format!(
