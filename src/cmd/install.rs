@@ -729,7 +729,7 @@ fn dependency_object(args: &InstallArgs, planned: &crate::dependencies::PlannedB
 /// Waits until the ClusterExtension reports `Installed=True` (with `version`, when given) for its
 /// current generation; a terminal failure (`Progressing=False`) or the deadline is an error with
 /// its message.
-async fn wait_installed(
+pub async fn wait_installed(
     api: &Api<ClusterExtension>,
     name: &str,
     version: Option<&str>,

@@ -531,3 +531,442 @@ fn only_dep(package: &str, dependency: &str) -> Package {
         ),
     )
 }
+
+/// What of a workload must survive a conversion: pod uids, ReplicaSet uids and the
+/// Deployment's uid and generation.
+#[derive(Debug, PartialEq)]
+struct Workload {
+    deployment: (String, i64),
+    replica_sets: BTreeSet<String>,
+    pods: BTreeSet<String>,
+}
+
+async fn workload(client: &kube::Client, install: &ClassicInstall) -> Workload {
+    use k8s_openapi::api::{
+        apps::v1::{Deployment, ReplicaSet},
+        core::v1::Pod,
+    };
+    let ns = &install.namespace;
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(&install.deployment)
+        .await
+        .unwrap();
+    let uids = |items: Vec<kube::api::ObjectMeta>| -> BTreeSet<String> {
+        items.into_iter().filter_map(|m| m.uid).collect()
+    };
+    let lp = kube::api::ListParams::default();
+    let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap();
+    Workload {
+        deployment: (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
+        replica_sets: uids(rs.items.into_iter().map(|r| r.metadata).collect()),
+        pods: uids(pods.items.into_iter().map(|p| p.metadata).collect()),
+    }
+}
+
+async fn gone(client: &kube::Client, ar: &kube::api::ApiResource, ns: &str, name: &str) -> bool {
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_none()
+}
+
+#[tokio::test]
+async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollback_gives_them_back() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let all = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-all"))),
+    )
+    .await;
+    let own = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-own"))).mode(Mode::OwnNamespace),
+    )
+    .await;
+    for install in [&all, &own] {
+        migrate_catalogs(&client, install).await;
+        classic::wait_available(&client, &install.namespace, &install.deployment).await;
+    }
+    let extensions = Api::<olmv1_api::v1::ClusterExtension>::all(client.clone());
+    for install in [&all, &own] {
+        let before = workload(&client, install).await;
+        assert!(!before.pods.is_empty(), "{before:?}");
+        let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+
+        // The dry run shows the installer, the ClusterExtension and what is adopted; writes nothing.
+        let plan = olmv1(&["migrate", "convert", sub, "-n", ns, "--dry-run"]).ok();
+        eprintln!("{plan}");
+        assert!(plan.contains(&format!("name: {sub}-installer")), "{plan}");
+        assert!(plan.contains("version: \"1.0.0\""), "{plan}");
+        assert!(
+            plan.contains(&format!("#   Deployment {ns}/{}", install.deployment)),
+            "{plan}"
+        );
+        // classic's roles for the CSV, under names olmv1 does not render, are named, not adopted.
+        assert!(
+            plan.contains("# left in place, orphaned: 4 roles and bindings"),
+            "{plan}"
+        );
+        assert!(plan.contains(&format!("#   Role {ns}/")), "{plan}");
+        assert!(!gone(&client, &classic::subscriptions(), ns, sub).await);
+
+        let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+        eprintln!("{out}");
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} Installed: {} 1.0.0",
+                install.csv
+            )),
+            "{out}"
+        );
+
+        // The workload as it was: same pods, ReplicaSets, Deployment and generation.
+        assert_eq!(workload(&client, install).await, before);
+        let ext = extensions.get(sub).await.unwrap();
+        assert_eq!(
+            ext.metadata.annotations.as_ref().unwrap()
+                [olmv1::admin::migrate::check::MIGRATED_FROM_ANNOTATION],
+            format!("{ns}/{sub}")
+        );
+        // Installed pinned at 1.0.0, then unpinned: the Subscription's approval was Automatic.
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} created, pinned to {} 1.0.0",
+                install.csv
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} follows stable (the Subscription's approval was Automatic)"
+            )),
+            "{out}"
+        );
+        let catalog = ext.spec.source.catalog.as_ref().unwrap();
+        assert_eq!(catalog.version, None);
+        assert_eq!(catalog.channels, ["stable"]);
+        let watch = ext
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.inline.as_ref())
+            .and_then(|i| i.get("watchNamespace").cloned());
+        if std::ptr::eq(install, &own) {
+            assert_eq!(watch, Some(json!(ns)));
+        } else {
+            assert_eq!(watch, None);
+        }
+        // Classic is gone; what it made for the CSV is the extension's, with no reference to it.
+        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
+        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
+        assert!(gone(&client, &classic::install_plans(), ns, &install.install_plan).await);
+        let d = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+            .get(&install.deployment)
+            .await
+            .unwrap();
+        let labels = d.metadata.labels.clone().unwrap();
+        assert_eq!(labels["olm.operatorframework.io/owner-name"], sub);
+        assert!(!labels.contains_key("olm.owner"));
+        assert!(
+            d.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .all(|r| r.kind != "ClusterServiceVersion"),
+            "{:?}",
+            d.metadata.owner_references
+        );
+
+        // classic's roles are kept (orphaned), not deleted.
+        let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), ns)
+            .list(&kube::api::ListParams::default().labels(&format!("olm.owner={}", install.csv)))
+            .await
+            .unwrap();
+        assert_eq!(roles.items.len(), 1);
+        assert!(
+            roles.items[0]
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .next()
+                .is_none()
+        );
+
+        // Again: it converges and changes nothing.
+        let again = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+        assert!(again.contains("# resuming"), "{again}");
+        assert_eq!(workload(&client, install).await, before);
+        let row = check_row(install);
+        assert_eq!(row["verdict"], "Migrated", "{row:#}");
+    }
+
+    // Rollback: the extension deleted without uninstalling, classic's Subscription and
+    // OperatorGroup back, the workload untouched.
+    let before = workload(&client, &all).await;
+    let (sub, ns) = (all.subscription.as_str(), all.namespace.as_str());
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::operator_groups())
+        .delete(&all.operator_group, &Default::default())
+        .await
+        .unwrap();
+    let out = olmv1(&["migrate", "rollback", sub, "--yes"]).ok();
+    eprintln!("{out}");
+    support::wait_for("ClusterExtension gone", components::INSTALL_TIMEOUT, || async {
+        match extensions.get_opt(sub).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(_) => Err("still there".to_string()),
+        }
+    })
+    .await;
+    // Give the controller and the garbage collector time to act, were they to remove anything.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(workload(&client, &all).await, before);
+    let subscription: DynamicObject = Api::namespaced_with(client.clone(), ns, &classic::subscriptions())
+        .get(sub)
+        .await
+        .unwrap();
+    assert_eq!(subscription.data["spec"]["startingCSV"], all.csv.as_str());
+    assert_eq!(subscription.data["spec"]["installPlanApproval"], "Manual");
+    assert!(!gone(&client, &classic::operator_groups(), ns, &all.operator_group).await);
+    let d = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .get(&all.deployment)
+        .await
+        .unwrap();
+    assert!(
+        !d.metadata
+            .labels
+            .unwrap()
+            .contains_key("olm.operatorframework.io/owner-name")
+    );
+
+    // The recreated Subscription has no installed CSV until classic reinstalls it: refused, with
+    // check's reason; the extension is gone with its record: nothing to roll back.
+    let refused = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "Subscription {ns}/{sub} is Blocked, not Eligible\n  NoInstalledCSV: "
+        )),
+        "{refused}"
+    );
+    let refused = olmv1(&["migrate", "rollback", sub, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "no migration record for ClusterExtension {sub} in namespace {}",
+            components::SYSTEM_NAMESPACE
+        )),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let install = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-roll")))
+            .hotfix_image("registry.invalid/hotfix/manager:patched"),
+    )
+    .await;
+    migrate_catalogs(&client, &install).await;
+    classic::wait_available(&client, &install.namespace, &install.deployment).await;
+    let before = workload(&client, &install).await;
+    let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+    let plan = olmv1(&["migrate", "convert", sub, "-n", ns, "--dry-run"]).ok();
+    let expected = format!(
+        "# pods restart: one rolling update: Deployment {} template.spec.containers[manager].image is \"registry.invalid/{}/manager:v1.0.0\" (now \"registry.invalid/hotfix/manager:patched\")",
+        install.deployment, install.package
+    );
+    assert!(plan.contains(&expected), "{plan}");
+    olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+    let d = classic::wait_available(&client, ns, &install.deployment).await;
+    // The same Deployment, one generation later (the image olmv1 renders), rolled to a new
+    // ReplicaSet.
+    assert_eq!(d.metadata.uid.as_ref(), Some(&before.deployment.0));
+    assert_eq!(d.metadata.generation, Some(before.deployment.1 + 1));
+    let image = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(
+        image,
+        format!("registry.invalid/{}/manager:v1.0.0", install.package)
+    );
+    let after = support::wait_for(
+        "the rollout's ReplicaSet",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let after = workload(&client, &install).await;
+            if after.replica_sets.len() == before.replica_sets.len() + 1 {
+                Ok(after)
+            } else {
+                Err(format!("{after:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(after.replica_sets.is_superset(&before.replica_sets), "{after:?}");
+}
+
+/// Where `convert` is killed: an effect of one of its steps, observed in the cluster.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// Step 1 done: the record exists.
+    Recorded,
+    /// Step 3 done: the Subscription is Manual.
+    Manual,
+    /// Step 5 under way: the CSV is being deleted.
+    CsvDeleting,
+    /// Step 6 done: the Subscription is gone.
+    SubscriptionGone,
+    /// Step 8 done: the ClusterExtension exists.
+    ExtensionCreated,
+}
+
+async fn reached(client: &kube::Client, install: &ClassicInstall, at: KillAt) -> bool {
+    let ns = &install.namespace;
+    let sub = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::subscriptions())
+        .get_opt(&install.subscription)
+        .await
+        .unwrap();
+    match at {
+        KillAt::Recorded => Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            client.clone(),
+            components::SYSTEM_NAMESPACE,
+        )
+        .get_opt(&olmv1::admin::migrate::convert::record_name(
+            ns,
+            &install.subscription,
+        ))
+        .await
+        .unwrap()
+        .is_some(),
+        KillAt::Manual => sub.is_some_and(|s| s.data["spec"]["installPlanApproval"] == "Manual"),
+        KillAt::CsvDeleting => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::csvs())
+            .get_opt(&install.csv)
+            .await
+            .unwrap()
+            .is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        KillAt::SubscriptionGone => sub.is_none(),
+        KillAt::ExtensionCreated => Api::<olmv1_api::v1::ClusterExtension>::all(client.clone())
+            .get_opt(&install.subscription)
+            .await
+            .unwrap()
+            .is_some(),
+    }
+}
+
+#[tokio::test]
+async fn convert_killed_after_each_step_completes_when_run_again() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    for at in [
+        KillAt::Recorded,
+        KillAt::Manual,
+        KillAt::CsvDeleting,
+        KillAt::SubscriptionGone,
+        KillAt::ExtensionCreated,
+    ] {
+        let install = classic::lay_down(
+            &client,
+            &Classic::new(one_version(&support::fresh_name("mig-kill"))),
+        )
+        .await;
+        migrate_catalogs(&client, &install).await;
+        classic::wait_available(&client, &install.namespace, &install.deployment).await;
+        let before = workload(&client, &install).await;
+        let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+        let mut child = support::env()
+            .command(support::olmv1_bin())
+            .args(["migrate", "convert", sub, "-n", ns, "--yes"])
+            .env("RUST_LOG", "off")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        support::wait_for(
+            &format!("convert reaching {at:?}"),
+            components::INSTALL_TIMEOUT,
+            || async {
+                if reached(&client, &install, at).await {
+                    Ok(())
+                } else {
+                    Err("not yet".to_string())
+                }
+            },
+        )
+        .await;
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        eprintln!("killed at {at:?}: {status}");
+        // Nothing of the workload went while it lay half converted.
+        assert_eq!(workload(&client, &install).await, before, "killed at {at:?}");
+        let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+        assert!(
+            out.contains(&format!(
+                "clusterextension/{sub} Installed: {} 1.0.0",
+                install.csv
+            )),
+            "{at:?}: {out}"
+        );
+        assert_eq!(workload(&client, &install).await, before, "resumed after {at:?}");
+        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
+        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
+        assert_eq!(check_row(&install)["verdict"], "Migrated");
+    }
+}
+
+#[tokio::test]
+async fn convert_all_takes_the_provider_of_a_dependency_first() {
+    // Alone: `--all` converts every Eligible Subscription of the cluster.
+    let _share = components::exclusive_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let provider = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-prov"))),
+    )
+    .await;
+    let dependent = classic::lay_down(
+        &client,
+        &Classic::new(only_dep(&support::fresh_name("mig-dep"), &provider.package)),
+    )
+    .await;
+    let mut before = Vec::new();
+    for install in [&provider, &dependent] {
+        migrate_catalogs(&client, install).await;
+        classic::wait_available(&client, &install.namespace, &install.deployment).await;
+        before.push(workload(&client, install).await);
+    }
+    assert_eq!(
+        check_row(&dependent)["after"],
+        json!([format!("{}/{}", provider.namespace, provider.subscription)])
+    );
+    // Other tests' leftovers are converted too (or fail): only these two are asserted.
+    let out = olmv1(&["migrate", "convert", "--all", "--yes"]).stdout;
+    eprintln!("{out}");
+    let installed = |install: &ClassicInstall| {
+        out.find(&format!(
+            "clusterextension/{} Installed: {} 1.0.0",
+            install.subscription, install.csv
+        ))
+        .unwrap_or_else(|| panic!("{} not converted: {out}", install.subscription))
+    };
+    assert!(installed(&provider) < installed(&dependent), "{out}");
+    for (install, before) in [&provider, &dependent].into_iter().zip(before) {
+        assert_eq!(workload(&client, install).await, before);
+        assert_eq!(check_row(install)["verdict"], "Migrated");
+    }
+}

@@ -207,19 +207,18 @@ fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionVi
     }
 }
 
-/// Whether converting `sub` restarts its pods: its installed bundle pulled from the image a
-/// catalog names, rendered as `convert` would (the OperatorGroup's target as watchNamespace, the
-/// Subscription's config as deploymentConfig), and each Deployment's pod template compared with
-/// the one running.
-async fn pod_restart(
-    client: &Client,
+/// The objects olmv1 renders for `sub`'s installed bundle, as `convert` installs it: the bundle
+/// pulled from the image a ClusterCatalog names, the OperatorGroup's single target as
+/// `watchNamespace`, the Subscription's carried config as `deploymentConfig`. Also returns the
+/// extension's inline config.
+pub async fn render_installed(
     pull: &PullOptions,
     snapshot: &Snapshot,
     sub: &Subscription,
-) -> PodRestart {
+) -> Result<(Vec<Value>, serde_json::Map<String, Value>), String> {
     let (ns, _) = key(&sub.metadata);
     let Some(csv) = sub.status.installed_csv.as_deref() else {
-        return PodRestart::Unknown("no installed CSV".into());
+        return Err("no installed CSV".into());
     };
     let image = snapshot.catalogs.iter().find_map(|c| {
         let p = c.index.as_ref()?.package(&sub.spec.name)?;
@@ -229,15 +228,34 @@ async fn pod_restart(
             .map(|b| b.image.to_string())
     });
     let Some(image) = image else {
-        return PodRestart::Unknown(format!("bundle {csv} is in no ClusterCatalog"));
+        return Err(format!("bundle {csv} is in no ClusterCatalog"));
     };
+    let config = inline_config(snapshot, sub)?;
+    let bundle = match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
+        Ok((_, Ok(bundle))) => bundle,
+        Ok((_, Err(e))) => return Err(format!("bundle image {image}: {e}")),
+        Err(e) => return Err(format!("pulling bundle image {image}: {e}")),
+    };
+    let value = Value::Object(config.clone());
+    let objects = render(&bundle, &ns, Some(&value)).map_err(|e| format!("rendering {csv}: {e}"))?;
+    Ok((objects, config))
+}
+
+/// The ClusterExtension's inline config for `sub`: the OperatorGroup's single target as
+/// `watchNamespace` (none for AllNamespaces), the carried `Subscription.spec.config` keys as
+/// `deploymentConfig`.
+pub fn inline_config(
+    snapshot: &Snapshot,
+    sub: &Subscription,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let (ns, _) = key(&sub.metadata);
     let groups: Vec<_> = snapshot
         .operator_groups
         .iter()
         .filter(|og| og.metadata.namespace.as_deref() == Some(&ns))
         .collect();
     let [og] = groups.as_slice() else {
-        return PodRestart::Unknown("not one OperatorGroup in the namespace".into());
+        return Err("not one OperatorGroup in the namespace".into());
     };
     let mut config = serde_json::Map::new();
     match target_namespaces(og).as_slice() {
@@ -245,7 +263,7 @@ async fn pod_restart(
         [one] => {
             config.insert("watchNamespace".into(), json!(one));
         }
-        _ => return PodRestart::Unknown("the OperatorGroup targets several namespaces".into()),
+        _ => return Err("the OperatorGroup targets several namespaces".into()),
     }
     let carried: serde_json::Map<String, Value> = sub
         .spec
@@ -258,15 +276,21 @@ async fn pod_restart(
     if !carried.is_empty() {
         config.insert("deploymentConfig".into(), Value::Object(carried));
     }
-    let bundle = match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
-        Ok((_, Ok(bundle))) => bundle,
-        Ok((_, Err(e))) => return PodRestart::Unknown(format!("bundle image {image}: {e}")),
-        Err(e) => return PodRestart::Unknown(format!("pulling bundle image {image}: {e}")),
-    };
-    let config = Value::Object(config);
-    let objects = match render(&bundle, &ns, Some(&config)) {
-        Ok(o) => o,
-        Err(e) => return PodRestart::Unknown(format!("rendering {csv}: {e}")),
+    Ok(config)
+}
+
+/// Whether converting `sub` restarts its pods: its installed bundle rendered as `convert` would
+/// ([`render_installed`]), and each Deployment's pod template compared with the one running.
+async fn pod_restart(
+    client: &Client,
+    pull: &PullOptions,
+    snapshot: &Snapshot,
+    sub: &Subscription,
+) -> PodRestart {
+    let (ns, _) = key(&sub.metadata);
+    let objects = match render_installed(pull, snapshot, sub).await {
+        Ok((objects, _)) => objects,
+        Err(e) => return PodRestart::Unknown(e),
     };
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     let mut found = Vec::new();
