@@ -1,13 +1,10 @@
-//! `olmv1 migrate check|catalogs`: the way out of OLM classic (see `admin::migrate`).
+//! `olmv1 migrate check|catalogs|convert|rollback`: the way out of OLM classic (see `admin::migrate`).
 
 use std::{path::PathBuf, process::ExitCode};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
-};
-use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
+use kube::{Api, api::ListParams};
+use olmv1_api::v1::ClusterExtension;
 
 use super::{
     install::wait_installed,
@@ -18,15 +15,15 @@ use super::{
 use crate::{
     admin::{
         migrate::{
-            catalogs::{Action, CatalogPlan, body, plan},
+            catalogs::{self, Action, CatalogPlan, Scope},
             check::Snapshot,
             check::{CheckRow, Verdict, check},
-            classic::{CatalogSource, Kind, api_resource},
+            classic::{Kind, api_resource},
             convert::{
                 self, RECORD_KEY, RECORD_LABEL, Record, conversion_order, describe, load_record, prepare,
                 record_name, rollback,
             },
-            read::{list_classic, read_snapshot, render_installed},
+            read::{read_snapshot, render_installed},
         },
         table::{Table, Tone},
         terminal::TerminalText,
@@ -68,6 +65,10 @@ pub struct ConvertArgs {
     /// Convert without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Once Installed, delete the OperatorGroup too, when no Subscription is left in its
+    /// namespace (rollback recreates it).
+    #[arg(long)]
+    pub delete_operatorgroup: bool,
     /// How long to wait for the ClusterExtension to be installed, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub timeout: u64,
@@ -129,6 +130,11 @@ pub struct CheckArgs {
 /// Arguments of `olmv1 migrate catalogs`.
 #[derive(clap::Args, Debug)]
 pub struct CatalogsArgs {
+    /// One CatalogSource (with `-n`).
+    pub catalog_source: Option<String>,
+    /// The CatalogSources of this namespace (all namespaces' without it).
+    #[arg(short = 'n', long = "namespace")]
+    pub namespace: Option<String>,
     /// Print what would be done; write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -375,7 +381,13 @@ async fn convert_one(
     );
     convert::follow_subscription(&client, &record, &mut report)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    if args.delete_operatorgroup {
+        convert::delete_operator_group(&client, &record, &mut report)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The ClusterExtension and the objects adopted, as convert shows them before writing.
@@ -553,51 +565,32 @@ pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
 
 async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
     const COMMAND: &str = "migrate catalogs";
+    let scope = match (&args.catalog_source, &args.namespace) {
+        (Some(name), Some(ns)) => Scope::One(ns, name),
+        (Some(_), None) => {
+            return fail(
+                COMMAND,
+                "a CATALOGSOURCE is named with its namespace: -n NAMESPACE",
+            );
+        }
+        (None, Some(ns)) => Scope::Namespace(ns),
+        (None, None) => Scope::All,
+    };
     let client = match kube_client().await {
         Ok(c) => c,
         Err(e) => return fail(COMMAND, &e),
     };
-    let sources: Vec<CatalogSource> = match list_classic(&client, Kind::CatalogSource).await {
-        Ok(s) => s,
+    let outcome = match catalogs::run(&client, scope, args.dry_run, args.delete_catalogsource).await {
+        Ok(o) => o,
         Err(e) => return fail(COMMAND, &e.to_string()),
     };
-    let catalogs = Api::<ClusterCatalog>::all(client.clone());
-    let existing = match catalogs.list(&ListParams::default()).await {
-        Ok(l) => l.items,
-        Err(e) => return fail(COMMAND, &format!("listing ClusterCatalogs: {e}")),
-    };
-    let lines = plan(&sources, &existing);
-    let mut failed = false;
-    if !args.dry_run {
-        for line in &lines {
-            if matches!(line.action, Action::Create | Action::Update) {
-                let catalog = body(line);
-                if let Err(e) = catalogs
-                    .patch(
-                        &line.cluster_catalog,
-                        &PatchParams::apply("olmv1-migrate").force(),
-                        &Patch::Apply(&catalog),
-                    )
-                    .await
-                {
-                    errln!("olmv1 {COMMAND}: ClusterCatalog {}: {e}", line.cluster_catalog);
-                    failed = true;
-                    continue;
-                }
-            }
-            if args.delete_catalogsource && !matches!(line.action, Action::Skip(_)) {
-                let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
-                let api: Api<kube::api::DynamicObject> =
-                    Api::namespaced_with(client.clone(), ns, &api_resource(Kind::CatalogSource));
-                if let Err(e) = api.delete(name, &DeleteParams::default()).await {
-                    errln!(
-                        "olmv1 {COMMAND}: deleting CatalogSource {}: {e}",
-                        line.catalog_source
-                    );
-                    failed = true;
-                }
-            }
-        }
+    for failure in &outcome.failures {
+        errln!("olmv1 {COMMAND}: {failure}");
+    }
+    let failed = !outcome.failures.is_empty();
+    let lines = outcome.lines;
+    if let (Scope::One(ns, name), true) = (scope, lines.is_empty()) {
+        return fail(COMMAND, &format!("CatalogSource {ns}/{name} not found"));
     }
     if args.output == Output::Json {
         let code = print_json(&lines);

@@ -55,10 +55,19 @@ fn reason<'a>(row: &'a Value, code: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no reason {code}: {row:#}"))
 }
 
-/// `migrate catalogs` for real; waits for the ClusterCatalog made from `install`'s
-/// CatalogSource to serve, and returns its name.
+/// `migrate catalogs` for real, for `install`'s CatalogSource only (tests run side by side);
+/// waits for the ClusterCatalog made from it to serve, and returns its name.
 async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> String {
-    let plan = json_out(olmv1(&["migrate", "catalogs", "-o", "json"]));
+    let plan = json_out(olmv1(&[
+        "migrate",
+        "catalogs",
+        &install.catalog_source,
+        "-n",
+        &install.catalog_namespace,
+        "-o",
+        "json",
+    ]));
+    assert_eq!(plan.as_array().map(Vec::len), Some(1), "{plan:#}");
     let from = format!("{}/{}", install.catalog_namespace, install.catalog_source);
     let line = plan
         .as_array()
@@ -78,9 +87,7 @@ async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> St
 
 #[tokio::test]
 async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_pods() {
-    // Alone: `migrate catalogs --delete-catalogsource` deletes every CatalogSource it made a
-    // ClusterCatalog for, other tests' too.
-    let _share = components::exclusive_cluster().await;
+    let _share = components::shared_cluster().await;
     components::ensure_running();
     let client = support::client().await;
     let package = support::fresh_name("mig-ok");
@@ -183,7 +190,7 @@ async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_po
         &classic::catalog_sources(),
     );
     assert!(sources.get_opt(&install.catalog_source).await.unwrap().is_some());
-    let again = olmv1(&["migrate", "catalogs"]).ok();
+    let again = olmv1(&["migrate", "catalogs", "-n", &install.catalog_namespace]).ok();
     eprintln!("{again}");
     assert!(
         again.lines().any(|l| l.starts_with(&format!(
@@ -205,9 +212,19 @@ async fn a_classic_operator_with_its_catalog_served_is_eligible_and_keeps_its_po
     assert!(text.starts_with("NAMESPACE"), "{text}");
     assert!(text.contains("Eligible"), "{text}");
 
-    // --delete-catalogsource deletes it once the ClusterCatalog exists.
-    olmv1(&["migrate", "catalogs", "--delete-catalogsource"]).ok();
-    assert!(sources.get_opt(&install.catalog_source).await.unwrap().is_none());
+    // --delete-catalogsource deletes it once the ClusterCatalog exists; a CatalogSource named
+    // needs its namespace, and one that is not there is named.
+    let (source, ns) = (&install.catalog_source, &install.catalog_namespace);
+    assert_eq!(
+        olmv1(&["migrate", "catalogs", source]).err().trim(),
+        "olmv1 migrate catalogs: a CATALOGSOURCE is named with its namespace: -n NAMESPACE"
+    );
+    olmv1(&["migrate", "catalogs", source, "-n", ns, "--delete-catalogsource"]).ok();
+    assert!(sources.get_opt(source).await.unwrap().is_none());
+    assert_eq!(
+        olmv1(&["migrate", "catalogs", source, "-n", ns]).err().trim(),
+        format!("olmv1 migrate catalogs: CatalogSource {ns}/{source} not found")
+    );
 }
 
 /// A package with 1.0.0 and 1.1.0, 1.1.0 replacing 1.0.0.

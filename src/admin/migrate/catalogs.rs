@@ -1,10 +1,14 @@
 //! `olmv1 migrate catalogs`: a ClusterCatalog for each image-backed CatalogSource, with the same
-//! image, priority and poll interval, the source recorded on it. Pure: the plan from what the
-//! cluster holds; `cmd/migrate.rs` applies it.
+//! image, priority and poll interval, the source recorded on it. The plan is a pure function of
+//! what the cluster holds; [`run`] reads, plans (for one CatalogSource, a namespace's or all) and
+//! applies it.
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt as _;
+use kube::{
+    Api, Client, ResourceExt as _,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+};
 use olmv1_api::v1::{
     AvailabilityMode, CatalogSource as V1Source, CatalogSourceType, ClusterCatalog, ClusterCatalogSpec,
     ImageSource,
@@ -12,8 +16,10 @@ use olmv1_api::v1::{
 use serde::Serialize;
 
 use super::{
+    MigrateError,
     check::not_image_backed,
-    classic::{CatalogSource, key},
+    classic::{CatalogSource, Kind, api_resource, key},
+    read::list_classic,
 };
 
 /// Label: the namespace of the CatalogSource a ClusterCatalog was made from.
@@ -239,6 +245,89 @@ pub fn body(plan: &CatalogPlan) -> ClusterCatalog {
     catalog
 }
 
+/// Which CatalogSources `migrate catalogs` acts on.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Scope<'a> {
+    /// Every namespace's.
+    #[default]
+    All,
+    /// One namespace's.
+    Namespace(&'a str),
+    /// One CatalogSource: namespace and name.
+    One(&'a str, &'a str),
+}
+
+impl Scope<'_> {
+    fn holds(&self, line: &CatalogPlan) -> bool {
+        let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
+        match *self {
+            Scope::All => true,
+            Scope::Namespace(n) => ns == n,
+            Scope::One(n, s) => ns == n && name == s,
+        }
+    }
+}
+
+/// What `migrate catalogs` did: the plan for the scope and the writes that failed.
+#[derive(Debug, Default)]
+pub struct CatalogsOutcome {
+    /// One line per CatalogSource in scope.
+    pub lines: Vec<CatalogPlan>,
+    /// One sentence per failed write (the others were still made).
+    pub failures: Vec<String>,
+}
+
+/// Reads the CatalogSources and ClusterCatalogs, plans and (unless `dry_run`) applies: creates or
+/// updates each ClusterCatalog and, with `delete_source`, deletes each CatalogSource a
+/// ClusterCatalog serves. The plan is made over every CatalogSource, so that a ClusterCatalog's
+/// name is the same whatever the scope (a name shared by two namespaces is prefixed).
+pub async fn run(
+    client: &Client,
+    scope: Scope<'_>,
+    dry_run: bool,
+    delete_source: bool,
+) -> Result<CatalogsOutcome, MigrateError> {
+    let sources: Vec<CatalogSource> = list_classic(client, Kind::CatalogSource).await?;
+    let catalogs = Api::<ClusterCatalog>::all(client.clone());
+    let existing = catalogs
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| MigrateError::Api {
+            what: "listing ClusterCatalogs".into(),
+            source,
+        })?
+        .items;
+    let lines: Vec<CatalogPlan> = plan(&sources, &existing)
+        .into_iter()
+        .filter(|l| scope.holds(l))
+        .collect();
+    let mut failures = Vec::new();
+    if dry_run {
+        return Ok(CatalogsOutcome { lines, failures });
+    }
+    for line in &lines {
+        if matches!(line.action, Action::Create | Action::Update) {
+            let apply = PatchParams::apply("olmv1-migrate").force();
+            if let Err(e) = catalogs
+                .patch(&line.cluster_catalog, &apply, &Patch::Apply(&body(line)))
+                .await
+            {
+                failures.push(format!("ClusterCatalog {}: {e}", line.cluster_catalog));
+                continue;
+            }
+        }
+        if delete_source && !matches!(line.action, Action::Skip(_)) {
+            let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &api_resource(Kind::CatalogSource));
+            if let Err(e) = api.delete(name, &DeleteParams::default()).await {
+                failures.push(format!("deleting CatalogSource {}: {e}", line.catalog_source));
+            }
+        }
+    }
+    Ok(CatalogsOutcome { lines, failures })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -335,5 +424,38 @@ mod tests {
             super::plan(&sources[..1], &[stranger])[0].action,
             Action::Skip("ClusterCatalog ops exists with another image; rename or remove it".into())
         );
+    }
+
+    #[test]
+    fn a_scope_holds_its_namespace_or_its_one_source() {
+        let sources = [
+            source(
+                "a",
+                "dup",
+                json!({"sourceType": "grpc", "image": "example.com/a:v1"}),
+            ),
+            source(
+                "b",
+                "dup",
+                json!({"sourceType": "grpc", "image": "example.com/b:v1"}),
+            ),
+            source(
+                "b",
+                "ops",
+                json!({"sourceType": "grpc", "image": "example.com/o:v1"}),
+            ),
+        ];
+        let plan = plan(&sources, &[]);
+        let held = |scope: Scope| -> Vec<&str> {
+            plan.iter()
+                .filter(|l| scope.holds(l))
+                .map(|l| l.cluster_catalog.as_str())
+                .collect()
+        };
+        assert_eq!(held(Scope::All), ["a-dup", "b-dup", "ops"]);
+        assert_eq!(held(Scope::Namespace("b")), ["b-dup", "ops"]);
+        // Named as in the whole cluster's plan: "dup" is in two namespaces.
+        assert_eq!(held(Scope::One("b", "dup")), ["b-dup"]);
+        assert!(held(Scope::One("c", "dup")).is_empty());
     }
 }

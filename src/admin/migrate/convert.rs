@@ -511,6 +511,10 @@ pub async fn prepare(
             Some(sa) => (sa.to_string(), true),
             None => (crate::apply::identity::installer_name(&extension), false),
         };
+    if from_operator_group {
+        let og_name = og.metadata.name.as_deref().unwrap_or_default();
+        preflight_account(client, namespace, &service_account, og_name, &extension, rendered).await?;
+    }
     let extension_object =
         extension_object(&extension, sub, &version, &catalog.name, &service_account, config);
     let (og_ns, og_name) = key(&og.metadata);
@@ -551,6 +555,46 @@ pub async fn prepare(
         service_account,
         from_operator_group,
     })
+}
+
+/// The OperatorGroup's ServiceAccount becomes the extension's installer as it is: it must exist
+/// and hold every permission the controller's preflight will ask of it (the same computation,
+/// for the rendered bundle and the extension's finalizers), or convert stops before writing.
+async fn preflight_account(
+    client: &Client,
+    namespace: &str,
+    service_account: &str,
+    operator_group: &str,
+    extension: &str,
+    rendered: &[Value],
+) -> Result<(), ConvertError> {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), namespace);
+    let named = format!(
+        "ServiceAccount {namespace}/{service_account} (the serviceAccountName of OperatorGroup {operator_group})"
+    );
+    if accounts
+        .get_opt(service_account)
+        .await
+        .map_err(api_err(format!("reading {named}")))?
+        .is_none()
+    {
+        return Err(ConvertError::Refused(format!(
+            "{named} does not exist: create it, or remove serviceAccountName to have olmv1 compute an installer"
+        )));
+    }
+    let account = crate::apply::preflight::ServiceAccountRef::new(namespace, service_account);
+    crate::apply::preflight::check_permissions(
+        client,
+        &crate::apply::lookups::ClusterLookups::new(),
+        &account,
+        rendered,
+        &[],
+        &crate::apply::preflight::AccessPolicy::default(),
+        &[crate::apply::preflight::owner_finalizers_access(extension)],
+    )
+    .await
+    .map_err(|e| ConvertError::Refused(format!("{named} cannot install the bundle: {e}")))
 }
 
 /// The `Eligible` rows of `rows` as `(namespace, subscription)`, each after the Subscriptions
@@ -945,6 +989,44 @@ pub async fn convert(
         "clusterextension/{} created, pinned to {} {}",
         record.extension, record.csv, record.version
     ));
+    Ok(())
+}
+
+/// `--delete-operatorgroup`, once the extension is Installed: the recorded OperatorGroup is
+/// deleted when no Subscription is left in its namespace (another operator there still needs
+/// it), and kept, saying why, otherwise. Rollback recreates it from the record. Idempotent.
+pub async fn delete_operator_group(
+    client: &Client,
+    record: &Record,
+    report: &mut dyn FnMut(String),
+) -> Result<(), ConvertError> {
+    let ns = &record.namespace;
+    let og_name = record.operator_group["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| ConvertError::Invalid("the recorded OperatorGroup has no name".into()))?;
+    let subs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &api_resource(Kind::Subscription));
+    let left: Vec<String> = subs
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err(format!("listing Subscriptions in {ns}")))?
+        .items
+        .iter()
+        .map(|s| s.name_any())
+        .collect();
+    if !left.is_empty() {
+        report(format!(
+            "OperatorGroup {ns}/{og_name} kept: Subscriptions {} are left in {ns}",
+            left.join(", ")
+        ));
+        return Ok(());
+    }
+    let ogs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &api_resource(Kind::OperatorGroup));
+    let what = format!("OperatorGroup {ns}/{og_name}");
+    if delete_if_present(&ogs, og_name, false, &what).await? {
+        report(format!("{what} deleted"));
+    }
     Ok(())
 }
 
