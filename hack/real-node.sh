@@ -26,7 +26,7 @@ REAL_NODE_TAINT_KEY=olmv1.dev/real-node
 REAL_NODE_LABEL=olmv1.dev/real-node
 # The tag of the sandbox image built from Kubernetes' pause.c.
 REAL_NODE_PAUSE_REPO=olmv1/pause
-REAL_NODE_CGROUP_HIERARCHIES=(cpu cpuacct cpuset memory devices freezer blkio pids systemd net_cls net_prio perf_event hugetlb rdma misc)
+REAL_NODE_CGROUP_HIERARCHIES=(unified cpu cpuacct cpuset memory devices freezer blkio pids systemd net_cls net_prio perf_event hugetlb rdma misc)
 
 # real_node_addresses SLOT: sets the addresses of slot SLOT.
 real_node_addresses() {
