@@ -302,6 +302,41 @@ async fn a_service_cluster_ip_on_the_real_node_answers_from_the_hosts_network_na
         answer.contains(&format!("\"gitVersion\": \"{kube_version}\"")),
         "the API server's /version through the pod: {answer}"
     );
+
+    // From another pod on the same bridge (the answer comes back through kube-proxy's
+    // masquerade, not straight over the bridge), as an operator's pod calls a Service.
+    let mut spec = on_real_node(&node);
+    spec["restartPolicy"] = json!("Never");
+    spec["containers"] = json!([{
+        "name": "client",
+        "image": image,
+        "args": [format!("--server=http://{cluster_ip}"), "get", "--raw", "/version"],
+    }]);
+    let client_pod: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "client"}, "spec": spec})).unwrap();
+    pods.create(&PostParams::default(), &client_pod)
+        .await
+        .expect("create the client pod");
+    support::wait_for("the client pod Succeeded", POD_TIMEOUT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("client").await.map_err(|e| e.to_string())?;
+            match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(()),
+                Some("Failed") => panic!("the client pod failed: {}", container_states(&pod)),
+                _ => Err(container_states(&pod)),
+            }
+        }
+    })
+    .await;
+    let logs = pods
+        .logs("client", &Default::default())
+        .await
+        .expect("the client's logs");
+    assert!(
+        logs.contains(&format!("\"gitVersion\": \"{kube_version}\"")),
+        "/version through the Service from a pod: {logs}"
+    );
 }
 
 /// `GET PATH` over plain HTTP/1.0 to IP:PORT; the whole answer (status line, headers, body).
