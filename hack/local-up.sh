@@ -69,9 +69,7 @@ trap cleanup_on_error EXIT
 # Addresses of the kubernetes Service and the Service range (the slot's on a real node).
 svc_cidr=10.0.0.0/24 svc_ip=10.0.0.1
 if ((want_real)); then
-  msg=$(real_node_claim "$dir" 2>&1) || die "real node: $msg"
-  [[ -z "$msg" ]] || log "$msg"
-  real_node_addresses "$(cat "$dir/node/slot")"
+  real_node_claim "$dir"
   svc_cidr=$node_svc_cidr svc_ip=$node_svc_ip
   log "real node: slot $node_slot, network namespace $node_netns, node IP $node_ip, pods $node_pod_cidr, services $node_svc_cidr"
 fi

@@ -45,15 +45,20 @@ real_node_addresses() {
 
 # real_node_claim DIR: takes a free slot for the env in DIR (a slot whose owner's env dir is gone
 # is cleaned and taken over) and prepares its network (before kube-apiserver, which advertises
-# the host side's address). Fails naming the envs that hold every slot.
+# the host side's address). Fails naming the envs that hold every slot. Call it as a plain
+# statement under `set -e` (not in a condition or $(...), where errexit does not apply).
+real_node_fail() {
+  echo "local-up: error: real node: $*" >&2
+  return 1
+}
 real_node_claim() {
   local dir=$1 n owner holders=()
-  [[ $EUID == 0 ]] || { echo "a real node needs root (network and mount namespaces, cgroups)"; return 1; }
+  [[ $EUID == 0 ]] || { real_node_fail "it needs root (network and mount namespaces, cgroups)"; return 1; }
   for cmd in containerd containerd-shim-runc-v2 runc ip iptables nsenter unshare; do
-    command -v "$cmd" >/dev/null || { echo "$cmd is not installed (run OLMV1_NODE=real hack/install-deps.sh)"; return 1; }
+    command -v "$cmd" >/dev/null || { real_node_fail "$cmd is not installed (run OLMV1_NODE=real hack/install-deps.sh)"; return 1; }
   done
   [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
-    { echo "the CNI plugins are not in /usr/lib/cni (run OLMV1_NODE=real hack/install-deps.sh)"; return 1; }
+    { real_node_fail "the CNI plugins are not in /usr/lib/cni (run OLMV1_NODE=real hack/install-deps.sh)"; return 1; }
   mkdir -p "$REAL_NODE_LOCKS"
   for ((n = 0; n < REAL_NODE_SLOTS; n++)); do
     if mkdir "$REAL_NODE_LOCKS/slot-$n" 2>/dev/null; then
@@ -63,6 +68,7 @@ real_node_claim() {
     owner=$(cat "$REAL_NODE_LOCKS/slot-$n/owner" 2>/dev/null || true)
     if [[ -n "$owner" && ! -f "$owner/node/slot" ]]; then
       # The env that held it is gone (removed without local-down): clean what it left, take it.
+      echo "local-up: real node slot $n: its env $owner is gone; removing its network" >&2
       real_node_addresses "$n"
       real_node_release_network
       echo "$dir" >"$REAL_NODE_LOCKS/slot-$n/owner"
@@ -71,7 +77,7 @@ real_node_claim() {
     holders+=("${owner:-?}")
   done
   ((n < REAL_NODE_SLOTS)) || {
-    echo "all $REAL_NODE_SLOTS real-node slots are taken (by ${holders[*]}); stop one with hack/local-down.sh"
+    real_node_fail "all $REAL_NODE_SLOTS real-node slots of this machine are taken (by ${holders[*]}); stop one with hack/local-down.sh DIR"
     return 1
   }
   real_node_addresses "$n"
@@ -81,7 +87,7 @@ real_node_claim() {
   local r
   for r in 10.201.$n.0/30 "$node_pod_cidr" "$node_svc_cidr"; do
     if ip -4 route show match "$r" | grep -v '^default' | grep -q .; then
-      echo "the host already routes $r ($(ip -4 route show match "$r" | grep -v '^default' | head -1)); slot $n cannot be used"
+      real_node_fail "the host already routes $r ($(ip -4 route show match "$r" | grep -v '^default' | head -1)); slot $n cannot be used"
       return 1
     fi
   done
@@ -336,7 +342,7 @@ real_node_down() {
   [[ -f "$dir/node/slot" ]] || return 0
   real_node_addresses "$(cat "$dir/node/slot")"
   for f in kubelet kube-proxy; do
-    [[ -f "$dir/pids/$f.pid" ]] && stop "$f"
+    if [[ -f "$dir/pids/$f.pid" ]]; then stop "$f"; fi
   done
   # The containers: everything in the slot's cgroups (their shims are outside them).
   for _ in 1 2 3; do
@@ -357,7 +363,7 @@ real_node_down() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
-  [[ -f "$dir/pids/containerd.pid" ]] && stop containerd
+  if [[ -f "$dir/pids/containerd.pid" ]]; then stop containerd; fi
   # Releasing the mount namespace's file unmounts every mount inside it once nothing runs there.
   umount "$dir/node/ns/mnt" 2>/dev/null || true
   umount "$dir/node/ns" 2>/dev/null || true
@@ -365,7 +371,9 @@ real_node_down() {
   for h in "${REAL_NODE_CGROUP_HIERARCHIES[@]}"; do
     [[ -d /sys/fs/cgroup/$h/$node_cgroup ]] || continue
     find "/sys/fs/cgroup/$h/$node_cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
-    [[ -d /sys/fs/cgroup/$h/$node_cgroup ]] && echo "local-down: cgroup $h/$node_cgroup is still in use" >&2
+    if [[ -d /sys/fs/cgroup/$h/$node_cgroup ]]; then
+      echo "local-down: cgroup $h/$node_cgroup is still in use" >&2
+    fi
   done
   real_node_release_network
   if [[ $(cat "$REAL_NODE_LOCKS/slot-$node_slot/owner" 2>/dev/null) == "$dir" ]]; then
