@@ -136,13 +136,30 @@ real_node_mount_ns() {
   mount --bind "$ns" "$ns"
   mount --make-private "$ns"
   touch "$ns/mnt"
+  # kubelet wants these machine-wide sysctls (pkg/kubelet/cm setupKernelTunables) and, unless
+  # protectKernelDefaults, writes them: kernel.panic_on_oops=1 would make any oops of this shared
+  # machine a reboot. Inside the namespace it reads its values from read-only files instead
+  # (protectKernelDefaults: true, so it checks and never writes).
+  local sysctls=$dir/node/sysctl
+  mkdir -p "$sysctls"
+  echo 1 >"$sysctls/vm.overcommit_memory"
+  echo 0 >"$sysctls/vm.panic_on_oom"
+  echo 10 >"$sysctls/kernel.panic"
+  echo 1 >"$sysctls/kernel.panic_on_oops"
+  echo 1000000 >"$sysctls/kernel.keys.root_maxkeys"
+  echo 25000000 >"$sysctls/kernel.keys.root_maxbytes"
   unshare --mount="$ns/mnt" --propagation slave sh -c '
     set -e
     mkdir -p /run/netns /var/lib/cni /run/containerd
     mount -t tmpfs -o mode=755 olmv1-netns /run/netns
     mount -t tmpfs -o mode=755 olmv1-cni /var/lib/cni
     mount -t tmpfs -o mode=711 olmv1-containerd /run/containerd
-  '
+    for f in "$1"/*; do
+      target=/proc/sys/$(basename "$f" | tr . /)
+      mount --bind "$f" "$target"
+      mount -o remount,bind,ro "$target"
+    done
+  ' sh "$sysctls"
 }
 
 # in_node DIR CMD...: becomes CMD (exec) in the node's network and mount namespaces, so that
@@ -255,6 +272,8 @@ cgroupsPerQOS: true
 cgroupRoot: /$node_cgroup
 enforceNodeAllocatable: [pods]
 failSwapOn: false
+# Checked against the namespace's read-only copies, never written (real_node_mount_ns).
+protectKernelDefaults: true
 containerRuntimeEndpoint: unix://$nd/containerd/containerd.sock
 imageServiceEndpoint: unix://$nd/containerd/containerd.sock
 podLogsDir: $nd/pod-logs
