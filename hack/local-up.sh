@@ -416,10 +416,10 @@ if ((want_real)); then
 fi
 
 if ((want_kwok)); then
-# One fake Node that kwok keeps Ready, so Deployments get Pods that become Ready.
-node=kwok-node-0
-node_pods=${OLMV1_NODE_PODS:-250}
-kubectl apply -f - >/dev/null <<EOF
+  # One fake Node that kwok keeps Ready, so Deployments get Pods that become Ready.
+  node=kwok-node-0
+  node_pods=${OLMV1_NODE_PODS:-250}
+  kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Node
 metadata:
@@ -449,10 +449,10 @@ status:
     kubeProxyVersion: fake
     operatingSystem: linux
 EOF
-node_ready() {
-  [[ $(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
-}
-wait_ready kwok "node $node Ready" node_ready
+  node_ready() {
+    [[ $(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+  }
+  wait_ready kwok "node $node Ready" node_ready
 fi
 if ((want_real)); then
   real_node_ready() {
