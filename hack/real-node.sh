@@ -59,9 +59,11 @@ real_node_claim() {
   done
   [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
     { real_node_fail "the CNI plugins are not in /usr/lib/cni (run OLMV1_NODE=real hack/install-deps.sh)"; return 1; }
-  mkdir -p "$REAL_NODE_LOCKS"
+  mkdir -p "$REAL_NODE_LOCKS" "$dir/node"
   for ((n = 0; n < REAL_NODE_SLOTS; n++)); do
     if mkdir "$REAL_NODE_LOCKS/slot-$n" 2>/dev/null; then
+      # node/slot before owner: whoever reads an owner also finds its node/slot (not stale).
+      echo "$n" >"$dir/node/slot"
       echo "$dir" >"$REAL_NODE_LOCKS/slot-$n/owner"
       break
     fi
@@ -71,6 +73,7 @@ real_node_claim() {
       echo "local-up: real node slot $n: its env $owner is gone; removing its network" >&2
       real_node_addresses "$n"
       real_node_release_network
+      echo "$n" >"$dir/node/slot"
       echo "$dir" >"$REAL_NODE_LOCKS/slot-$n/owner"
       break
     fi
@@ -81,8 +84,6 @@ real_node_claim() {
     return 1
   }
   real_node_addresses "$n"
-  mkdir -p "$dir/node"
-  echo "$n" >"$dir/node/slot"
   # Nothing else on this machine may route the slot's ranges.
   local r
   for r in 10.201.$n.0/30 "$node_pod_cidr" "$node_svc_cidr"; do
