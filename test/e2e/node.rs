@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service, ServiceAccount};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -337,6 +337,99 @@ async fn a_service_cluster_ip_on_the_real_node_answers_from_the_hosts_network_na
         logs.contains(&format!("\"gitVersion\": \"{kube_version}\"")),
         "/version through the Service from a pod: {logs}"
     );
+}
+
+#[tokio::test]
+async fn an_image_behind_a_pull_secret_runs_on_the_real_node_and_not_without_it() {
+    let Some(node) = real_node() else { return };
+    let env = support::env();
+    let client = support::client().await;
+    let (registry, user, password) = support::auth_registry();
+    // A tag of its own: containerd must fetch this manifest (authenticated) whatever it holds.
+    let reference = format!("{registry}/{}:v1", support::fresh_name("e2e-kubectl"));
+    let dir = env.dir.join("e2e-kubectl-image");
+    tokio::task::spawn_blocking(kubectl_image).await.unwrap();
+    let mut push = env.command(support::olmv1_bin());
+    push.args([
+        "image",
+        "push",
+        "--entrypoint",
+        "/kubectl",
+        "--username",
+        &user,
+        "--password-stdin",
+    ])
+    .arg(&dir)
+    .arg(&reference);
+    let stdin = format!("{password}\n");
+    let pushed = tokio::task::spawn_blocking(move || support::run_with_stdin(&mut push, &stdin));
+    pushed.await.unwrap().ok();
+    let namespace = namespace_with_default_account(&client, "real-node-pull").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let pod_with = |name: &str, secret: Option<&str>| -> Pod {
+        let mut spec = on_real_node(&node);
+        spec["restartPolicy"] = json!("Never");
+        spec["containers"] =
+            json!([{"name": "kubectl", "image": reference, "args": ["version", "--client"]}]);
+        if let Some(secret) = secret {
+            spec["imagePullSecrets"] = json!([{"name": secret}]);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+
+    // Without credentials the registry refuses the pull (through the node's hosts.toml mirror).
+    pods.create(&PostParams::default(), &pod_with("without", None))
+        .await
+        .unwrap();
+    support::wait_for("the pull refused", POD_TIMEOUT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("without").await.map_err(|e| e.to_string())?;
+            let waiting = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.clone());
+            match waiting.as_deref() {
+                Some("ErrImagePull" | "ImagePullBackOff") => Ok(()),
+                _ => Err(container_states(&pod)),
+            }
+        }
+    })
+    .await;
+
+    let auth = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pull"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": json!({"auths": {registry.clone(): {"auth": auth}}}).to_string()},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod_with("with", Some("pull")))
+        .await
+        .unwrap();
+    support::wait_for("the pod with the pull secret Succeeded", POD_TIMEOUT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("with").await.map_err(|e| e.to_string())?;
+            match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(()),
+                Some("Failed") => panic!("the pod failed: {}", container_states(&pod)),
+                _ => Err(container_states(&pod)),
+            }
+        }
+    })
+    .await;
 }
 
 /// `GET PATH` over plain HTTP/1.0 to IP:PORT; the whole answer (status line, headers, body).
