@@ -19,6 +19,8 @@
 #                       kwok+real: both, the real node tainted olmv1.dev/real-node=true:NoSchedule
 #                       so that only pods tolerating it run there (hack/test.sh).
 #                       Needs root; see docs/local-control-plane.md "The real node".
+#   OLMV1_BIN           the olmv1 binary that pushes the real node's pause image (default
+#                       $CARGO_TARGET_DIR/debug/olmv1, else built with cargo)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
