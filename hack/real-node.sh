@@ -379,7 +379,8 @@ real_node_down() {
   for f in /proc/[0-9]*/cmdline; do
     pid=${f#/proc/}
     pid=${pid%/cmdline}
-    if [[ $(tr '\0' ' ' <"$f" 2>/dev/null) == *containerd-shim*"-address $dir/node/containerd/containerd.sock"* ]]; then
+    # A process may exit between the glob and the read: 2>/dev/null before the redirection.
+    if [[ $(tr '\0' ' ' 2>/dev/null <"$f") == *containerd-shim*"-address $dir/node/containerd/containerd.sock"* ]]; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
