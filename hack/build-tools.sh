@@ -4,7 +4,14 @@
 # module in hack/tools, and kwok with `go install`. Binaries are cached by version under
 # $OLMV1_TOOLS_DIR (default ~/.cache/olmv1/tools/<version>) so only a fresh machine pays the build.
 # Prints the bin directory on stdout.
+#
+# Usage: hack/build-tools.sh [--node]
+#   --node  also kubelet and kube-proxy (same module and version) and the sandbox's `pause`
+#           (Kubernetes' build/pause/linux/pause.c from the module, static, gcc): a real node's
+#           parts. Without it (kwok only) none of them is built.
 set -euo pipefail
+node=0
+[[ "${1:-}" == --node ]] && node=1
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/versions.env"
 
@@ -15,7 +22,9 @@ mkdir -p "$bin"
 log() { echo "build-tools: $*" >&2; }
 
 need=()
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd; do
+wanted=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+((node)) && wanted+=(kubelet kube-proxy)
+for b in "${wanted[@]}"; do
   [[ -x "$bin/$b" ]] || need+=("$b")
 done
 
@@ -63,5 +72,15 @@ if [[ ! -f "$stages/pod-ready.yaml" || ! -f "$stages/node-heartbeat.yaml" ]]; th
   for s in pod-ready pod-complete pod-delete; do
     cp "$moddir/kustomize/stage/pod/fast/$s.yaml" "$stages/"
   done
+fi
+# The sandbox (pause) container's only binary: Kubernetes' own pause.c from the module, static so
+# that the image needs nothing else (no base image, no download).
+if ((node)) && [[ ! -x "$bin/pause" ]]; then
+  command -v gcc >/dev/null || { log "gcc is not installed (run hack/install-deps.sh)"; exit 1; }
+  moddir=$(cd "$here/tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  gcc -Os -Wall -Werror -static -DVERSION="$KUBE_VERSION-olmv1" -o "$bin/pause.tmp" \
+    "$moddir/build/pause/linux/pause.c"
+  mv "$bin/pause.tmp" "$bin/pause"
+  log "built pause from $moddir/build/pause/linux/pause.c"
 fi
 echo "$bin"

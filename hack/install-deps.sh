@@ -6,6 +6,11 @@
 #   (`olmv1 upgrades -o svg`), python3 (the hostile tar corpus);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
 #   builds the control plane's binaries from Go modules (hack/build-tools.sh, cached by version).
+# With OLMV1_NODE=real or kwok+real (the real node of hack/local-up.sh), also: containerd (Debian's
+#   1.6, CRI v1), containernetworking-plugins (bridge, host-local, loopback, portmap in
+#   /usr/lib/cni), iptables, iproute2, gcc and libc6-dev (the static pause binary), and kubelet,
+#   kube-proxy and pause (hack/build-tools.sh --node). Not installed otherwise: the kwok-only
+#   path stays as it was (containerd alone is ~100 MB installed).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +34,28 @@ for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")
 done
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
+real_node=0
+case ${OLMV1_NODE:-kwok} in
+  real | kwok+real) real_node=1 ;;
+esac
+if ((real_node)); then
+  declare -A node_packages=(
+    [containerd]=containerd
+    [containerd-shim-runc-v2]=containerd
+    [iptables]=iptables
+    [ip]=iproute2
+    [nsenter]=util-linux
+    [gcc]=gcc
+  )
+  for cmd in "${!node_packages[@]}"; do
+    command -v "$cmd" >/dev/null || missing+=("${node_packages[$cmd]}")
+  done
+  [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+  [[ -f /usr/lib/x86_64-linux-gnu/libc.a || -f /usr/lib/aarch64-linux-gnu/libc.a ]] || missing+=(libc6-dev)
+  # Installing containerd may start Debian's system service (where systemd runs); the real
+  # node never uses it: it runs its own with its own socket, root and state dirs.
+  ((${#missing[@]})) && mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+fi
 if ((${#missing[@]})); then
   sudo=()
   if ((EUID != 0)); then
@@ -56,5 +83,9 @@ if ! command -v cargo >/dev/null; then
 fi
 command -v cargo >/dev/null || die "cargo is not installed; install Rust with rustup"
 
-"$here/build-tools.sh" >/dev/null
+if ((real_node)); then
+  "$here/build-tools.sh" --node >/dev/null
+else
+  "$here/build-tools.sh" >/dev/null
+fi
 log "ok (go $go_version, $(cargo --version))"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops a local control plane started by hack/local-up.sh: every process named in its pids/ dir
-# (TERM, then KILL after 10 s), then removes the environment directory. Scripts that add processes
+# (TERM, then KILL after 10 s), a real node's containers, shims, namespaces, mounts, cgroups,
+# routes and nat chain (hack/real-node.sh), then removes the environment directory. Scripts that add processes
 # (hack/demo.sh) write pids/PROGRAM@ROLE.pid; such a process must have a path under the env dir
 # on its command line (e.g. --kubeconfig DIR/kubeconfig), which is how a recycled pid is told apart.
 #
@@ -17,6 +18,8 @@ target=${1:-${OLMV1_ENV_DIR:-}}
 [[ -f "$target" ]] && target=$(dirname "$target")
 [[ -d "$target" ]] || { echo "local-down: $target does not exist; nothing to stop" >&2; exit 0; }
 dir=$(cd "$target" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/real-node.sh"
 
 # A pid only counts while it still runs a program from this environment's command line; a
 # recycled pid of some other process is never signalled.
@@ -69,10 +72,13 @@ for f in "$dir"/pids/*.pid; do
   name=$(basename "$f" .pid)
   case $name in
     kwok | kube-scheduler | kube-controller-manager | registry | kube-apiserver | etcd) ;;
+    kubelet | kube-proxy | containerd) ;; # real_node_down, in its order
     *) others+=("$name") ;;
   esac
 done
 ((${#others[@]})) && stop "${others[@]}"
+# The real node (hack/real-node.sh) while the API server still answers its kubelet.
+real_node_down "$dir"
 stop kwok kube-scheduler kube-controller-manager registry
 stop kube-apiserver
 stop etcd

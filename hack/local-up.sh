@@ -2,6 +2,7 @@
 # Starts the local control plane as plain processes on free loopback ports:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (one fake Node), a
 #   docker-registry (plain HTTP, delete enabled) and a second one requiring Basic auth (htpasswd),
+#   and, when asked for, a real node (containerd, kubelet, kube-proxy: hack/real-node.sh),
 # then installs the project's CRDs and waits until they are Established.
 #
 # Usage: hack/local-up.sh            (environment in $OLMV1_ENV_DIR, or a new temp dir)
@@ -13,6 +14,13 @@
 #   OLMV1_SKIP_CRDS=1   do not install the project's CRDs
 #   OLMV1_START_TIMEOUT seconds to wait for each part to become ready (default 90)
 #   OLMV1_NODE_PODS     how many pods the fake Node takes (default 250)
+#   OLMV1_NODE          kwok (default): only kwok's fake node kwok-node-0;
+#                       real: only a real node real-node-0 (hack/demo.sh);
+#                       kwok+real: both, the real node tainted olmv1.dev/real-node=true:NoSchedule
+#                       so that only pods tolerating it run there (hack/test.sh).
+#                       Needs root; see docs/local-control-plane.md "The real node".
+#   OLMV1_BIN           the olmv1 binary that pushes the real node's pause image (default
+#                       $CARGO_TARGET_DIR/debug/olmv1, else built with cargo)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -23,7 +31,19 @@ log() { echo "local-up: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 timeout_s=${OLMV1_START_TIMEOUT:-90}
-bin=$("$here/build-tools.sh")
+node_mode=${OLMV1_NODE:-kwok}
+case $node_mode in
+  kwok) want_kwok=1 want_real=0 ;;
+  real) want_kwok=0 want_real=1 ;;
+  kwok+real) want_kwok=1 want_real=1 ;;
+  *) die "OLMV1_NODE must be kwok, real or kwok+real, not '$node_mode' (env files name the nodes OLMV1_KWOK_NODE and OLMV1_REAL_NODE)" ;;
+esac
+if ((want_real)); then
+  bin=$("$here/build-tools.sh" --node)
+  source "$here/real-node.sh"
+else
+  bin=$("$here/build-tools.sh")
+fi
 command -v docker-registry >/dev/null || die "docker-registry is not installed (run hack/install-deps.sh)"
 command -v openssl >/dev/null || die "openssl is not installed (run hack/install-deps.sh)"
 command -v curl >/dev/null || die "curl is not installed (run hack/install-deps.sh)"
@@ -46,6 +66,15 @@ cleanup_on_error() {
   fi
 }
 trap cleanup_on_error EXIT
+
+# The real node's network comes first: kube-apiserver advertises its host-side address.
+# Addresses of the kubernetes Service and the Service range (the slot's on a real node).
+svc_cidr=10.0.0.0/24 svc_ip=10.0.0.1
+if ((want_real)); then
+  real_node_claim "$dir"
+  svc_cidr=$node_svc_cidr svc_ip=$node_svc_ip
+  log "real node: slot $node_slot, network namespace $node_netns, node IP $node_ip, pods $node_pod_cidr, services $node_svc_cidr"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Ports: random ports below the kernel's ephemeral range, checked free by a connect attempt, never
@@ -110,11 +139,11 @@ make_pki() {
   ossl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout "$pki/client-ca.key" -out "$pki/client-ca.crt" \
     -subj "/CN=olmv1-local-client-ca" -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign"
-  cat >"$pki/serving.ext" <<'EOF'
+  cat >"$pki/serving.ext" <<EOF
 basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:$svc_ip${node_host_ip:+,IP:$node_host_ip},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 EOF
   ossl req -newkey rsa:2048 -nodes -keyout "$pki/serving.key" -out "$pki/serving.csr" -subj "/CN=kube-apiserver"
   ossl x509 -req -in "$pki/serving.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
@@ -127,6 +156,17 @@ EOF
   ossl req -newkey rsa:2048 -nodes -keyout "$pki/admin.key" -out "$pki/admin.csr" -subj "/O=system:masters/CN=olmv1-admin"
   ossl x509 -req -in "$pki/admin.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" -CAcreateserial \
     -days 3650 -extfile "$pki/client.ext" -out "$pki/admin.crt"
+  if ((want_real)); then
+    # The kubelet as the Node authorizer knows it, and kube-proxy (system:node-proxier is bound
+    # to system:kube-proxy by default).
+    ossl req -newkey rsa:2048 -nodes -keyout "$pki/node.key" -out "$pki/node.csr" \
+      -subj "/O=system:nodes/CN=system:node:$REAL_NODE_NAME"
+    ossl x509 -req -in "$pki/node.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" -CAcreateserial \
+      -days 3650 -extfile "$pki/client.ext" -out "$pki/node.crt"
+    ossl req -newkey rsa:2048 -nodes -keyout "$pki/kube-proxy.key" -out "$pki/kube-proxy.csr" -subj "/CN=system:kube-proxy"
+    ossl x509 -req -in "$pki/kube-proxy.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" -CAcreateserial \
+      -days 3650 -extfile "$pki/client.ext" -out "$pki/kube-proxy.crt"
+  fi
   ossl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key"
   ossl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
   rm -f "$pki"/*.csr
@@ -195,15 +235,26 @@ rules:
   verbs: [create, update, patch, delete, deletecollection]
 - level: None
 EOF_POLICY
+# A real node: its kubelet is authorized by the Node authorizer, and its pods get their
+# ServiceAccount's token (the ServiceAccount admission plugin, off where only kwok runs pods).
+# kube-apiserver stays bound to loopback; the node reaches it at the advertised address, mapped
+# to loopback by the slot's nat chain.
+if ((want_real)); then
+  api_node_flags=(--advertise-address="$node_host_ip" --authorization-mode=Node,RBAC
+    --enable-admission-plugins="$openshift_admission,ServiceAccount"
+    --kubelet-preferred-address-types=InternalIP
+    --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key")
+else
+  api_node_flags=(--advertise-address=127.0.0.1 --authorization-mode=RBAC
+    --disable-admission-plugins=ServiceAccount --enable-admission-plugins="$openshift_admission")
+fi
 for attempt in 1 2 3; do
   free_port api_port
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" --cert-dir="$pki/apiserver" \
     --tls-cert-file="$pki/serving.crt" --tls-private-key-file="$pki/serving.key" \
-    --secure-port="$api_port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
-    --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
-    --authorization-mode=RBAC --disable-admission-plugins=ServiceAccount \
-    --enable-admission-plugins="$openshift_admission" \
+    --secure-port="$api_port" --bind-address=127.0.0.1 "${api_node_flags[@]}" \
+    --service-cluster-ip-range="$svc_cidr" --allow-privileged=true \
     --client-ca-file="$pki/client-ca.crt" \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -282,6 +333,7 @@ start_controllers() {
     --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
     --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false \
     --kube-api-qps=500 --kube-api-burst=1000
+  ((want_kwok)) || return 0
   local stages="$bin/../kwok-stages" configs=()
   for s in "$stages"/*.yaml; do configs+=(--config="$s"); done
   start kwok "$bin/kwok" --kubeconfig="$kc" "${configs[@]}" \
@@ -320,7 +372,7 @@ for attempt in 1 2 3; do
   if ((rc == 0)); then
     wait_ready kube-scheduler "/healthz" curl -fsSk "https://127.0.0.1:$sched_port/healthz" || rc=$?
   fi
-  if ((rc == 0)); then
+  if ((rc == 0 && want_kwok)); then
     wait_ready kwok "/healthz" curl -fsS "http://127.0.0.1:$kwok_port/healthz" || rc=$?
   fi
   ((rc == 0)) && break
@@ -331,13 +383,45 @@ for attempt in 1 2 3; do
   done
   start_controllers
 done
-for n in kube-controller-manager kube-scheduler kwok; do alive "$n" || die "$n did not start"; done
-log "controller-manager, scheduler and kwok healthy ($((SECONDS - started))s)"
+for n in kube-controller-manager kube-scheduler; do alive "$n" || die "$n did not start"; done
+((want_kwok)) && { alive kwok || die "kwok did not start"; }
+log "controller-manager, scheduler$( ((want_kwok)) && echo " and kwok") healthy ($((SECONDS - started))s)"
 
-# One fake Node that kwok keeps Ready, so Deployments get Pods that become Ready.
-node=kwok-node-0
-node_pods=${OLMV1_NODE_PODS:-250}
-kubectl apply -f - >/dev/null <<EOF
+# ---------------------------------------------------------------------------------------------
+# The real node (hack/real-node.sh): started before the fake node's wait, so both come up at once.
+if ((want_real)); then
+  real_node_forward "$api_port" "$reg_port" "$auth_reg_port"
+  # The sandbox image: pause.c's static binary, the only file of the image.
+  olmv1_bin=${OLMV1_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/olmv1}
+  if [[ ! -x "$olmv1_bin" ]]; then
+    log "building olmv1 (image push needs it; OLMV1_BIN names another build)"
+    (cd "$repo" && cargo build -q --bin olmv1) || die "cargo build --bin olmv1 failed"
+  fi
+  mkdir -p "$dir/node/pause-image"
+  cp "$bin/pause" "$dir/node/pause-image/pause"
+  pause_ref="127.0.0.1:$reg_port/$REAL_NODE_PAUSE_REPO:$KUBE_VERSION"
+  "$olmv1_bin" image push --entrypoint /pause "$dir/node/pause-image" "$pause_ref" >/dev/null ||
+    die "pushing the pause image to $pause_ref failed"
+  real_node_configs "$dir" "$api_port" "$want_kwok" "$pause_ref" "127.0.0.1:$reg_port" "127.0.0.1:$auth_reg_port"
+  real_node_kubeconfig "$dir/node/kubelet.kubeconfig" "$pki/node.crt" "$pki/node.key"
+  real_node_kubeconfig "$dir/node/kube-proxy.kubeconfig" "$pki/kube-proxy.crt" "$pki/kube-proxy.key"
+  real_node_cgroups
+  real_node_mount_ns "$dir"
+  start containerd in_node "$dir" containerd --config "$dir/node/containerd/config.toml"
+  wait_ready containerd "its socket" test -S "$dir/node/containerd/containerd.sock"
+  log "containerd up ($((SECONDS - started))s)"
+  start kubelet in_node "$dir" "$bin/kubelet" --config="$dir/node/kubelet/config.yaml" \
+    --kubeconfig="$dir/node/kubelet.kubeconfig" --root-dir="$dir/node/kubelet" \
+    --hostname-override="$REAL_NODE_NAME" --node-ip="$node_ip" \
+    --node-labels="$REAL_NODE_LABEL=true" --v=1
+  start kube-proxy in_node "$dir" "$bin/kube-proxy" --config="$dir/node/kube-proxy.yaml" --v=1
+fi
+
+if ((want_kwok)); then
+  # One fake Node that kwok keeps Ready, so Deployments get Pods that become Ready.
+  node=kwok-node-0
+  node_pods=${OLMV1_NODE_PODS:-250}
+  kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Node
 metadata:
@@ -367,13 +451,22 @@ status:
     kubeProxyVersion: fake
     operatingSystem: linux
 EOF
-node_ready() {
-  [[ $(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
-}
-wait_ready kwok "node $node Ready" node_ready
+  node_ready() {
+    [[ $(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+  }
+  wait_ready kwok "node $node Ready" node_ready
+fi
+if ((want_real)); then
+  real_node_ready() {
+    [[ $(kubectl get node "$REAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+  }
+  wait_ready kubelet "node $REAL_NODE_NAME Ready" real_node_ready
+  alive kube-proxy || die "kube-proxy exited (log: $logs/kube-proxy.log)"
+  log "real node $REAL_NODE_NAME Ready ($((SECONDS - started))s)"
+fi
 # The controller-manager's service-account controller creates `default` in each namespace.
 wait_ready kube-controller-manager "the default ServiceAccount" kubectl get serviceaccount default -n default
-log "node $node Ready, default ServiceAccount present ($((SECONDS - started))s)"
+log "nodes Ready, default ServiceAccount present ($((SECONDS - started))s)"
 
 # ---------------------------------------------------------------------------------------------
 # The project's CRDs: the committed config/crd/olm.operatorframework.io_*.yaml (a test keeps them
@@ -412,7 +505,16 @@ etcd_version=$("$bin/etcd" --version 2>/dev/null | sed -n 's/^etcd Version: //p'
   echo "export OLMV1_AUTH_REGISTRY_PASSWORD=$(q "$auth_reg_password")"
   echo "export OLMV1_TOOLS_BIN=$(q "$bin")"
   echo "export OLMV1_KUBECTL=$(q "$bin/kubectl")"
-  echo "export OLMV1_NODE=$(q "$node")"
+  # Not OLMV1_NODE: that is local-up's input, and sourcing this file must not change the next
+  # start's mode.
+  ((want_kwok)) && echo "export OLMV1_KWOK_NODE=$(q "$node")"
+  if ((want_real)); then
+    echo "export OLMV1_REAL_NODE=$(q "$REAL_NODE_NAME")"
+    echo "export OLMV1_REAL_NODE_IP=$(q "$node_ip")"
+    echo "export OLMV1_REAL_NODE_NETNS=$(q "$node_netns")"
+    echo "export OLMV1_POD_CIDR=$(q "$node_pod_cidr")"
+  fi
+  echo "export OLMV1_SERVICE_CIDR=$(q "$svc_cidr")"
   echo "export OLMV1_KUBE_VERSION=$(q "$KUBE_VERSION")"
   echo "export OLMV1_ETCD_VERSION=$(q "v$etcd_version")"
   echo "export OLMV1_PIDS=$(q "${pid_list% }")"

@@ -24,6 +24,7 @@ mod installer;
 mod lifecycle;
 mod migrate;
 mod mirrors;
+mod node;
 mod openshift;
 mod operations;
 mod proxy;

@@ -33,6 +33,21 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// Names the env file written by `hack/local-up.sh`; set by `hack/test.sh`.
 pub const TEST_ENV_VAR: &str = "OLMV1_TEST_ENV";
 
+/// `1`: the real-node tests must run (they fail when the environment has no real node), and a
+/// private environment is started with a real node beside kwok (`OLMV1_NODE=kwok+real`).
+pub const REAL_NODE_REQUIRED_VAR: &str = "OLMV1_E2E_REAL_NODE";
+
+/// The taint of the real node when kwok's node is beside it (effect NoSchedule, value `true`).
+pub const REAL_NODE_TAINT: &str = "olmv1.dev/real-node";
+
+/// The label of the real node (value `true`), for nodeSelectors.
+pub const REAL_NODE_LABEL: &str = "olmv1.dev/real-node";
+
+/// Whether [`REAL_NODE_REQUIRED_VAR`] is `1`.
+pub fn real_node_required() -> bool {
+    std::env::var(REAL_NODE_REQUIRED_VAR).is_ok_and(|v| v == "1")
+}
+
 /// The default deadline for `wait_for` in tests: generous, because 2 busy cores are slow.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -53,8 +68,12 @@ pub struct TestEnv {
     pub tools_bin: PathBuf,
     /// The kubectl built with the control plane (same version as the API server).
     pub kubectl: PathBuf,
-    /// The fake Node that kwok keeps Ready.
-    pub node: String,
+    /// The fake Node that kwok keeps Ready (`OLMV1_KWOK_NODE`; none when only a real node runs).
+    pub kwok_node: Option<String>,
+    /// The real Node (kubelet + containerd, `OLMV1_REAL_NODE`), started by
+    /// `OLMV1_NODE=real|kwok+real hack/local-up.sh`; with kwok beside it, it carries the taint
+    /// [`REAL_NODE_TAINT`]`=true:NoSchedule` and, always, the label [`REAL_NODE_LABEL`]`=true`.
+    pub real_node: Option<String>,
     /// Kubernetes version of the control plane, e.g. `v1.34.4`.
     pub kube_version: String,
     /// etcd version, e.g. `v3.6.4`.
@@ -82,7 +101,8 @@ impl TestEnv {
             registry: get("OLMV1_REGISTRY")?,
             tools_bin: get("OLMV1_TOOLS_BIN")?.into(),
             kubectl: get("OLMV1_KUBECTL")?.into(),
-            node: get("OLMV1_NODE")?,
+            kwok_node: vars.get("OLMV1_KWOK_NODE").cloned(),
+            real_node: vars.get("OLMV1_REAL_NODE").cloned(),
             kube_version: get("OLMV1_KUBE_VERSION")?,
             etcd_version: get("OLMV1_ETCD_VERSION")?,
             vars,
@@ -228,8 +248,12 @@ fn start_private_env() -> Result<TestEnv, String> {
         "support: {TEST_ENV_VAR} is not set; starting a local control plane in {} (hack/test.sh shares one)",
         dir.display()
     );
-    let output = Command::new(root.join("hack/local-up.sh"))
-        .env("OLMV1_ENV_DIR", &dir)
+    let mut up = Command::new(root.join("hack/local-up.sh"));
+    up.env("OLMV1_ENV_DIR", &dir).env("OLMV1_BIN", olmv1_bin());
+    if real_node_required() && std::env::var_os("OLMV1_NODE").is_none() {
+        up.env("OLMV1_NODE", "kwok+real");
+    }
+    let output = up
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
