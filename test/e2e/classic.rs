@@ -864,8 +864,10 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         }
         apply_object(client, object).await;
     }
-    let crds: Vec<&str> = crds.iter().map(String::as_str).collect();
-    support::wait_crds_established(&crds);
+    if !crds.is_empty() {
+        let crds: Vec<&str> = crds.iter().map(String::as_str).collect();
+        support::wait_crds_established(&crds);
+    }
 
     // What the InstallPlan generates for the CSV's permissions: the ServiceAccounts, a Role
     // and RoleBinding per namespaced permission (owned by the CSV), a ClusterRole and
