@@ -45,7 +45,9 @@ mod plan;
 pub use budget::{CHECK_WORK_UNITS, OverBudget, PLAN_WORK_UNITS, WorkBudget};
 pub use cel_rule::{CelInput, CelRule, MAX_COST as MAX_CEL_COST, semver_compare};
 pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
-pub use model::{BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, Requirement, Unsatisfied, unsatisfied};
+pub use model::{
+    BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, PROPERTY_GVK, Requirement, Unsatisfied, unsatisfied,
+};
 pub use parse::{
     MAX_API_VERSION_BYTES, MAX_BUNDLE_NODES, MAX_CEL_RULES_PER_BUNDLE, MAX_CEL_RULES_PER_CONSTRAINT,
     MAX_CONSTRAINT_BYTES, MAX_CONSTRAINT_DEPTH, MAX_CONSTRAINT_NODES, MAX_FAILURE_MESSAGE_BYTES,

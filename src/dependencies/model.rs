@@ -257,13 +257,8 @@ impl Requirement {
         self.constraint.cost_for(bundle)
     }
 
-    /// Whether the cluster serving `api` satisfies it (only requirements naming an API).
-    pub fn satisfied_by_served_api(&self, api: &Gvk) -> bool {
-        self.satisfied_by_served_api_within(api, &mut WorkBudget::new(u64::MAX))
-            .unwrap_or(false)
-    }
-
-    /// [`Requirement::satisfied_by_served_api`], its evaluation charged to `budget`.
+    /// Whether the cluster serving `api` satisfies it (only requirements naming an API), its
+    /// evaluation charged to `budget`.
     pub fn satisfied_by_served_api_within(
         &self,
         api: &Gvk,

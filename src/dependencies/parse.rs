@@ -1114,7 +1114,8 @@ mod tests {
             version: "v1".into(),
             kind: "Blue".into(),
         };
-        assert!(!reqs[0].satisfied_by_served_api(&served_blue_api));
+        let mut budget = crate::dependencies::WorkBudget::new(u64::MAX);
+        assert!(!reqs[0].satisfied_by_served_api_within(&served_blue_api, &mut budget).unwrap());
         assert!(has_dependencies(&[prop("olm.gvk.required", "{}")]));
         assert!(!has_dependencies(&blue));
     }

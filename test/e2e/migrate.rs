@@ -786,6 +786,136 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
 }
 
 #[tokio::test]
+async fn an_operator_groups_account_is_preflighted_and_the_operator_group_deleted_when_asked() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let install = classic::lay_down(
+        &client,
+        &Classic::new(one_version(&support::fresh_name("mig-ogsa"))).mode(Mode::OwnNamespace),
+    )
+    .await;
+    let (sub, ns, og) = (
+        install.subscription.as_str(),
+        install.namespace.as_str(),
+        install.operator_group.as_str(),
+    );
+    classic::patch(
+        &client,
+        &classic::operator_groups(),
+        ns,
+        og,
+        json!({"spec": {"serviceAccountName": "installer"}}),
+        false,
+    )
+    .await;
+    migrate_catalogs(&client, &install).await;
+    classic::wait_available(&client, ns, &install.deployment).await;
+    let before = workload(&client, &install).await;
+    let named = format!("ServiceAccount {ns}/installer (the serviceAccountName of OperatorGroup {og})");
+
+    // Refused before anything is written: the account is missing, then lacks permissions.
+    let refused = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "{named} does not exist: create it, or remove serviceAccountName to have olmv1 compute an installer"
+        )),
+        "{refused}"
+    );
+    components::create_service_account(&client, ns, "installer").await;
+    let refused = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).err();
+    assert!(
+        refused.contains(&format!(
+            "{named} cannot install the bundle: {}",
+            olmv1::apply::preflight::permissions::MISSING_PERMISSIONS_HEADER
+        )),
+        "{refused}"
+    );
+    assert!(refused.contains("customresourcedefinitions"), "{refused}");
+    let record = olmv1::admin::migrate::convert::record_name(ns, sub);
+    let records = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        components::SYSTEM_NAMESPACE,
+    );
+    assert!(records.get_opt(&record).await.unwrap().is_none());
+    let subscription = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::subscriptions())
+        .get(sub)
+        .await
+        .unwrap();
+    assert_eq!(subscription.data["spec"]["installPlanApproval"], "Automatic");
+
+    // Allowed: converted with that account; the OperatorGroup is kept while another
+    // Subscription is left in the namespace, deleted once none is.
+    components::grant_cluster_admin(&client, ns).await;
+    support::kubectl_apply(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: other\n  namespace: {ns}\nspec:\n  name: other\n  source: none\n  sourceNamespace: {ns}\n"
+    ))
+    .ok();
+    let out = olmv1(&[
+        "migrate",
+        "convert",
+        sub,
+        "-n",
+        ns,
+        "--yes",
+        "--delete-operatorgroup",
+    ])
+    .ok();
+    eprintln!("{out}");
+    assert!(
+        out.contains(&format!(
+            "# installer: ServiceAccount {ns}/installer (the OperatorGroup's serviceAccountName)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "clusterextension/{sub} Installed: {} 1.0.0",
+            install.csv
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "OperatorGroup {ns}/{og} kept: Subscriptions other are left in {ns}"
+        )),
+        "{out}"
+    );
+    assert!(!gone(&client, &classic::operator_groups(), ns, og).await);
+    let ext = Api::<olmv1_api::v1::ClusterExtension>::all(client.clone())
+        .get(sub)
+        .await
+        .unwrap();
+    assert_eq!(ext.spec.service_account.unwrap().name, "installer");
+    assert_eq!(workload(&client, &install).await, before);
+    support::kubectl(&["delete", "subscriptions.operators.coreos.com", "other", "-n", ns]).ok();
+    let out = olmv1(&[
+        "migrate",
+        "convert",
+        sub,
+        "-n",
+        ns,
+        "--yes",
+        "--delete-operatorgroup",
+    ])
+    .ok();
+    assert!(out.contains(&format!("OperatorGroup {ns}/{og} deleted")), "{out}");
+    assert!(gone(&client, &classic::operator_groups(), ns, og).await);
+    assert_eq!(workload(&client, &install).await, before);
+
+    // Rollback recreates it as it was, with its account.
+    olmv1(&["migrate", "rollback", sub, "--yes"]).ok();
+    let back = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::operator_groups())
+        .get(og)
+        .await
+        .unwrap();
+    assert_eq!(back.data["spec"]["serviceAccountName"], "installer");
+    assert_eq!(back.data["spec"]["targetNamespaces"], json!([ns]));
+    assert!(!gone(&client, &classic::subscriptions(), ns, sub).await);
+    assert_eq!(workload(&client, &install).await, before);
+}
+
+#[tokio::test]
 async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
     let _share = components::shared_cluster().await;
     components::ensure_running();
@@ -836,113 +966,98 @@ async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
     assert!(after.replica_sets.is_superset(&before.replica_sets), "{after:?}");
 }
 
-/// Where `convert` is killed: an effect of one of its steps, observed in the cluster.
-#[derive(Clone, Copy, Debug)]
-enum KillAt {
-    /// Step 1 done: the record exists.
-    Recorded,
-    /// Step 3 done: the Subscription is Manual.
-    Manual,
-    /// Step 5 under way: the CSV is being deleted.
-    CsvDeleting,
-    /// Step 6 done: the Subscription is gone.
-    SubscriptionGone,
-    /// Step 8 done: the ClusterExtension exists.
-    ExtensionCreated,
-}
+/// convert's steps, each by the line it prints once the step is done (its stdout is written a
+/// line at a time), as (start, part): convert is killed right after each.
+const CONVERT_STEPS: [(&str, &str); 9] = [
+    ("recorded Subscription, OperatorGroup and CatalogSource", ""),
+    ("installer ", " applied in namespace "),
+    ("Subscription ", " set to Manual approval"),
+    ("", " objects labelled as ClusterExtension "),
+    ("CSV ", " deleted, its dependents orphaned"),
+    ("Subscription ", " deleted"), // classic's bookkeeping, the Subscription first
+    ("classic's owner references and labels removed", ""),
+    ("clusterextension/", " created, pinned to "),
+    ("clusterextension/", " Installed: "), // then the Subscription's approval is followed
+];
 
-async fn reached(client: &kube::Client, install: &ClassicInstall, at: KillAt) -> bool {
-    let ns = &install.namespace;
-    let sub = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::subscriptions())
-        .get_opt(&install.subscription)
-        .await
+/// Runs `migrate convert` on `install` and SIGKILLs it as soon as it prints a line that starts
+/// with `start` and holds `part`, from the first step's line on (the plan before it is not a
+/// step). Returns what it printed.
+fn convert_killed_after(install: &ClassicInstall, (start, part): (&str, &str)) -> String {
+    use std::io::BufRead as _;
+    let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+    let mut child = support::env()
+        .command(support::olmv1_bin())
+        .args(["migrate", "convert", sub, "-n", ns, "--yes"])
+        .env("RUST_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
         .unwrap();
-    match at {
-        KillAt::Recorded => Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
-            client.clone(),
-            components::SYSTEM_NAMESPACE,
-        )
-        .get_opt(&olmv1::admin::migrate::convert::record_name(
-            ns,
-            &install.subscription,
-        ))
-        .await
-        .unwrap()
-        .is_some(),
-        KillAt::Manual => sub.is_some_and(|s| s.data["spec"]["installPlanApproval"] == "Manual"),
-        KillAt::CsvDeleting => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::csvs())
-            .get_opt(&install.csv)
-            .await
-            .unwrap()
-            .is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
-        KillAt::SubscriptionGone => sub.is_none(),
-        KillAt::ExtensionCreated => Api::<olmv1_api::v1::ClusterExtension>::all(client.clone())
-            .get_opt(&install.subscription)
-            .await
-            .unwrap()
-            .is_some(),
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut printed = String::new();
+    let mut steps_started = false;
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        steps_started |= line.starts_with(CONVERT_STEPS[0].0);
+        if steps_started && line.starts_with(start) && line.contains(part) {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            return printed;
+        }
     }
+    let status = child.wait().unwrap();
+    panic!("convert ended ({status}) before printing {start:?}...{part:?}:\n{printed}");
 }
 
 #[tokio::test]
 async fn convert_killed_after_each_step_completes_when_run_again() {
+    use futures::StreamExt as _;
     let _share = components::shared_cluster().await;
     components::ensure_running();
     let client = support::client().await;
-    for at in [
-        KillAt::Recorded,
-        KillAt::Manual,
-        KillAt::CsvDeleting,
-        KillAt::SubscriptionGone,
-        KillAt::ExtensionCreated,
-    ] {
-        let install = classic::lay_down(
-            &client,
-            &Classic::new(one_version(&support::fresh_name("mig-kill"))),
-        )
+    // Three at a time: nine conversions one after the other take long, nine at once load the
+    // machine past the waits' deadlines.
+    futures::stream::iter(CONVERT_STEPS.iter().enumerate())
+        .for_each_concurrent(3, |(step, &marker)| {
+            let client = client.clone();
+            async move {
+                let install = classic::lay_down(
+                    &client,
+                    &Classic::new(one_version(&support::fresh_name("mig-kill"))),
+                )
+                .await;
+                migrate_catalogs(&client, &install).await;
+                classic::wait_available(&client, &install.namespace, &install.deployment).await;
+                let before = workload(&client, &install).await;
+                let killed = {
+                    let install = install.clone();
+                    tokio::task::spawn_blocking(move || convert_killed_after(&install, marker))
+                        .await
+                        .unwrap()
+                };
+                let at = format!("killed after step {} ({marker:?})", step + 1);
+                eprintln!("{at}:\n{killed}");
+                // Nothing of the workload went while it lay half converted.
+                assert_eq!(workload(&client, &install).await, before, "{at}");
+                let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
+                let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+                assert!(
+                    out.contains(&format!(
+                        "clusterextension/{sub} Installed: {} 1.0.0",
+                        install.csv
+                    )),
+                    "{at}: {out}"
+                );
+                assert_eq!(workload(&client, &install).await, before, "{at}, then resumed");
+                assert!(gone(&client, &classic::csvs(), ns, &install.csv).await, "{at}");
+                assert!(gone(&client, &classic::subscriptions(), ns, sub).await, "{at}");
+                assert_eq!(check_row(&install)["verdict"], "Migrated", "{at}");
+            }
+        })
         .await;
-        migrate_catalogs(&client, &install).await;
-        classic::wait_available(&client, &install.namespace, &install.deployment).await;
-        let before = workload(&client, &install).await;
-        let (sub, ns) = (install.subscription.as_str(), install.namespace.as_str());
-        let mut child = support::env()
-            .command(support::olmv1_bin())
-            .args(["migrate", "convert", sub, "-n", ns, "--yes"])
-            .env("RUST_LOG", "off")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        support::wait_for(
-            &format!("convert reaching {at:?}"),
-            components::INSTALL_TIMEOUT,
-            || async {
-                if reached(&client, &install, at).await {
-                    Ok(())
-                } else {
-                    Err("not yet".to_string())
-                }
-            },
-        )
-        .await;
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        eprintln!("killed at {at:?}: {status}");
-        // Nothing of the workload went while it lay half converted.
-        assert_eq!(workload(&client, &install).await, before, "killed at {at:?}");
-        let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
-        assert!(
-            out.contains(&format!(
-                "clusterextension/{sub} Installed: {} 1.0.0",
-                install.csv
-            )),
-            "{at:?}: {out}"
-        );
-        assert_eq!(workload(&client, &install).await, before, "resumed after {at:?}");
-        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
-        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
-        assert_eq!(check_row(&install)["verdict"], "Migrated");
-    }
 }
 
 #[tokio::test]

@@ -4,10 +4,16 @@
 use std::{collections::BTreeMap, fmt, sync::Arc};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::classic::{CatalogSource, Csv, InstallPlan, OperatorCondition, OperatorGroup, Subscription, key};
-use crate::catalog::CatalogIndex;
+use crate::{
+    catalog::{CatalogIndex, PROPERTY_PACKAGE, Property},
+    dependencies::{
+        BundleFacts, CHECK_WORK_UNITS, Constraint, OverBudget, PROPERTY_GVK, Requirement, WorkBudget,
+        requirements_of,
+    },
+};
 
 /// The annotation a converted ClusterExtension carries: `<namespace>/<subscription>`.
 pub const MIGRATED_FROM_ANNOTATION: &str = "olmv1.operatorframework.io/migrated-from-subscription";
@@ -174,8 +180,9 @@ pub struct ExtensionView {
     pub migrated_from: Option<String>,
     /// Installed bundle and version.
     pub installed: Option<(String, String)>,
-    /// APIs its installed bundle provides (`group/version/kind`), from the catalogs.
-    pub provided_gvks: Vec<String>,
+    /// Its installed bundle's properties (from the catalogs; `olm.package` alone when no
+    /// catalog has the bundle): what a Subscription's dependencies are evaluated against.
+    pub properties: Vec<Property>,
 }
 
 /// Everything the check reads.
@@ -201,79 +208,79 @@ pub struct Snapshot {
     pub restarts: BTreeMap<(String, String), PodRestart>,
 }
 
-/// A dependency declared by an installed CSV.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Requirement {
-    /// `olm.package.required`: a package (and a version range, shown).
-    Package(String, String),
-    /// `olm.gvk.required`: `group/version/kind`.
-    Gvk(String),
-}
-
-impl fmt::Display for Requirement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Requirement::Package(p, range) if range.is_empty() => write!(f, "package {p}"),
-            Requirement::Package(p, range) => write!(f, "package {p} {range}"),
-            Requirement::Gvk(gvk) => write!(f, "API {gvk}"),
-        }
-    }
-}
-
-/// The dependencies in a CSV's [`PROPERTIES_ANNOTATION`] (`{"properties":[...]}` or a bare
-/// array); unreadable text declares none here (`Err` says why).
-pub fn requirements(csv: &Csv) -> Result<Vec<Requirement>, String> {
-    let Some(text) = csv
+/// The bundle properties of an installed CSV, as its [`PROPERTIES_ANNOTATION`] holds them
+/// (`{"properties":[...]}` or a bare array), with what classic's resolver knew of it added when
+/// the annotation lacks it: `olm.package` (the Subscription's package, the CSV's version) and an
+/// `olm.gvk` per owned CRD. Unreadable text is an `Err` saying why.
+pub fn csv_properties(csv: &Csv, package: &str) -> Result<Vec<Property>, String> {
+    let mut properties: Vec<Property> = match csv
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(PROPERTIES_ANNOTATION))
-    else {
-        return Ok(Vec::new());
+    {
+        None => Vec::new(),
+        Some(text) => {
+            let value: Value =
+                serde_json::from_str(text).map_err(|e| format!("annotation {PROPERTIES_ANNOTATION}: {e}"))?;
+            let list = match value {
+                Value::Array(a) => a,
+                Value::Object(mut o) => match o.remove("properties") {
+                    Some(Value::Array(a)) => a,
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            list.into_iter()
+                .map(|p| {
+                    #[derive(serde::Deserialize)]
+                    struct Raw {
+                        #[serde(rename = "type")]
+                        type_: String,
+                        value: Value,
+                    }
+                    let raw: Raw = serde_json::from_value(p)
+                        .map_err(|e| format!("annotation {PROPERTIES_ANNOTATION}: {e}"))?;
+                    Ok(Property::new(&raw.type_, raw.value.into()))
+                })
+                .collect::<Result<_, String>>()?
+        }
     };
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("annotation {PROPERTIES_ANNOTATION}: {e}"))?;
-    let list = match &value {
-        Value::Array(a) => a,
-        Value::Object(o) => match o.get("properties") {
-            Some(Value::Array(a)) => a,
-            _ => return Ok(Vec::new()),
-        },
-        _ => return Ok(Vec::new()),
-    };
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-    Ok(list
-        .iter()
-        .filter_map(|p| {
-            let v = p.get("value")?;
-            match p.get("type").and_then(Value::as_str)? {
-                "olm.package.required" => Some(Requirement::Package(
-                    text(v, "packageName"),
-                    text(v, "versionRange"),
-                )),
-                "olm.gvk.required" => Some(Requirement::Gvk(format!(
-                    "{}/{}/{}",
-                    text(v, "group"),
-                    text(v, "version"),
-                    text(v, "kind")
-                ))),
-                _ => None,
-            }
-        })
-        .collect())
+    if !properties.iter().any(|p| &*p.type_ == PROPERTY_PACKAGE) {
+        let version = csv.spec.version.clone().unwrap_or_default();
+        properties.push(Property::new(
+            PROPERTY_PACKAGE,
+            json!({"packageName": package, "version": version}).into(),
+        ));
+    }
+    if !properties.iter().any(|p| &*p.type_ == PROPERTY_GVK) {
+        for d in &csv.spec.customresourcedefinitions.owned {
+            let group = d.name.split_once('.').map(|(_, g)| g).unwrap_or_default();
+            properties.push(Property::new(
+                PROPERTY_GVK,
+                json!({"group": group, "version": d.version, "kind": d.kind}).into(),
+            ));
+        }
+    }
+    Ok(properties)
 }
 
-/// The APIs a CSV owns, `group/version/kind` (a CRD's group is its name after the plural).
-pub fn owned_gvks(csv: &Csv) -> Vec<String> {
-    csv.spec
-        .customresourcedefinitions
-        .owned
-        .iter()
-        .map(|d| {
-            let group = d.name.split_once('.').map(|(_, g)| g).unwrap_or_default();
-            format!("{group}/{}/{}", d.version, d.kind)
-        })
-        .collect()
+/// A CSV's dependencies, read as olmv1's dependency check reads a bundle's (every form, within
+/// its limits); `Err` says why they cannot be.
+pub fn csv_requirements(csv: &Csv, package: &str) -> Result<(Vec<Property>, Vec<Requirement>), String> {
+    let name = csv.metadata.name.as_deref().unwrap_or_default();
+    let properties = csv_properties(csv, package)?;
+    let requirements = requirements_of(name, &properties).map_err(|e| e.to_string())?;
+    Ok((properties, requirements))
+}
+
+/// What a requirement asks for, in a reason: a package or API as such, a CEL or compound
+/// constraint by its author's words when given.
+fn requirement_text(r: &Requirement) -> String {
+    match r.constraint {
+        Constraint::Package { .. } | Constraint::Gvk(_) => r.constraint.to_string(),
+        _ => r.summary(),
+    }
 }
 
 /// The namespaces an OperatorGroup targets: `status.namespaces` when classic has written it,
@@ -653,7 +660,7 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
                 ));
             }
         }
-        if let Err(e) = requirements(csv) {
+        if let Err(e) = csv_requirements(csv, &package) {
             reasons.push(Reason::block(
                 "UnreadableProperties",
                 format!("CSV {}: {e}", csv.metadata.name.as_deref().unwrap_or_default()),
@@ -734,10 +741,65 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
     }
 }
 
-/// Weighs each Subscription's dependencies: met by a ClusterExtension, or by a Subscription that
-/// is itself eligible (converted first, in the same run), else blocking. Repeated until nothing
-/// changes, since a Subscription blocked for its own dependencies blocks those that need it; at
-/// most once per Subscription, as each pass that changes something blocks one more.
+/// A Subscription's installed CSV read for its dependencies: name, properties, requirements.
+type ReadCsv = (String, Vec<Property>, Vec<Requirement>);
+
+/// Who satisfies one requirement of a Subscription's CSV, found once (verdicts change between
+/// passes, providers do not).
+struct Providers {
+    requirement: String,
+    /// The first ClusterExtension whose installed bundle satisfies it.
+    extension: Option<usize>,
+    /// The other Subscriptions whose installed CSV satisfies it, in the rows' order.
+    rows: Vec<usize>,
+}
+
+/// Every requirement of row `i`'s CSV with who satisfies it, each evaluation charged to
+/// `budget` before it runs (catalog and CSV text are untrusted).
+fn providers(
+    requirements: &[Requirement],
+    i: usize,
+    extensions: &[BundleFacts<'_>],
+    rows: &[Option<BundleFacts<'_>>],
+    budget: &mut WorkBudget,
+) -> Result<Vec<Providers>, OverBudget> {
+    let mut out = Vec::new();
+    for r in requirements {
+        let mut extension = None;
+        for (e, facts) in extensions.iter().enumerate() {
+            budget.charge_evaluation(r, facts)?;
+            if r.satisfied_by(facts) {
+                extension = Some(e);
+                break;
+            }
+        }
+        let mut by_rows = Vec::new();
+        if extension.is_none() {
+            for (j, facts) in rows.iter().enumerate() {
+                let Some(facts) = facts.as_ref().filter(|_| j != i) else {
+                    continue;
+                };
+                budget.charge_evaluation(r, facts)?;
+                if r.satisfied_by(facts) {
+                    by_rows.push(j);
+                }
+            }
+        }
+        out.push(Providers {
+            requirement: requirement_text(r),
+            extension,
+            rows: by_rows,
+        });
+    }
+    Ok(out)
+}
+
+/// Weighs each Subscription's dependencies as olmv1's dependency check will (every form, version
+/// ranges and CEL included, within [`CHECK_WORK_UNITS`] per Subscription): met by a
+/// ClusterExtension, or by a Subscription that is itself eligible (converted first, in the same
+/// run), else blocking. Repeated until nothing changes, since a Subscription blocked for its own
+/// dependencies blocks those that need it; at most once per Subscription, as each pass that
+/// changes something blocks one more.
 fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
     let csv_of = |i: usize| {
         let s = &snapshot.subscriptions[i];
@@ -749,68 +811,109 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
                 .find(|x| key(&x.metadata) == (ns.clone(), c.clone()))
         })
     };
-    let needs: Vec<Vec<Requirement>> = (0..rows.len())
-        .map(|i| csv_of(i).and_then(|c| requirements(c).ok()).unwrap_or_default())
+    let read: Vec<Option<ReadCsv>> = (0..rows.len())
+        .map(|i| {
+            let csv = csv_of(i)?;
+            let (properties, requirements) = csv_requirements(csv, &rows[i].package).ok()?;
+            Some((
+                csv.metadata.name.clone().unwrap_or_default(),
+                properties,
+                requirements,
+            ))
+        })
         .collect();
-    let provides: Vec<Vec<String>> = (0..rows.len())
-        .map(|i| csv_of(i).map(owned_gvks).unwrap_or_default())
+    let row_facts: Vec<Option<BundleFacts<'_>>> = read
+        .iter()
+        .zip(rows.iter())
+        .map(|(r, row)| {
+            r.as_ref()
+                .map(|(name, properties, _)| BundleFacts::new(name, &row.package, properties))
+        })
+        .collect();
+    let extension_facts: Vec<BundleFacts<'_>> = snapshot
+        .extensions
+        .iter()
+        .map(|e| {
+            let bundle = e.installed.as_ref().map_or(e.name.as_str(), |(b, _)| b.as_str());
+            BundleFacts::new(bundle, &e.package, &e.properties)
+        })
+        .collect();
+    let needs: Vec<Result<Vec<Providers>, OverBudget>> = read
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Some((_, _, requirements)) => providers(
+                requirements,
+                i,
+                &extension_facts,
+                &row_facts,
+                &mut WorkBudget::new(CHECK_WORK_UNITS),
+            ),
+            None => Ok(Vec::new()),
+        })
         .collect();
     let base: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
     for _ in 0..=rows.len() {
         let verdicts: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
         let mut changed = false;
-        for (i, requirements) in needs.iter().enumerate() {
-            if requirements.is_empty() {
-                continue;
-            }
+        for (i, needs) in needs.iter().enumerate() {
             let mut reasons = Vec::new();
             let mut after = Vec::new();
-            for req in requirements {
-                let by_extension = snapshot.extensions.iter().find(|e| match req {
-                    Requirement::Package(p, _) => &e.package == p,
-                    Requirement::Gvk(g) => e.provided_gvks.contains(g),
-                });
-                if let Some(e) = by_extension {
-                    reasons.push(Reason::note(
-                        "DependencyInstalled",
-                        format!("requires {req}: installed by olmv1 (ClusterExtension {})", e.name),
-                        "nothing to do",
-                    ));
-                    continue;
-                }
-                let by_sub = (0..rows.len()).find(|&j| {
-                    j != i
-                        && match req {
-                            Requirement::Package(p, _) => &rows[j].package == p,
-                            Requirement::Gvk(g) => provides[j].contains(g),
+            match needs {
+                Err(over) => reasons.push(Reason::block(
+                    "DependencyCheckOverBudget",
+                    format!(
+                        "checking the dependencies of CSV {} needs more than the budget of {} work units",
+                        read[i].as_ref().map_or("", |r| r.0.as_str()),
+                        over.limit
+                    ),
+                    "simplify the bundle's dependencies (fewer or cheaper CEL rules)",
+                )),
+                Ok(needs) if needs.is_empty() => continue,
+                Ok(needs) => {
+                    for need in needs {
+                        let req = &need.requirement;
+                        if let Some(e) = need.extension {
+                            reasons.push(Reason::note(
+                                "DependencyInstalled",
+                                format!(
+                                    "requires {req}: installed by olmv1 (ClusterExtension {})",
+                                    snapshot.extensions[e].name
+                                ),
+                                "nothing to do",
+                            ));
+                            continue;
                         }
-                });
-                match by_sub {
-                    Some(j) if verdicts[j] == Verdict::Eligible => {
-                        let other = format!("{}/{}", rows[j].namespace, rows[j].subscription);
-                        reasons.push(Reason::note(
-                            "DependencyMigratesFirst",
-                            format!("requires {req}: provided by Subscription {other}, which is eligible"),
-                            format!("convert {other} first, or both with `olmv1 migrate convert --all` (it orders them)"),
-                        ));
-                        after.push(other);
+                        let name = |j: usize| format!("{}/{}", rows[j].namespace, rows[j].subscription);
+                        let eligible = need.rows.iter().find(|&&j| verdicts[j] == Verdict::Eligible);
+                        match (eligible, need.rows.first()) {
+                            (Some(&j), _) => {
+                                let other = name(j);
+                                reasons.push(Reason::note(
+                                    "DependencyMigratesFirst",
+                                    format!("requires {req}: provided by Subscription {other}, which is eligible"),
+                                    format!("convert {other} first, or both with `olmv1 migrate convert --all` (it orders them)"),
+                                ));
+                                after.push(other);
+                            }
+                            (None, Some(&j)) => {
+                                let other = name(j);
+                                reasons.push(Reason::block(
+                                    "DependencyBlocked",
+                                    format!(
+                                        "requires {req}: provided by Subscription {other}, which is {}",
+                                        verdicts[j]
+                                    ),
+                                    format!("make {other} eligible first (see its reasons)"),
+                                ));
+                            }
+                            (None, None) => reasons.push(Reason::block(
+                                "DependencyUnmet",
+                                format!("requires {req}, which neither olmv1 nor a Subscription provides"),
+                                "install the dependency with olmv1 first",
+                            )),
+                        }
                     }
-                    Some(j) => {
-                        let other = format!("{}/{}", rows[j].namespace, rows[j].subscription);
-                        reasons.push(Reason::block(
-                            "DependencyBlocked",
-                            format!(
-                                "requires {req}: provided by Subscription {other}, which is {}",
-                                verdicts[j]
-                            ),
-                            format!("make {other} eligible first (see its reasons)"),
-                        ));
-                    }
-                    None => reasons.push(Reason::block(
-                        "DependencyUnmet",
-                        format!("requires {req}, which neither olmv1 nor a Subscription provides"),
-                        "install the dependency with olmv1 first",
-                    )),
                 }
             }
             let row = &mut rows[i];
@@ -1042,6 +1145,11 @@ mod tests {
         s.extensions.push(ExtensionView {
             name: "c".into(),
             package: "c".into(),
+            installed: Some(("c.v1".into(), "1.0.0".into())),
+            properties: vec![Property::new(
+                PROPERTY_PACKAGE,
+                json!({"packageName": "c", "version": "1.0.0"}).into(),
+            )],
             ..ExtensionView::default()
         });
         let rows = check(&s, Some(("b", None)));
@@ -1105,15 +1213,18 @@ mod tests {
     }
 
     #[test]
-    fn requirements_read_both_property_shapes() {
+    fn csv_properties_read_both_shapes_and_add_what_classic_knew() {
         let gvk = json!({"type": "olm.gvk.required", "value": {"group": "g", "version": "v1", "kind": "K"}});
         let wrapped = csv("n", "x", json!({"properties": [gvk.clone()]}));
         let bare = csv("n", "x", json!([gvk]));
-        assert_eq!(
-            requirements(&wrapped).unwrap(),
-            [Requirement::Gvk("g/v1/K".into())]
-        );
-        assert_eq!(requirements(&bare).unwrap(), requirements(&wrapped).unwrap());
+        let (properties, requirements) = csv_requirements(&wrapped, "p").unwrap();
+        assert_eq!(requirements.len(), 1);
+        assert_eq!(requirement_text(&requirements[0]), "API K (g/v1)");
+        // olm.package from the Subscription's package and the CSV's version.
+        let facts = BundleFacts::new("x", "p", &properties);
+        assert_eq!(facts.version, Some(semver::Version::new(1, 0, 0)));
+        let (_, again) = csv_requirements(&bare, "p").unwrap();
+        assert_eq!(again.len(), 1);
         let mut broken = wrapped;
         broken
             .metadata
@@ -1121,6 +1232,52 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(PROPERTIES_ANNOTATION.into(), "{".into());
-        assert!(requirements(&broken).is_err());
+        assert!(csv_requirements(&broken, "p").is_err());
+    }
+
+    #[test]
+    fn ranges_and_constraints_are_judged_as_olmv1_checks_them() {
+        let mut s = chain();
+        s.restarts.insert(("a".into(), "a".into()), PodRestart::No);
+        // b at 1.0.0 does not meet a range of >=2.0.0: nothing provides it.
+        s.csvs[0] = csv(
+            "a",
+            "a.v1",
+            json!({"properties": [{"type": "olm.package.required",
+            "value": {"packageName": "b", "versionRange": ">=2.0.0"}}]}),
+        );
+        let rows = check(&s, Some(("a", None)));
+        assert_eq!(rows[0].verdict, Verdict::Blocked);
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "requires package b >=2.0.0, which neither olmv1 nor a Subscription provides"
+        );
+        // An olm.constraint: any of (c, a CEL rule on b's version); b's CSV meets it.
+        let rule = "properties.exists(p, p.type == 'olm.package' && p.value.packageName == 'b')";
+        s.csvs[0] = csv(
+            "a",
+            "a.v1",
+            json!({"properties": [{"type": "olm.constraint", "value": {
+            "failureMessage": "needs b or c",
+            "any": {"constraints": [{"package": {"packageName": "zzz", "versionRange": ">=1.0.0"}},
+                {"cel": {"rule": rule}}]}}}]}),
+        );
+        let rows = check(&s, Some(("a", None)));
+        assert_eq!(rows[0].verdict, Verdict::Eligible, "{:?}", rows[0].reasons);
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "requires needs b or c: provided by Subscription b/b, which is eligible"
+        );
+        assert_eq!(rows[0].after, ["b/b"]);
+        // A rule that does not compile makes the CSV's dependencies unreadable.
+        s.csvs[0] = csv(
+            "a",
+            "a.v1",
+            json!({"properties": [{"type": "olm.constraint", "value": {
+            "cel": {"rule": "properties.exists(p,"}}}]}),
+        );
+        let rows = check(&s, Some(("a", None)));
+        assert_eq!(rows[0].verdict, Verdict::Blocked);
+        assert_eq!(rows[0].reasons[0].code, "UnreadableProperties");
     }
 }

@@ -25,7 +25,7 @@ use super::{
 use crate::{
     admin::cluster::{SourcedCatalog, cluster_catalogs},
     bundle::{registry_v1::RegistryV1Bundle, render::render},
-    catalog::client::CatalogClient,
+    catalog::{PROPERTY_PACKAGE, Property, client::CatalogClient},
     image::{PullOptions, pull_and_read},
 };
 
@@ -173,28 +173,24 @@ fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionVi
         .as_ref()
         .and_then(|s| s.install.as_ref())
         .map(|i| (i.bundle.name.clone(), i.bundle.version.clone()));
-    let provided_gvks = installed
+    // The installed bundle's properties as a catalog serves them; `olm.package` alone when no
+    // catalog has the bundle any more (a package requirement can still be judged).
+    let properties = installed
         .as_ref()
-        .and_then(|(bundle, _)| {
-            catalogs.iter().find_map(|c| {
-                let p = c.index.as_ref()?.package(&package)?;
-                let b = p.bundles.iter().find(|b| *b.name == **bundle)?;
-                Some(
-                    b.properties
-                        .iter()
-                        .filter(|p| &*p.type_ == "olm.gvk")
-                        .filter_map(|p| serde_json::from_str::<Value>(p.value.raw()).ok())
-                        .map(|v| {
-                            format!(
-                                "{}/{}/{}",
-                                v["group"].as_str().unwrap_or_default(),
-                                v["version"].as_str().unwrap_or_default(),
-                                v["kind"].as_str().unwrap_or_default()
-                            )
-                        })
-                        .collect(),
-                )
-            })
+        .map(|(bundle, version)| {
+            catalogs
+                .iter()
+                .find_map(|c| {
+                    let p = c.index.as_ref()?.package(&package)?;
+                    let b = p.bundles.iter().find(|b| *b.name == **bundle)?;
+                    Some(b.properties.to_vec())
+                })
+                .unwrap_or_else(|| {
+                    vec![Property::new(
+                        PROPERTY_PACKAGE,
+                        json!({"packageName": package, "version": version}).into(),
+                    )]
+                })
         })
         .unwrap_or_default();
     ExtensionView {
@@ -203,7 +199,7 @@ fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionVi
         namespace: e.spec.namespace.clone(),
         migrated_from: e.annotations().get(MIGRATED_FROM_ANNOTATION).cloned(),
         installed,
-        provided_gvks,
+        properties,
     }
 }
 
