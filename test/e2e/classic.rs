@@ -2,13 +2,16 @@
 //! operator installed from a catalog (`../shared/reference/classic-footprint.md`): classic's CRDs
 //! (read from `../shared/classic-api` at test time), a grpc CatalogSource backed by a catalog
 //! image, the OperatorGroup, the Subscription, its `Complete` InstallPlan, the `Succeeded` CSV
-//! with its status, and what classic creates for the CSV (CRD, ServiceAccount, Roles, bindings,
-//! the bundle's ConfigMap, the Deployment with its pod-template annotations and injected env,
-//! the OperatorCondition, copied CSVs) with classic's owner references and `olm.owner*` labels.
+//! with its status, and what classic creates for the CSV (its CRDs and other manifests, the
+//! ServiceAccounts, Roles and bindings of its permissions, every Deployment of its install
+//! strategy with its pod-template annotations and injected env, the OperatorCondition, copied
+//! CSVs) with classic's owner references and `olm.owner*` labels. The installed bundle is a test
+//! bundle (`fixtures::Package`) or a real one of `../shared/catalogs` ([`RealBundle`]); either
+//! way the footprint is read from the bundle as published to the registry.
 //! Classic's controllers cannot be built here, so nothing reconciles these objects: they are the
 //! state a migration starts from.
 
-use std::{path::PathBuf, sync::OnceLock};
+use std::{collections::BTreeSet, path::PathBuf, sync::OnceLock};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -20,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::{
     components,
-    fixtures::{self, Bundle, Package},
+    fixtures::{self, Package},
     support,
 };
 
@@ -54,22 +57,95 @@ pub struct Classic {
     pub hotfix_image: Option<String>,
     /// CatalogSource namespace: classic's global catalog namespace, shared by a test's installs.
     pub catalog_namespace: Option<String>,
+    /// The Subscription's name (the package's by default).
+    pub subscription: Option<String>,
+    /// A bundle of `../shared/catalogs` instead of `package`'s test bundles.
+    pub real: Option<RealBundle>,
+}
+
+/// A bundle of `../shared/catalogs` classic installed: its package rebuilt from the catalog's
+/// entries and published as `fixtures::publish_real_package` does.
+#[derive(Clone, Debug)]
+pub struct RealBundle {
+    /// The catalog's directory, e.g. `<repo>/../shared/catalogs/community-operators-v4.16`.
+    pub catalog_dir: PathBuf,
+    pub package: String,
+    /// The bundles the published catalog holds, by name.
+    pub published: Vec<String>,
+    /// The installed bundle's name, one of `published`.
+    pub installed: String,
+    /// The catalog image's tag: a test's own, so that no other test's ClusterCatalog serves it.
+    pub tag: String,
+}
+
+impl RealBundle {
+    /// The installed bundle as the catalog holds it (its properties carry its manifests).
+    fn catalog_bundle(&self) -> support::CatalogBundle {
+        support::read_catalog_bundles(&self.catalog_dir.join(&self.package), "")
+            .into_iter()
+            .find(|b| b.name == self.installed)
+            .unwrap_or_else(|| panic!("{} is not in {:?}", self.installed, self.catalog_dir))
+    }
+
+    /// The installed bundle's version (its `olm.package` property).
+    fn version(&self) -> String {
+        let bundle = self.catalog_bundle();
+        let package = bundle
+            .properties
+            .iter()
+            .find(|p| &*p.type_ == "olm.package")
+            .unwrap_or_else(|| panic!("{} has no olm.package property", self.installed));
+        package.value.to_value()["version"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: olm.package has no version", self.installed))
+            .to_string()
+    }
 }
 
 impl Classic {
     /// Version 1.0.0 of a one-bundle package, AllNamespaces, Automatic, channel `stable`.
     pub fn new(package: Package) -> Classic {
-        let version = package.bundles[0].version.clone();
+        Classic {
+            version: package.bundles[0].version.clone(),
+            ..Classic::new_empty(package)
+        }
+    }
+
+    /// `bundle` of a real package, AllNamespaces, Automatic, channel `stable`.
+    pub fn real(bundle: RealBundle) -> Classic {
+        let package = Package {
+            name: bundle.package.clone(),
+            default_channel: "stable".into(),
+            channels: Vec::new(),
+            bundles: Vec::new(),
+            deprecations: Vec::new(),
+        };
+        Classic {
+            version: bundle.version(),
+            real: Some(bundle),
+            ..Classic::new_empty(package)
+        }
+    }
+
+    /// `package`, no version chosen yet.
+    fn new_empty(package: Package) -> Classic {
         Classic {
             package,
-            version,
+            version: String::new(),
             channel: "stable".into(),
             mode: Mode::AllNamespaces,
             approval: "Automatic".into(),
             config: None,
             hotfix_image: None,
             catalog_namespace: None,
+            subscription: None,
+            real: None,
         }
+    }
+
+    pub fn subscription(mut self, name: &str) -> Self {
+        self.subscription = Some(name.into());
+        self
     }
 
     pub fn mode(mut self, mode: Mode) -> Self {
@@ -109,7 +185,10 @@ pub struct ClassicInstall {
     pub catalog_image: String,
     /// The installed bundle's image (a digest).
     pub bundle_image: String,
+    /// The CSV's first deployment.
     pub deployment: String,
+    /// Every deployment of the CSV's install strategy.
+    pub deployments: Vec<String>,
 }
 
 /// The ApiResource of a classic kind.
@@ -216,23 +295,24 @@ async fn set_status(client: &Client, ar: &ApiResource, namespace: &str, name: &s
         .unwrap_or_else(|e| panic!("cannot set the status of {} {namespace}/{name}: {e}", ar.kind));
 }
 
+/// The API of `object`'s kind, found by discovery, and whether it is namespaced.
+async fn api_of(client: &Client, object: &Value) -> (ApiResource, bool) {
+    let (group, version) = group_version(object["apiVersion"].as_str().unwrap());
+    let kind = object["kind"].as_str().unwrap();
+    let (ar, capabilities) =
+        kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+            .await
+            .unwrap_or_else(|e| panic!("no API serves {group}/{version} {kind}: {e}"));
+    (ar, capabilities.scope == kube::discovery::Scope::Namespaced)
+}
+
+async fn namespaced(client: &Client, object: &Value) -> bool {
+    api_of(client, object).await.1
+}
+
 /// Creates any object from JSON (server-side apply as classic's field manager).
 async fn apply_object(client: &Client, object: Value) {
-    let api_version = object["apiVersion"].as_str().unwrap();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let kind = object["kind"].as_str().unwrap();
-    let plural = match kind {
-        "CustomResourceDefinition" => "customresourcedefinitions".to_string(),
-        "ServiceAccount" => "serviceaccounts".to_string(),
-        "ConfigMap" => "configmaps".to_string(),
-        "Deployment" => "deployments".to_string(),
-        "Role" => "roles".to_string(),
-        "RoleBinding" => "rolebindings".to_string(),
-        "ClusterRole" => "clusterroles".to_string(),
-        "ClusterRoleBinding" => "clusterrolebindings".to_string(),
-        other => panic!("no plural known for {other}"),
-    };
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let (ar, _) = api_of(client, &object).await;
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
     let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
@@ -240,37 +320,167 @@ async fn apply_object(client: &Client, object: Value) {
     };
     api.patch(&name, &PatchParams::apply("olm").force(), &Patch::Apply(&object))
         .await
-        .unwrap_or_else(|e| panic!("cannot apply {kind} {name}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot apply {} {name}: {e}", ar.kind));
 }
 
-/// The properties classic's InstallPlan writes on the CSV (`operatorframework.io/properties`):
-/// the package, the owned API, the bundle's dependencies.
-fn properties(package: &str, bundle: &Bundle) -> Value {
-    let mut properties = vec![
-        json!({"type": "olm.package", "value": {"packageName": package, "version": bundle.version}}),
-        json!({"type": "olm.gvk", "value": {"group": fixtures::crd_group(package), "version": "v1", "kind": "Widget"}}),
-    ];
-    properties.extend(bundle.dependencies.iter().cloned());
-    json!({"properties": properties})
+/// The installed bundle as published to the registry: what classic reads from it.
+struct Published {
+    /// The catalog image (a tag).
+    catalog_image: String,
+    /// The bundle image (a digest).
+    bundle_image: String,
+    /// The bundle's CSV, as in the bundle.
+    csv: Value,
+    /// Every other manifest of the bundle (CRDs, Services, ConfigMaps...).
+    manifests: Vec<Value>,
+    /// The bundle's properties, as the InstallPlan writes them on the CSV.
+    properties: Vec<Value>,
 }
 
-/// Lays down classic's footprint of `spec` and waits for the operator Deployment to be
-/// Available on kwok's node.
+/// Publishes `spec`'s package (a test package, or a real one rebuilt from its catalog entries)
+/// and reads the installed bundle's manifests from what was pushed.
+async fn publish(spec: &Classic) -> Published {
+    let registry = support::registry();
+    let (catalog_image, bundle_image, manifests, properties) = match &spec.real {
+        None => {
+            let package = &spec.package.name;
+            let bundle = spec
+                .package
+                .bundles
+                .iter()
+                .find(|b| b.version == spec.version)
+                .expect("the installed version is a bundle of the package");
+            let catalog_image =
+                fixtures::publish_catalog(registry, &format!("e2e/{package}-index"), "v1", &spec.package)
+                    .await;
+            // Pushing the same bundle again gives its digest reference (the push is reproducible).
+            let bundle_image = fixtures::publish_bundle(registry, package, bundle).await;
+            let dir = tempfile::tempdir().unwrap();
+            fixtures::write_bundle(dir.path(), package, bundle);
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("manifests"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            let manifests: Vec<Value> = files
+                .iter()
+                .map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap())
+                .collect();
+            // What the catalog says of a test bundle: the package, the owned API, the dependencies.
+            let mut properties = vec![
+                json!({"type": "olm.package", "value": {"packageName": package, "version": bundle.version}}),
+                json!({"type": "olm.gvk", "value": {"group": fixtures::crd_group(package), "version": "v1", "kind": "Widget"}}),
+            ];
+            properties.extend(bundle.dependencies.iter().cloned());
+            (catalog_image, bundle_image, manifests, properties)
+        }
+        Some(real) => {
+            let published: Vec<&str> = real.published.iter().map(String::as_str).collect();
+            let catalog_image = fixtures::publish_real_package(
+                registry,
+                &real.catalog_dir,
+                &real.package,
+                &published,
+                &real.tag,
+            )
+            .await;
+            let bundle = real.catalog_bundle();
+            let dir = tempfile::tempdir().unwrap();
+            bundle.write_dir(dir.path());
+            // The content publish_real_package pushed, under its reference: the same digest.
+            let bundle_image = fixtures::push(
+                dir.path(),
+                &format!("{registry}/real/{}:bundle", real.installed),
+                "/",
+                &[],
+            )
+            .await;
+            let manifests: Vec<Value> = bundle
+                .manifests()
+                .iter()
+                .map(|m| {
+                    serde_json::from_slice(m)
+                        .unwrap_or_else(|e| panic!("{}: a manifest is not JSON: {e}", real.installed))
+                })
+                .collect();
+            // The registry serves a bundle's properties without its manifests.
+            let properties: Vec<Value> = bundle
+                .properties
+                .iter()
+                .filter(|p| !matches!(&*p.type_, "olm.bundle.object" | "olm.csv.metadata"))
+                .map(|p| json!({"type": &*p.type_, "value": p.value.to_value()}))
+                .collect();
+            (catalog_image, bundle_image, manifests, properties)
+        }
+    };
+    let (csvs, manifests): (Vec<Value>, Vec<Value>) = manifests
+        .into_iter()
+        .partition(|m: &Value| m["kind"] == "ClusterServiceVersion");
+    let [csv] = <[Value; 1]>::try_from(csvs).expect("one CSV in the bundle");
+    Published {
+        catalog_image,
+        bundle_image,
+        csv,
+        manifests,
+        properties,
+    }
+}
+
+/// `json[key]` as a list (none when absent).
+fn list(value: &Value) -> Vec<Value> {
+    value.as_array().cloned().unwrap_or_default()
+}
+
+/// `(group, version)` of an `apiVersion`.
+fn group_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+/// FNV-1a, 64 bits, in hex: the hash classic's installed-alongside annotation keys use.
+fn fnv64a_hex(text: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:x}")
+}
+
+/// `entries` added to `object`'s `metadata.<field>` (labels or annotations), what it has kept.
+fn add(object: &mut Value, field: &str, entries: Value) {
+    if !object["metadata"][field].is_object() {
+        object["metadata"][field] = json!({});
+    }
+    let map = object["metadata"][field].as_object_mut().unwrap();
+    map.extend(entries.as_object().unwrap().clone());
+}
+
+/// `env` merged as classic merges a Subscription's env into a container's: by name, the
+/// existing order kept, new variables appended.
+fn merge_env(container: &mut Value, env: &[Value]) {
+    let mut merged = list(&container["env"]);
+    for var in env {
+        match merged.iter_mut().find(|e| e["name"] == var["name"]) {
+            Some(existing) => *existing = var.clone(),
+            None => merged.push(var.clone()),
+        }
+    }
+    container["env"] = json!(merged);
+}
+
+/// Lays down classic's footprint of `spec` and waits for the operator's Deployments to be
+/// Available on kwok's node. Everything but the names classic chooses comes from the installed
+/// bundle's CSV and manifests, as published to the registry.
 pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     ensure_classic_crds();
     let package = spec.package.name.clone();
-    let bundle = spec
-        .package
-        .bundles
-        .iter()
-        .find(|b| b.version == spec.version)
-        .expect("the installed version is a bundle of the package")
-        .clone();
-    let registry = support::registry();
-    let catalog_image =
-        fixtures::publish_catalog(registry, &format!("e2e/{package}-index"), "v1", &spec.package).await;
-    // Pushing the same bundle again gives its digest reference (the push is reproducible).
-    let bundle_image = fixtures::publish_bundle(registry, &package, &bundle).await;
+    let published = publish(spec).await;
+    let Published {
+        catalog_image,
+        bundle_image,
+        manifests,
+        ..
+    } = &published;
 
     let namespace = support::fresh_namespace(client, &package).await;
     let catalog_namespace = match &spec.catalog_namespace {
@@ -278,10 +488,37 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         None => support::fresh_namespace(client, "olm").await,
     };
     let catalog_source = format!("{package}-catalog");
-    let csv = fixtures::bundle_name(&package, &bundle.version);
+    let subscription = spec.subscription.clone().unwrap_or_else(|| package.clone());
+    let csv = published.csv["metadata"]["name"].as_str().unwrap().to_string();
     let component = component_label(&package, &namespace);
     let operator_group = format!("{namespace}-og");
-    let deployment = fixtures::deployment_name(&package);
+    let strategy = published.csv["spec"]["install"]["spec"].clone();
+    let deployments: Vec<String> = list(&strategy["deployments"])
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    let permissions = list(&strategy["permissions"]);
+    let cluster_permissions = list(&strategy["clusterPermissions"]);
+    // The ServiceAccounts the permissions name; classic never creates `default`.
+    let service_accounts: BTreeSet<String> = permissions
+        .iter()
+        .chain(&cluster_permissions)
+        .filter_map(|p| p["serviceAccountName"].as_str())
+        .filter(|sa| *sa != "default")
+        .map(str::to_string)
+        .collect();
+    let owned_crds = list(&published.csv["spec"]["customresourcedefinitions"]["owned"]);
+    let sa_of = |p: &Value| p["serviceAccountName"].as_str().unwrap_or_default().to_string();
+    // Role and ClusterRole names: classic's `<csv>-<sa>` / `<csv>` base and a hash of the
+    // permission (and, for cluster roles, the namespace), cut to a valid name.
+    let role_names: Vec<String> = permissions
+        .iter()
+        .map(|p| object_name_for_base_and_suffix(&format!("{csv}-{}", sa_of(p)), &deep_hash(&p.to_string())))
+        .collect();
+    let cluster_role_names: Vec<String> = cluster_permissions
+        .iter()
+        .map(|p| object_name_for_base_and_suffix(&csv, &deep_hash(&format!("{namespace}{p}"))))
+        .collect();
 
     // CatalogSource: grpc, image-backed, polled every 10 minutes, healthy; two installs of one
     // package in one catalog namespace share it, as classic's users share a global catalog.
@@ -323,7 +560,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         .await;
     }
 
-    // OperatorGroup and its target namespaces.
+    // OperatorGroup and its target namespaces; it names the APIs its CSVs provide.
     let (targets, status_namespaces): (Option<Vec<String>>, Vec<String>) = match &spec.mode {
         Mode::AllNamespaces => (None, vec![String::new()]),
         Mode::OwnNamespace => (Some(vec![namespace.clone()]), vec![namespace.clone()]),
@@ -334,6 +571,22 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     if let Some(t) = &targets {
         og_spec["targetNamespaces"] = json!(t);
     }
+    let provided: BTreeSet<String> = owned_crds
+        .iter()
+        .map(|o| {
+            let group = o["name"]
+                .as_str()
+                .unwrap()
+                .split_once('.')
+                .map(|(_, g)| g)
+                .unwrap_or_default();
+            format!(
+                "{}.{}.{group}",
+                o["kind"].as_str().unwrap(),
+                o["version"].as_str().unwrap()
+            )
+        })
+        .collect();
     let og = create(
         client,
         &operator_groups(),
@@ -341,7 +594,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         json!({
             "apiVersion": format!("{GROUP}/v1"), "kind": "OperatorGroup",
             "metadata": {"name": operator_group, "namespace": namespace,
-                "annotations": {"olm.providedAPIs": format!("Widget.v1.{}", fixtures::crd_group(&package))}},
+                "annotations": {"olm.providedAPIs": provided.into_iter().collect::<Vec<_>>().join(",")}},
             "spec": og_spec
         }),
     )
@@ -384,7 +637,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         Some(&namespace),
         json!({
             "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Subscription",
-            "metadata": {"name": package, "namespace": namespace, "labels": {component.clone(): ""}},
+            "metadata": {"name": subscription, "namespace": namespace, "labels": {component.clone(): ""}},
             "spec": sub_spec
         }),
     )
@@ -401,7 +654,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
             "metadata": {"generateName": "install-", "namespace": namespace,
                 "labels": {component.clone(): ""},
                 "ownerReferences": [{"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Subscription",
-                    "name": package, "uid": sub_uid, "blockOwnerDeletion": false, "controller": false}]},
+                    "name": subscription, "uid": sub_uid, "blockOwnerDeletion": false, "controller": false}]},
             "spec": {"clusterServiceVersionNames": [csv], "approval": spec.approval,
                 "approved": true, "generation": 1}
         }),
@@ -410,19 +663,13 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     let install_plan = ip.metadata.name.clone().unwrap();
 
     // The CSV: the bundle's, as the InstallPlan created it and the OperatorGroup annotated it.
-    let dir = tempfile::tempdir().unwrap();
-    fixtures::write_bundle(dir.path(), &package, &bundle);
-    let mut csv_body: Value = serde_json::from_slice(
-        &std::fs::read(
-            dir.path()
-                .join(format!("manifests/{package}.clusterserviceversion.yaml")),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let mut csv_body = published.csv.clone();
     if let Some(image) = &spec.hotfix_image {
         csv_body["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
             ["image"] = json!(image);
+    }
+    if !csv_body["metadata"]["annotations"].is_object() {
+        csv_body["metadata"]["annotations"] = json!({});
     }
     let annotations = csv_body["metadata"]["annotations"].as_object_mut().unwrap();
     annotations.insert("olm.operatorGroup".into(), json!(operator_group));
@@ -430,7 +677,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     annotations.insert("olm.targetNamespaces".into(), json!(target_annotation));
     annotations.insert(
         "operatorframework.io/properties".into(),
-        json!(properties(&package, &bundle).to_string()),
+        json!(json!({"properties": published.properties}).to_string()),
     );
     let csv_annotations = csv_body["metadata"]["annotations"].clone();
     csv_body["metadata"]["namespace"] = json!(namespace);
@@ -438,24 +685,38 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     csv_body["metadata"]["finalizers"] = json!(["operators.coreos.com/csv-cleanup"]);
     let created = create(client, &csvs(), Some(&namespace), csv_body.clone()).await;
     let csv_uid = created.metadata.uid.clone().unwrap();
-    let operator = fixtures::deployment_name(&package);
-    let crd_name = fixtures::crd_name(&package);
-    let rule_text = |scope: &str, rule: &Value| format!("{scope} rule:{rule}");
-    let cluster_rules = csv_body["spec"]["install"]["spec"]["clusterPermissions"][0]["rules"].clone();
-    let rules = csv_body["spec"]["install"]["spec"]["permissions"][0]["rules"].clone();
-    let dependents: Vec<Value> = cluster_rules
-        .as_array()
-        .unwrap()
+    let rule_status = |scope: &str, rule: &Value| {
+        json!({"group": "rbac.authorization.k8s.io", "kind": "PolicyRule", "version": "v1",
+            "status": "Satisfied", "message": format!("{scope} rule:{rule}")})
+    };
+    let mut requirements: Vec<Value> = owned_crds
         .iter()
-        .map(|r| {
-            json!({"group": "rbac.authorization.k8s.io", "kind": "PolicyRule", "version": "v1",
-            "status": "Satisfied", "message": rule_text("cluster", r)})
+        .map(|o| {
+            json!({"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition", "name": o["name"],
+                "version": "v1", "status": "Present", "uuid": "00000000-0000-0000-0000-000000000000",
+                "message": "CRD is present and Established condition is true"})
         })
-        .chain(rules.as_array().unwrap().iter().map(|r| {
-            json!({"group": "rbac.authorization.k8s.io", "kind": "PolicyRule", "version": "v1",
-                "status": "Satisfied", "message": rule_text("namespaced", r)})
-        }))
         .collect();
+    for sa in &service_accounts {
+        let of_sa = |p: &&Value| p["serviceAccountName"] == sa.as_str();
+        let dependents: Vec<Value> = cluster_permissions
+            .iter()
+            .filter(of_sa)
+            .flat_map(|p| list(&p["rules"]))
+            .map(|r| rule_status("cluster", &r))
+            .chain(
+                permissions
+                    .iter()
+                    .filter(of_sa)
+                    .flat_map(|p| list(&p["rules"]))
+                    .map(|r| rule_status("namespaced", &r)),
+            )
+            .collect();
+        requirements.push(
+            json!({"group": "", "kind": "ServiceAccount", "name": sa, "version": "v1",
+            "status": "Present", "message": "Service account exists", "uuid": "", "dependents": dependents}),
+        );
+    }
     let history = [
         ("Pending", "RequirementsUnknown", "requirements not yet checked"),
         (
@@ -487,19 +748,44 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
                 "phase": phase, "reason": reason, "message": message,
                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
             })).collect::<Vec<_>>(),
-            "requirementStatus": [
-                {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition", "name": crd_name,
-                 "version": "v1", "status": "Present", "uuid": "00000000-0000-0000-0000-000000000000",
-                 "message": "CRD is present and Established condition is true"},
-                {"group": "", "kind": "ServiceAccount", "name": operator, "version": "v1",
-                 "status": "Present", "message": "Service account exists", "uuid": "", "dependents": dependents}
-            ],
+            "requirementStatus": requirements,
             "cleanup": {}
         }),
     )
     .await;
 
-    // The Subscription's and InstallPlan's statuses, now that the CSV exists.
+    // The Subscription's and InstallPlan's statuses, now that the CSV exists. The plan has a
+    // step per object the InstallPlan created: the CSV, the bundle's manifests, the generated
+    // ServiceAccounts, roles and bindings.
+    let step = |group: &str, version: &str, kind: &str, name: &str| {
+        json!({"resolving": csv, "status": "Created", "resource": {
+            "group": group, "version": version, "kind": kind, "name": name,
+            "sourceName": catalog_source, "sourceNamespace": catalog_namespace, "manifest": "{}"}})
+    };
+    let rbac = "rbac.authorization.k8s.io";
+    let mut plan = vec![step(GROUP, "v1alpha1", "ClusterServiceVersion", &csv)];
+    for m in manifests {
+        let (group, version) = group_version(m["apiVersion"].as_str().unwrap_or_default());
+        plan.push(step(
+            group,
+            version,
+            m["kind"].as_str().unwrap_or_default(),
+            m["metadata"]["name"].as_str().unwrap_or_default(),
+        ));
+    }
+    plan.extend(
+        service_accounts
+            .iter()
+            .map(|sa| step("", "v1", "ServiceAccount", sa)),
+    );
+    for name in &role_names {
+        plan.push(step(rbac, "v1", "Role", name));
+        plan.push(step(rbac, "v1", "RoleBinding", name));
+    }
+    for name in &cluster_role_names {
+        plan.push(step(rbac, "v1", "ClusterRole", name));
+        plan.push(step(rbac, "v1", "ClusterRoleBinding", name));
+    }
     let ip_ref = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "InstallPlan",
         "name": install_plan, "namespace": namespace, "uid": ip.metadata.uid});
     set_status(
@@ -512,16 +798,10 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
             "conditions": [{"type": "Installed", "status": "True",
                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
             "catalogSources": [],
-            "plan": [{"resolving": csv, "status": "Created", "resource": {
-                "group": GROUP, "version": "v1alpha1", "kind": "ClusterServiceVersion", "name": csv,
-                "sourceName": catalog_source, "sourceNamespace": catalog_namespace, "manifest": "{}"}},
-                {"resolving": csv, "status": "Created", "resource": {
-                "group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition",
-                "name": crd_name, "sourceName": catalog_source, "sourceNamespace": catalog_namespace,
-                "manifest": "{}"}}],
+            "plan": plan,
             "bundleLookups": [{"path": bundle_image, "identifier": csv, "replaces": "",
                 "catalogSourceRef": {"name": catalog_source, "namespace": catalog_namespace},
-                "properties": properties(&package, &bundle).to_string()}],
+                "properties": json!({"properties": published.properties}).to_string()}],
             "startTime": "2026-01-01T00:00:00Z"
         }),
     )
@@ -530,7 +810,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         client,
         &subscriptions(),
         &namespace,
-        &package,
+        &subscription,
         json!({
             "currentCSV": csv, "installedCSV": csv, "state": "AtLatestKnown",
             "installPlanRef": ip_ref, "installPlanGeneration": 1,
@@ -547,107 +827,143 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     )
     .await;
 
-    // The CRD, as the InstallPlan created it.
-    let mut crd: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("manifests/widgets.crd.yaml")).unwrap())
-            .unwrap();
+    // The bundle's manifests, as the InstallPlan created them: CRDs labelled and annotated as
+    // installed alongside the CSV; namespaced objects owned by the CSV; cluster-scoped ones
+    // labelled (ClusterRoles and ClusterRoleBindings with olm.managed only, on creation).
     let alongside = format!("{namespace}/{csv}");
-    crd["metadata"]["labels"] = json!({"olm.managed": "true", component.clone(): ""});
-    crd["metadata"]["annotations"] = json!({
-        format!("operatorframework.io/installed-alongside-{}", &deep_hash(&alongside)[..16]): alongside
-    });
-    apply_object(client, crd).await;
-    support::wait_crds_established(&[&format!("crd/{crd_name}")]);
+    let mut crds = Vec::new();
+    for manifest in manifests {
+        let mut object = manifest.clone();
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if kind == "CustomResourceDefinition" {
+            add(
+                &mut object,
+                "labels",
+                json!({"olm.managed": "true", component.clone(): ""}),
+            );
+            add(
+                &mut object,
+                "annotations",
+                json!({
+                    format!("operatorframework.io/installed-alongside-{}", fnv64a_hex(&alongside)): alongside
+                }),
+            );
+            crds.push(format!("crd/{name}"));
+        } else if namespaced(client, &object).await {
+            object["metadata"]["namespace"] = json!(namespace);
+            add(&mut object, "labels", json!({"olm.managed": "true"}));
+            object["metadata"]["ownerReferences"] = csv_owner(&csv, &csv_uid);
+        } else if matches!(kind.as_str(), "ClusterRole" | "ClusterRoleBinding") {
+            add(&mut object, "labels", json!({"olm.managed": "true"}));
+        } else {
+            add(&mut object, "labels", owner_labels(&csv, &namespace));
+        }
+        apply_object(client, object).await;
+    }
+    if !crds.is_empty() {
+        let crds: Vec<&str> = crds.iter().map(String::as_str).collect();
+        support::wait_crds_established(&crds);
+    }
 
-    // What the InstallPlan creates for the CSV: the ServiceAccount, the permissions' roles and
-    // bindings (namespaced ones owned by the CSV, cluster ones labelled), the bundle's ConfigMap.
+    // What the InstallPlan generates for the CSV's permissions: the ServiceAccounts, a Role
+    // and RoleBinding per namespaced permission (owned by the CSV), a ClusterRole and
+    // ClusterRoleBinding per cluster permission (labelled).
     let owned_meta = |name: &str| {
         json!({"name": name, "namespace": namespace, "labels": {"olm.managed": "true"},
             "ownerReferences": csv_owner(&csv, &csv_uid)})
     };
-    apply_object(
-        client,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": owned_meta(&operator)}),
-    )
-    .await;
-    let role = object_name_for_base_and_suffix(&format!("{csv}-{operator}"), &deep_hash(&rules.to_string()));
-    let mut role_meta = owned_meta(&role);
-    role_meta["labels"] = owner_labels(&csv, &namespace);
-    role_meta["labels"]["olm.permissions.hash"] = json!(&deep_hash(&rules.to_string())[..16]);
-    apply_object(
-        client,
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": role_meta, "rules": rules}),
-    )
-    .await;
-    apply_object(
-        client,
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": role_meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": operator, "namespace": namespace}]}),
-    )
-    .await;
-    let cluster_role =
-        object_name_for_base_and_suffix(&csv, &deep_hash(&format!("{namespace}{cluster_rules}")));
-    let cluster_meta = json!({"name": cluster_role, "labels": owner_labels(&csv, &namespace)});
-    apply_object(
-        client,
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": cluster_meta, "rules": cluster_rules}),
-    )
-    .await;
-    apply_object(
-        client,
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": cluster_meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-            "subjects": [{"kind": "ServiceAccount", "name": operator, "namespace": namespace}]}),
-    )
-    .await;
-    if bundle.with_config_map {
+    for sa in &service_accounts {
         apply_object(
             client,
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": owned_meta(&format!("{package}-settings")),
-                "data": {"version": bundle.version}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": owned_meta(sa)}),
+        )
+        .await;
+    }
+    for (permission, role) in permissions.iter().zip(&role_names) {
+        let rules = &permission["rules"];
+        let mut role_meta = owned_meta(role);
+        role_meta["labels"] = owner_labels(&csv, &namespace);
+        role_meta["labels"]["olm.permissions.hash"] = json!(&deep_hash(&rules.to_string())[..16]);
+        apply_object(
+            client,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": role_meta, "rules": rules}),
+        )
+        .await;
+        apply_object(
+            client,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": role_meta,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": sa_of(permission), "namespace": namespace}]}),
+        )
+        .await;
+    }
+    for (permission, cluster_role) in cluster_permissions.iter().zip(&cluster_role_names) {
+        let rules = &permission["rules"];
+        let mut cluster_meta = json!({"name": cluster_role, "labels": owner_labels(&csv, &namespace)});
+        cluster_meta["labels"]["olm.permissions.hash"] = json!(&deep_hash(&rules.to_string())[..16]);
+        apply_object(
+            client,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": cluster_meta, "rules": rules}),
+        )
+        .await;
+        apply_object(
+            client,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": cluster_meta,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+                "subjects": [{"kind": "ServiceAccount", "name": sa_of(permission), "namespace": namespace}]}),
         )
         .await;
     }
 
-    // The Deployment, as the olm-operator writes it: the CSV's deployment spec, every CSV
-    // annotation on the pod template, the Subscription's env, OPERATOR_CONDITION_NAME,
-    // revisionHistoryLimit 1, owner labels, the spec hash and one non-blocking owner reference.
-    let strategy = &csv_body["spec"]["install"]["spec"]["deployments"][0];
-    let mut dep_spec = strategy["spec"].clone();
-    let template_annotations = dep_spec["template"]["metadata"]
-        .get("annotations")
-        .cloned()
-        .unwrap_or(json!({}));
-    let mut merged = csv_annotations.as_object().unwrap().clone();
-    merged.extend(template_annotations.as_object().unwrap().clone());
-    dep_spec["template"]["metadata"]["annotations"] = Value::Object(merged);
-    let config_env: Vec<Value> = spec
-        .config
-        .as_ref()
-        .and_then(|c| c["env"].as_array().cloned())
-        .unwrap_or_default();
-    for container in dep_spec["template"]["spec"]["containers"].as_array_mut().unwrap() {
-        let mut env = config_env.clone();
-        env.push(json!({"name": "OPERATOR_CONDITION_NAME", "value": csv}));
-        container["env"] = json!(env);
+    // The Deployments, as the olm-operator writes them: each of the CSV's deployment specs,
+    // every CSV annotation on the pod template (the template's own win), the Subscription's env
+    // merged by name, OPERATOR_CONDITION_NAME appended, revisionHistoryLimit 1, the strategy's
+    // labels and owner labels, the spec hash and one non-blocking owner reference.
+    let config_env: Vec<Value> = spec.config.as_ref().map(|c| list(&c["env"])).unwrap_or_default();
+    for strategy in list(&csv_body["spec"]["install"]["spec"]["deployments"]) {
+        let name = strategy["name"].as_str().unwrap().to_string();
+        let mut dep_spec = strategy["spec"].clone();
+        let template_annotations = dep_spec["template"]["metadata"]
+            .get("annotations")
+            .cloned()
+            .unwrap_or(json!({}));
+        let mut merged = csv_annotations.as_object().unwrap().clone();
+        merged.extend(template_annotations.as_object().unwrap().clone());
+        dep_spec["template"]["metadata"]["annotations"] = Value::Object(merged);
+        for container in dep_spec["template"]["spec"]["containers"].as_array_mut().unwrap() {
+            merge_env(container, &config_env);
+            merge_env(
+                container,
+                &[json!({"name": "OPERATOR_CONDITION_NAME", "value": csv})],
+            );
+        }
+        dep_spec["revisionHistoryLimit"] = json!(1);
+        let mut labels = strategy.get("label").cloned().unwrap_or(json!({}));
+        for (k, v) in owner_labels(&csv, &namespace).as_object().unwrap() {
+            labels[k] = v.clone();
+        }
+        labels["olm.deployment-spec-hash"] = json!(&deep_hash(&dep_spec.to_string())[..16]);
+        apply_object(
+            client,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                    "ownerReferences": csv_owner(&csv, &csv_uid)},
+                "spec": dep_spec}),
+        )
+        .await;
     }
-    dep_spec["revisionHistoryLimit"] = json!(1);
-    let mut labels = owner_labels(&csv, &namespace);
-    labels["olm.deployment-spec-hash"] = json!(&deep_hash(&dep_spec.to_string())[..16]);
-    apply_object(
-        client,
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": deployment, "namespace": namespace, "labels": labels,
-                "ownerReferences": csv_owner(&csv, &csv_uid)},
-            "spec": dep_spec}),
-    )
-    .await;
 
     // The OperatorCondition (owned by the CSV as its controller) and its Role and RoleBinding.
+    let condition_accounts: Vec<&str> = match service_accounts.is_empty() {
+        true => vec!["default"],
+        false => service_accounts.iter().map(String::as_str).collect(),
+    };
     let condition = create(
         client,
         &operator_conditions(),
@@ -657,7 +973,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
             "metadata": {"name": csv, "namespace": namespace, "labels": {"olm.managed": "true", component.clone(): ""},
                 "ownerReferences": [{"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "ClusterServiceVersion",
                     "name": csv, "uid": csv_uid, "blockOwnerDeletion": false, "controller": true}]},
-            "spec": {"deployments": [deployment], "serviceAccounts": [operator]}
+            "spec": {"deployments": deployments, "serviceAccounts": condition_accounts}
         }),
     )
     .await;
@@ -672,11 +988,15 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
                 "verbs": ["get", "update", "patch"]}]}),
     )
     .await;
+    let condition_subjects: Vec<Value> = condition_accounts
+        .iter()
+        .map(|sa| json!({"kind": "ServiceAccount", "name": sa}))
+        .collect();
     apply_object(
         client,
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": condition_meta,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": csv},
-            "subjects": [{"kind": "ServiceAccount", "name": operator}]}),
+            "subjects": condition_subjects}),
     )
     .await;
 
@@ -684,14 +1004,15 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     // copies of AllNamespaces operators can be turned off, and no test reads them).
     for t in targets.iter().flatten().filter(|t| **t != namespace) {
         let mut copy = csv_body.clone();
+        let mut copied_annotations = csv_annotations.clone();
+        copied_annotations
+            .as_object_mut()
+            .unwrap()
+            .remove("olm.targetNamespaces");
         copy["metadata"] = json!({
             "name": csv, "namespace": t,
             "labels": {"olm.managed": "true", "olm.copiedFrom": namespace},
-            "annotations": {
-                "olm.operatorGroup": operator_group, "olm.operatorNamespace": namespace,
-                "capabilities": csv_annotations["capabilities"],
-                "operatorframework.io/properties": csv_annotations["operatorframework.io/properties"]
-            }
+            "annotations": copied_annotations
         });
         create(client, &csvs(), Some(t), copy).await;
         set_status(
@@ -705,20 +1026,23 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         .await;
     }
 
-    wait_available(client, &namespace, &deployment).await;
+    for deployment in &deployments {
+        wait_available(client, &namespace, deployment).await;
+    }
     ClassicInstall {
         package,
         namespace,
-        subscription: spec.package.name.clone(),
+        subscription,
         csv,
         csv_uid,
         install_plan,
         operator_group,
         catalog_source,
         catalog_namespace,
-        catalog_image,
-        bundle_image,
-        deployment,
+        catalog_image: catalog_image.clone(),
+        bundle_image: bundle_image.clone(),
+        deployment: deployments[0].clone(),
+        deployments,
     }
 }
 

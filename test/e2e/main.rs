@@ -23,6 +23,7 @@ mod install_identity;
 mod installer;
 mod lifecycle;
 mod migrate;
+mod migrate_real;
 mod mirrors;
 mod node;
 mod openshift;

@@ -18,6 +18,7 @@ async fn a_real_operator_installs_and_upgrades_along_its_catalog_edge() {
     let _cluster = components::shared_cluster().await;
     components::ensure_running();
     let client = support::client().await;
+    let _trident = crate::migrate_real::TRIDENT.lock().await;
     let catalog_dir = support::repo_root().join(CATALOG);
     let bundles = ["trident-operator.v26.2.0", "trident-operator.v26.2.1"];
     let image =
@@ -70,4 +71,5 @@ async fn a_real_operator_installs_and_upgrades_along_its_catalog_edge() {
     components::apply_catalog(&client, &catalog, &image, 0, PACKAGE).await;
     components::wait_catalog_serving(&client, &catalog).await;
     components::wait_installed(&client, &name, "26.2.1").await;
+    crate::migrate_real::remove_trident(&client, &name, &catalog).await;
 }
