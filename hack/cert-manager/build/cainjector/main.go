@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -54,7 +55,7 @@ func main() {
 	ctrl.SetLogger(logf.Log)
 	ctx = logf.NewContext(ctx, logf.Log, "cainjector")
 
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil && !errors.Is(err, pflag.ErrHelp) {
 		logf.Log.Error(err, "error executing command")
 		util.SetExitCode(err)
 	}

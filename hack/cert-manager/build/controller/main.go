@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -63,7 +64,7 @@ func main() {
 	defer logf.FlushLogs()
 	ctx = logf.NewContext(ctx, logf.Log, "controller")
 
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil && !errors.Is(err, pflag.ErrHelp) {
 		logf.Log.Error(err, "error executing command")
 		util.SetExitCode(err)
 	}

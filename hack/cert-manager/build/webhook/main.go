@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -29,7 +30,7 @@ func main() {
 	ctrl.SetLogger(logf.Log)
 	ctx = logf.NewContext(ctx, logf.Log, "webhook")
 
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil && !errors.Is(err, pflag.ErrHelp) {
 		logf.Log.Error(err, "error executing command")
 		util.SetExitCode(err)
 	}
