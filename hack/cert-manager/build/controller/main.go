@@ -38,8 +38,9 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/server"
 	utilfeature "github.com/cert-manager/cert-manager/pkg/util/feature"
 
-	// The controllers and issuers, registered by their packages' init: upstream's list without
-	// the Venafi issuer, whose module (github.com/Venafi/vcert/v5) the module proxy does not serve.
+	// The controllers and issuers, registered by their packages' init (upstream's list). The
+	// Venafi issuer links the vcert stand-in (vcert/go.mod): its Issuers report why they are
+	// not Ready.
 	_ "github.com/cert-manager/cert-manager/pkg/controller/acmechallenges"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/acmeorders"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificate-shim/gateways"
@@ -51,6 +52,7 @@ import (
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/vault"
+	_ "github.com/cert-manager/cert-manager/pkg/issuer/venafi"
 )
 
 // How long the metrics server gets to finish its requests on shutdown.
