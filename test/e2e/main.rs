@@ -34,6 +34,7 @@ mod real;
 mod twins;
 mod upgrade;
 mod vap;
+mod webhook_operator;
 
 use fixtures::{Bundle, Channel, Package};
 use kube::Client;

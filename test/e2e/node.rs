@@ -30,7 +30,7 @@ const MAX_ANSWER: u64 = 64 * 1024;
 
 /// The real node's name, or None (with a note) when the environment has none and none is
 /// required.
-fn real_node() -> Option<String> {
+pub(crate) fn real_node() -> Option<String> {
     let env = support::env();
     match (&env.real_node, support::real_node_required()) {
         (Some(node), _) => Some(node.clone()),

@@ -1,0 +1,368 @@
+//! olmv1's test operator (test/operator, docs/test-operator.md) installed by a ClusterExtension
+//! onto the real node (`OLMV1_NODE=kwok+real`, docs/local-control-plane.md), with cert-manager
+//! really running there (hack/cert-manager.sh): the operator's pod runs and becomes Ready before
+//! the extension says Installed, it writes its Widgets' status with the RBAC its bundle asked for,
+//! the API server calls its validating and conversion webhooks over TLS with the certificate
+//! cert-manager issued and the CA olmv1 wired, an upgrade rolls its pod and keeps the Widgets, a
+//! bundle whose container exits is reported at its deadline while the old version serves, and an
+//! uninstall removes the pod, the webhooks and the CRD.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::{admissionregistration::v1::ValidatingWebhookConfiguration, apps::v1::Deployment, core::v1::Pod},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams},
+};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::{components, node, support};
+
+const PACKAGE: &str = "webhook-operator";
+const CRD: &str = "widgets.test.olmv1.dev";
+const DEPLOYMENT: &str = "webhook-operator-controller";
+/// The progress deadline the extension asks for, in (test) minutes: upstream's minimum.
+const DEADLINE_MINUTES: u64 = 10;
+/// Pulling the operator's image and starting it on the real node, on 2 busy cores.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// `hack/<script>` run with the environment's env.sh sourced; its last stdout line.
+fn run_hack(script: &str) -> String {
+    let env = support::env();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!("set -e; source \"$1/env.sh\"; exec \"$2/hack/{script}\""))
+        .arg("bash")
+        .arg(&env.dir)
+        .arg(support::repo_root())
+        .env("OLMV1_BIN", support::olmv1_bin());
+    let out = support::run(&mut cmd).ok();
+    out.lines().last().unwrap_or_default().trim().to_string()
+}
+
+/// cert-manager running on the real node and the operator's catalog published, once per test
+/// process; the catalog image's reference.
+async fn published() -> &'static str {
+    static CATALOG: OnceCell<String> = OnceCell::const_new();
+    CATALOG
+        .get_or_init(|| async {
+            tokio::task::spawn_blocking(|| {
+                run_hack("cert-manager.sh");
+                run_hack("test-operator.sh")
+            })
+            .await
+            .unwrap()
+        })
+        .await
+}
+
+fn widgets(client: &Client, namespace: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("test.olmv1.dev", version, "Widget");
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+}
+
+fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("test.olmv1.dev/{version}"), "kind": "Widget",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap()
+}
+
+/// The operator's one pod, Ready, on the real node.
+async fn ready_pod(client: &Client, namespace: &str, node: &str) -> Pod {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let pod = support::wait_for("the operator's pod Ready", RUN_TIMEOUT, || async {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=webhook-operator"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+            .collect();
+        match ready.as_slice() {
+            [pod] => Ok(pod.clone()),
+            other => Err(format!("{} Ready pods", other.len())),
+        }
+    })
+    .await;
+    assert_eq!(
+        pod.spec.as_ref().unwrap().node_name.as_deref(),
+        Some(node),
+        "the operator runs on the real node"
+    );
+    pod
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn apply_version(client: &Client, name: &str, namespace: &str, version: &str) {
+    let mut body = components::extension(name, namespace, PACKAGE, json!({"version": version}));
+    body["spec"]["progressDeadlineMinutes"] = json!(DEADLINE_MINUTES);
+    components::apply_extension(client, body).await;
+}
+
+/// The status the operator wrote on a Widget, once it describes the Widget's generation and
+/// was written by `bundle_version`.
+async fn reconciled(api: &Api<DynamicObject>, name: &str, bundle_version: &str) -> Value {
+    support::wait_for(
+        &format!("Widget {name} reconciled by {bundle_version}"),
+        RUN_TIMEOUT,
+        || async {
+            let w = api.get(name).await.map_err(|e| e.to_string())?;
+            let status = w.data.get("status").cloned().unwrap_or_default();
+            let generation = w.metadata.generation;
+            if status["observedGeneration"].as_i64() == generation
+                && status["bundleVersion"] == bundle_version
+            {
+                Ok(status)
+            } else {
+                Err(format!("status {status}"))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_webhook_operator_runs_on_the_real_node_from_install_to_uninstall() {
+    let Some(node) = node::real_node() else {
+        return;
+    };
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let catalog_image = published().await.to_string();
+    let catalog = support::fresh_name("webhook-operator");
+    components::apply_catalog(&client, &catalog, &catalog_image, 0, PACKAGE).await;
+    components::wait_catalog_serving(&client, &catalog).await;
+    let namespace = components::namespace_with_admin_installer(&client, "webhook-op").await;
+    let name = support::fresh_name("webhook-op");
+
+    // Installed only once the pod really runs: its Ready condition precedes Installed=True.
+    apply_version(&client, &name, &namespace, "0.1.0").await;
+    let installed = components::wait_installed_within(&client, &name, "0.1.0", RUN_TIMEOUT).await;
+    let pod = ready_pod(&client, &namespace, &node).await;
+    let ready_at = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_transition_time.clone())
+        .expect("the Ready condition's time")
+        .0;
+    let installed_at = components::condition(&installed, "Installed")
+        .unwrap()
+        .last_transition_time
+        .0;
+    assert!(
+        ready_at <= installed_at,
+        "Installed=True at {installed_at}, the pod Ready only at {ready_at}"
+    );
+    let container = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+    assert!(
+        container.state.as_ref().unwrap().running.is_some(),
+        "{container:?}"
+    );
+    let first_pod = pod.metadata.uid.clone().unwrap();
+
+    // The operator reconciles a Widget with the RBAC its bundle asked for.
+    let v1 = widgets(&client, &namespace, "v1");
+    let alpha = widgets(&client, &namespace, "v1alpha1");
+    let pp = PostParams::default();
+    v1.create(&pp, &widget("v1", "three", json!({"replicas": 3})))
+        .await
+        .unwrap();
+    let status = reconciled(&v1, "three", "0.1.0").await;
+    assert_eq!(status["ready"], true, "{status}");
+    assert_eq!(
+        status["message"],
+        "3 replicas reconciled by webhook-operator 0.1.0"
+    );
+
+    // The validating webhook: called over TLS through the Service olmv1 rendered, with the
+    // certificate cert-manager issued, trusted through the CA olmv1 wired.
+    let refused = v1
+        .create(&pp, &widget("v1", "eleven", json!({"replicas": 11})))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(refusal) = refused else {
+        panic!("not an API refusal: {refused}")
+    };
+    assert!(
+        refusal.message.contains("denied the request: Widget \"eleven\" is refused: spec.replicas 11 is more than 10, the most this operator runs"),
+        "{}",
+        refusal.message
+    );
+    let webhooks = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let ours = webhooks
+        .items
+        .iter()
+        .flat_map(|c| c.webhooks.iter().flatten())
+        .find(|w| {
+            w.client_config
+                .service
+                .as_ref()
+                .is_some_and(|s| s.namespace == namespace)
+        })
+        .expect("the operator's validating webhook");
+    assert!(
+        ours.client_config
+            .ca_bundle
+            .as_ref()
+            .is_some_and(|b| !b.0.is_empty()),
+        "the CA is injected: {ours:?}"
+    );
+
+    // The conversion webhook serves both versions: a v1alpha1 Widget read as v1 and back.
+    alpha
+        .create(&pp, &widget("v1alpha1", "large", json!({"size": "large"})))
+        .await
+        .unwrap();
+    let as_v1 = v1.get("large").await.unwrap();
+    assert_eq!(as_v1.data["spec"], json!({"replicas": 3}));
+    let three_as_alpha = alpha.get("three").await.unwrap();
+    assert_eq!(three_as_alpha.data["spec"], json!({"size": "large"}));
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(CRD)
+        .await
+        .unwrap();
+    let conversion = crd.spec.conversion.as_ref().unwrap();
+    assert_eq!(conversion.strategy, "Webhook");
+    assert!(
+        conversion
+            .webhook
+            .as_ref()
+            .and_then(|w| w.client_config.as_ref())
+            .and_then(|c| c.ca_bundle.as_ref())
+            .is_some_and(|b| !b.0.is_empty()),
+        "the conversion's CA is injected"
+    );
+
+    // An upgrade rolls the pod; the Widgets stay, now reconciled by the new version.
+    apply_version(&client, &name, &namespace, "0.2.0").await;
+    components::wait_installed_within(&client, &name, "0.2.0", RUN_TIMEOUT).await;
+    let pod = ready_pod(&client, &namespace, &node).await;
+    assert_ne!(pod.metadata.uid.as_deref(), Some(first_pod.as_str()), "a new pod");
+    let status = reconciled(&v1, "three", "0.2.0").await;
+    assert_eq!(
+        status["message"],
+        "3 replicas reconciled by webhook-operator 0.2.0"
+    );
+    assert_eq!(
+        v1.get("large").await.unwrap().data["spec"],
+        json!({"replicas": 3})
+    );
+    let serving_pod = pod.metadata.uid.clone().unwrap();
+
+    // A bundle whose container exits at start: reported at its deadline, 0.2.0 still installed
+    // and serving (its pod kept, its webhook answering).
+    apply_version(&client, &name, &namespace, "0.3.0").await;
+    let deadline = Duration::from_secs(DEADLINE_MINUTES * components::PROGRESS_DEADLINE_UNIT_SECONDS);
+    let stuck = components::wait_extension_within(
+        &client,
+        &name,
+        "Progressing=False/ProgressDeadlineExceeded",
+        deadline + RUN_TIMEOUT,
+        |ext| {
+            components::condition(ext, "Progressing")
+                .is_some_and(|c| c.status == "False" && c.reason == "ProgressDeadlineExceeded")
+        },
+    )
+    .await;
+    let progressing = components::condition(&stuck, "Progressing").unwrap();
+    assert!(
+        progressing.message.starts_with(&format!(
+            "Revision has not rolled out for {DEADLINE_MINUTES} minute(s)."
+        )) && progressing.message.contains(DEPLOYMENT),
+        "{}",
+        progressing.message
+    );
+    assert_eq!(components::installed_version(&stuck), Some("0.2.0"));
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let old = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=webhook-operator"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.metadata.uid.as_deref() == Some(serving_pod.as_str()))
+        .expect("0.2.0's pod still there");
+    assert!(pod_ready(&old), "0.2.0's pod still Ready");
+    let refused = v1
+        .create(&pp, &widget("v1", "twelve", json!({"replicas": 12})))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("spec.replicas 12 is more than 10"),
+        "{refused}"
+    );
+    v1.create(&pp, &widget("v1", "two", json!({"replicas": 2})))
+        .await
+        .unwrap();
+    reconciled(&v1, "two", "0.2.0").await;
+    let deployment = Api::<Deployment>::namespaced(client.clone(), &namespace)
+        .get(DEPLOYMENT)
+        .await
+        .unwrap();
+    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(args.contains(&"--fail-at-start".to_string()), "{args:?}");
+
+    // Uninstall: the pod, the webhooks and the CRD go.
+    Api::<olmv1_api::v1::ClusterExtension>::all(client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    support::wait_for("the operator uninstalled", RUN_TIMEOUT, || async {
+        let left_pods = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=webhook-operator"))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .len();
+        let crd = Api::<CustomResourceDefinition>::all(client.clone())
+            .get_opt(CRD)
+            .await
+            .map_err(|e| e.to_string())?;
+        let hooks = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .iter()
+            .flat_map(|c| c.webhooks.iter().flatten())
+            .filter(|w| {
+                w.client_config
+                    .service
+                    .as_ref()
+                    .is_some_and(|s| s.namespace == namespace)
+            })
+            .count();
+        if left_pods == 0 && crd.is_none() && hooks == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{left_pods} pods, CRD {}, {hooks} webhooks",
+                if crd.is_some() { "present" } else { "gone" }
+            ))
+        }
+    })
+    .await;
+}
