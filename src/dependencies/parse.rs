@@ -1115,7 +1115,11 @@ mod tests {
             kind: "Blue".into(),
         };
         let mut budget = crate::dependencies::WorkBudget::new(u64::MAX);
-        assert!(!reqs[0].satisfied_by_served_api_within(&served_blue_api, &mut budget).unwrap());
+        assert!(
+            !reqs[0]
+                .satisfied_by_served_api_within(&served_blue_api, &mut budget)
+                .unwrap()
+        );
         assert!(has_dependencies(&[prop("olm.gvk.required", "{}")]));
         assert!(!has_dependencies(&blue));
     }
