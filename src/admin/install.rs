@@ -933,6 +933,57 @@ mod tests {
         assert_eq!(shared["spec"]["serviceAccount"]["name"], "admin");
     }
 
+    /// `install --dry-run --service-account` with a command-line catalog needs no cluster: the
+    /// workflow reports the object, then what the resolver would install, or why nothing.
+    #[tokio::test]
+    async fn a_dry_run_reports_the_object_and_the_resolution_and_writes_nothing() {
+        let sources = CatalogSources {
+            catalogs: vec![format!(
+                "stable={}/test/fixtures/resolve/catalogs/stable",
+                env!("CARGO_MANIFEST_DIR")
+            )],
+            ..CatalogSources::default()
+        };
+        let dry_run = |version: &str| InstallOptions {
+            package: "example".into(),
+            service_account: Some("admin".into()),
+            version: Some(version.into()),
+            dry_run: true,
+            ..options()
+        };
+        let mut said = Vec::new();
+        let mut asked = Vec::new();
+        let outcome = install(&dry_run("<3.0.0"), &sources, &mut |r| said.push(r), &mut |q| {
+            asked.push(q.to_string());
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(outcome, Outcome::Done);
+        assert!(asked.is_empty(), "a dry run asks nothing: {asked:?}");
+        let [Report::Out(yaml), Report::Out(verdict)] = said.as_slice() else {
+            panic!("{said:?}");
+        };
+        assert!(yaml.contains("packageName: example"), "{yaml}");
+        assert!(yaml.contains("name: admin"), "{yaml}");
+        assert_eq!(
+            verdict,
+            "# dry run: would install example.v2.0.0 2.0.0 from catalog stable\n"
+        );
+
+        let mut said = Vec::new();
+        let outcome = install(&dry_run(">9"), &sources, &mut |r| said.push(r), &mut |_| {
+            panic!("a dry run asks nothing")
+        })
+        .await
+        .unwrap();
+        assert_eq!(outcome, Outcome::Unresolvable);
+        let Some(Report::Out(verdict)) = said.last() else {
+            panic!("{said:?}");
+        };
+        assert!(verdict.starts_with("# dry run: resolution fails: "), "{verdict}");
+    }
+
     #[test]
     fn refusals_keep_their_words() {
         let e = InstallError::StillUninstalling {
