@@ -32,8 +32,10 @@ mod layers {
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
             "dependencies" => 4,
-            "controller" | "admin" | "operations" => 5,
-            "cmd" => 6,
+            "controller" | "operations" => 5,
+            // The admin commands judge as the controller does (its dependency check's view).
+            "admin" => 6,
+            "cmd" => 7,
             _ => return None,
         })
     }

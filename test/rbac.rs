@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use olmv1::admin::installer::{FIELD_MANAGER, apply_installer, remove_installer};
 use olmv1::admin::rbac::{InstallerSpec, covers, installer_grants, installer_name, installer_objects};
 use olmv1::apply::lookups::ClusterLookups;
 use olmv1::apply::preflight::{
@@ -35,7 +36,6 @@ use olmv1::apply::preflight::{
 };
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::render;
-use olmv1::cmd::rbac::{apply_installer, remove_installer};
 use serde_json::{Value, json};
 use support::{CatalogBundle, Snapshots};
 
@@ -186,7 +186,7 @@ async fn apply_role(client: &Client, role: &Value, rules: &[PolicyRule]) {
     let mut body = role.clone();
     body["rules"] = serde_json::to_value(rules).unwrap();
     let name = body["metadata"]["name"].as_str().unwrap().to_string();
-    let params = PatchParams::apply(olmv1::cmd::install::FIELD_MANAGER).force();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
     match body["metadata"]["namespace"].as_str() {
         Some(ns) => {
             Api::<Role>::namespaced(client.clone(), ns)

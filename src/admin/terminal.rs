@@ -150,6 +150,20 @@ pub fn to_yaml(value: &serde_json::Value) -> Result<String, serde_saphyr::Serial
     serde_saphyr::to_string(&YamlSafe(value))
 }
 
+/// `objects` as a YAML stream: `---` before each, each with [`to_yaml`]'s quoting.
+pub fn yaml_stream(objects: &[serde_json::Value]) -> Result<String, serde_saphyr::SerializeError> {
+    let mut out = String::new();
+    for object in objects {
+        out.push_str("---\n");
+        let doc = to_yaml(object)?;
+        out.push_str(&doc);
+        if !doc.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
 /// A JSON value serialized with [`to_yaml`]'s quoting.
 struct YamlSafe<'a>(&'a serde_json::Value);
 

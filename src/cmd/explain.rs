@@ -7,15 +7,13 @@
 
 use std::process::ExitCode;
 
-use super::{
-    install::{installed_extensions, served_apis_of},
-    sources::{
-        DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, kube_client, load_request, print_json,
-    },
+use super::sources::{
+    DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, kube_client, load_request, print_json,
 };
 use crate::{
     admin::{
         dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
+        install::{installed_extensions, served_apis_of},
         table::{Table, Tone},
         terminal::{TerminalText, escape_value as value},
     },
@@ -118,7 +116,7 @@ async fn in_cluster(
     let (others, own) = installed_extensions(&client, Some(extension), system_namespace, catalogs)
         .await
         .map_err(|e| format!("reading what is installed to plan dependencies: {e}"))?;
-    let served = served_apis_of(&client).await?;
+    let served = served_apis_of(&client).await.map_err(|e| e.to_string())?;
     Ok((others.into_iter().chain(own).collect(), served))
 }
 

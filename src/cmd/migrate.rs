@@ -1,35 +1,24 @@
-//! `olmv1 migrate check|catalogs|convert|rollback`: the way out of OLM classic (see `admin::migrate`).
+//! `olmv1 migrate check|catalogs|convert|rollback`: the way out of OLM classic (see
+//! `admin::migrate`; convert's orchestration is `admin::migrate::run`). The flags, the tables of
+//! check and catalogs, and the exit codes.
 
 use std::{path::PathBuf, process::ExitCode};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, api::ListParams};
-use olmv1_api::v1::ClusterExtension;
-
 use super::{
-    install::wait_installed,
-    rbac::{Target, compute_installer, confirm},
-    render::{OutputFormat, format_objects},
-    sources::{Output, SourceArgs, colour, fail, kube_client, print_json},
+    confirm, print_report,
+    sources::{Output, colour, fail, kube_client, print_json},
 };
-use crate::{
-    admin::{
-        migrate::{
-            catalogs::{self, Action, CatalogPlan, Scope},
-            check::Snapshot,
-            check::{CheckRow, Verdict, check},
-            classic::{Kind, api_resource},
-            convert::{
-                self, RECORD_KEY, RECORD_LABEL, Record, conversion_order, describe, load_record, prepare,
-                record_name, rollback,
-            },
-            read::{read_snapshot, render_installed},
-        },
-        table::{Table, Tone},
-        terminal::TerminalText,
+use crate::admin::{
+    migrate::{
+        catalogs::{self, Action, CatalogPlan, Scope},
+        check::{CheckRow, Verdict, check},
+        convert::rollback,
+        read::read_snapshot,
+        run::{self, ConvertOptions, ConvertScope},
     },
-    bundle::render::WebhookProvider,
-    catalog::client::CatalogClient,
+    sources::CatalogSources,
+    table::{Table, Tone},
+    terminal::TerminalText,
 };
 
 /// `olmv1 migrate`.
@@ -163,274 +152,44 @@ pub async fn run(command: MigrateCommand) -> ExitCode {
     }
 }
 
-impl ReachArgs {
-    /// The source arguments that reach the cluster's catalogs and images this way.
-    fn sources(&self) -> SourceArgs {
-        SourceArgs {
-            insecure_registries: self.insecure_registries.clone(),
-            ca_files: self.ca_files.clone(),
-            cache_dir: self.cache_dir.clone(),
-            registries_conf: self.registries_conf.clone(),
-            ..SourceArgs::default()
+impl From<&ReachArgs> for CatalogSources {
+    fn from(reach: &ReachArgs) -> Self {
+        CatalogSources {
+            insecure_registries: reach.insecure_registries.clone(),
+            ca_files: reach.ca_files.clone(),
+            cache_dir: reach.cache_dir.clone(),
+            registries_conf: reach.registries_conf.clone(),
+            ..CatalogSources::default()
         }
-    }
-
-    fn catalog_client(&self) -> Result<CatalogClient, String> {
-        let mut ca_pems = Vec::new();
-        for file in &self.ca_files {
-            ca_pems
-                .push(std::fs::read(file).map_err(|e| format!("reading CA file {}: {e}", file.display()))?);
-        }
-        CatalogClient::new(&ca_pems).map_err(|e| e.to_string())
     }
 }
 
 async fn run_convert(args: ConvertArgs) -> Result<(), String> {
     let client = kube_client().await?;
-    if !args.all {
-        let ns = args.namespace.as_deref().unwrap_or_default();
-        let name = args.subscription.as_deref().unwrap_or_default();
-        return convert_one(&client, &args, ns, name, None).await;
-    }
-    // Half-done conversions first: their Subscriptions may no longer be Eligible.
-    let records = Api::<ConfigMap>::namespaced(client.clone(), &args.system_namespace)
-        .list(&ListParams::default().labels(RECORD_LABEL))
-        .await
-        .map_err(|e| format!("listing migration records: {e}"))?;
-    let extensions = Api::<ClusterExtension>::all(client.clone());
-    let mut resumed = Vec::new();
-    let mut failed: Vec<String> = Vec::new();
-    for cm in records.items {
-        let Some(record) = cm
-            .data
-            .as_ref()
-            .and_then(|d| d.get(RECORD_KEY))
-            .and_then(|t| serde_json::from_str::<Record>(t).ok())
-        else {
-            continue;
-        };
-        let subs: Api<kube::api::DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            &record.namespace,
-            &api_resource(Kind::Subscription),
-        );
-        let sub_left = subs
-            .get_opt(&record.subscription_name)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_some();
-        let ext_missing = extensions
-            .get_opt(&record.extension)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_none();
-        if sub_left || ext_missing {
-            let id = (record.namespace.clone(), record.subscription_name.clone());
-            if let Err(e) = convert_one(&client, &args, &id.0, &id.1, None).await {
-                errln!("olmv1 migrate convert: {}/{}: {e}", id.0, id.1);
-                failed.push(format!("{}/{}", id.0, id.1));
-            }
-            resumed.push(id);
-        }
-    }
-    let sources = args.reach.sources();
-    let pull = sources.pull_options_checked()?;
-    let http = args.reach.catalog_client()?;
-    let snapshot = read_snapshot(&client, &http, &pull, None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let rows = check(&snapshot, None);
-    for r in rows
-        .iter()
-        .filter(|r| !matches!(r.verdict, Verdict::Eligible | Verdict::Migrated))
-    {
-        outln!(
-            "# skipped Subscription {}/{}: {} (olmv1 migrate check -n {} {})",
-            r.namespace,
-            r.subscription,
-            r.verdict,
-            r.namespace,
-            r.subscription
-        );
-    }
-    let order = conversion_order(&rows);
-    if order.is_empty() && resumed.is_empty() {
-        outln!("# no Eligible Subscription");
-    }
-    // One failure does not stop the others; what depends on a failed one is not tried (it
-    // would wait for a dependency that never comes).
-    for (ns, name) in order.iter().filter(|o| !resumed.contains(o)) {
-        let after = rows
-            .iter()
-            .find(|r| &r.namespace == ns && &r.subscription == name)
-            .map(|r| r.after.clone())
-            .unwrap_or_default();
-        if let Some(dep) = after.iter().find(|a| failed.contains(a)) {
-            outln!("# skipped Subscription {ns}/{name}: it depends on {dep}, which failed");
-            failed.push(format!("{ns}/{name}"));
-            continue;
-        }
-        if let Err(e) = convert_one(&client, &args, ns, name, Some(&snapshot)).await {
-            errln!("olmv1 migrate convert: {ns}/{name}: {e}");
-            failed.push(format!("{ns}/{name}"));
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
+    let scope = if args.all {
+        ConvertScope::All
     } else {
-        Err(format!("not converted: {}", failed.join(", ")))
-    }
-}
-
-/// Converts (or resumes) one Subscription: shows the plan, asks, runs the steps, waits for
-/// Installed. `snapshot` is read when not given.
-async fn convert_one(
-    client: &kube::Client,
-    args: &ConvertArgs,
-    ns: &str,
-    name: &str,
-    snapshot: Option<&Snapshot>,
-) -> Result<(), String> {
-    let client = client.clone();
-    let record = match load_record(&client, &args.system_namespace, ns, name)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        Some(record) => {
-            outln!(
-                "# resuming the conversion of Subscription {ns}/{name} recorded in ConfigMap {}/{}",
-                args.system_namespace,
-                record_name(ns, name)
-            );
-            record
-        }
-        None => {
-            let sources = args.reach.sources();
-            let pull = sources.pull_options_checked()?;
-            let read;
-            let snapshot = match snapshot {
-                Some(s) => s,
-                None => {
-                    let http = args.reach.catalog_client()?;
-                    read = read_snapshot(&client, &http, &pull, Some((ns, Some(name))))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    &read
-                }
-            };
-            let sub = snapshot
-                .subscriptions
-                .iter()
-                .find(|s| {
-                    s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name)
-                })
-                .ok_or_else(|| format!("Subscription {ns}/{name} not found"))?;
-            // Refused before the bundle is pulled: check's reasons say why.
-            convert::eligible(snapshot, ns, name).map_err(|e| e.to_string())?;
-            let (rendered, config) = render_installed(&pull, snapshot, sub).await?;
-            let prepared = prepare(&client, snapshot, ns, name, &rendered, &config)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut record = prepared.record;
-            if prepared.from_operator_group {
-                outln!(
-                    "# installer: ServiceAccount {ns}/{} (the OperatorGroup's serviceAccountName)",
-                    prepared.service_account
-                );
-            } else {
-                let ext: ClusterExtension = serde_json::from_value(record.extension_object.clone())
-                    .map_err(|e| format!("invalid ClusterExtension: {e}"))?;
-                let target = Target {
-                    extension: &ext,
-                    installed: None,
-                    installed_objects: &[],
-                    service_account: &prepared.service_account,
-                    allow_escalate: false,
-                    webhook_provider: WebhookProvider::default(),
-                };
-                let computed = compute_installer(&client, &target, &sources).await?;
-                out!("{}", computed.yaml(&record.extension)?);
-                record.installer = computed.objects;
-            }
-            record
+        ConvertScope::One {
+            namespace: args.namespace.clone().unwrap_or_default(),
+            name: args.subscription.clone().unwrap_or_default(),
         }
     };
-    out!("{}", plan_text(&record)?);
-    if args.dry_run {
-        return Ok(());
-    }
-    confirm(
-        &format!(
-            "convert Subscription {ns}/{name} to ClusterExtension {:?} (classic's Subscription, InstallPlans and CSV are deleted, the workload kept)",
-            record.extension
-        ),
-        args.yes,
-    )?;
-    let mut report = |line: String| outln!("{}", crate::admin::terminal::escape_value(&line));
-    convert::convert(&client, &args.system_namespace, &record, &mut report)
-        .await
-        .map_err(|e| e.to_string())?;
-    let api = Api::<ClusterExtension>::all(client.clone());
-    // At whatever version: a rerun may find it unpinned already (and upgraded along its channel).
-    wait_installed(&api, &record.extension, None, args.timeout).await?;
-    outln!(
-        "clusterextension/{} Installed: {} {}",
-        record.extension,
-        record.csv,
-        record.version
-    );
-    convert::follow_subscription(&client, &record, &mut report)
-        .await
-        .map_err(|e| e.to_string())?;
-    if args.delete_operatorgroup {
-        convert::delete_operator_group(&client, &record, &mut report)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// The ClusterExtension and the objects adopted, as convert shows them before writing.
-pub fn plan_text(record: &Record) -> Result<String, String> {
-    let mut text = format!(
-        "# ClusterExtension {:?} converting Subscription {}/{} ({} {})\n",
-        record.extension, record.namespace, record.subscription_name, record.csv, record.version
-    );
-    text.push_str(&format_objects(
-        std::slice::from_ref(&record.extension_object),
-        OutputFormat::Yaml,
-    )?);
-    text.push_str(&format!(
-        "# adopted in place: {} objects classic made for {}\n",
-        record.adopted.len(),
-        record.csv
-    ));
-    for r in &record.adopted {
-        text.push_str(&format!(
-            "#   {}\n",
-            crate::admin::terminal::escape_value(&describe(r))
-        ));
-    }
-    if !record.pods_restart.is_empty() {
-        text.push_str(&format!(
-            "# pods restart: {}\n",
-            crate::admin::terminal::escape_value(&record.pods_restart)
-        ));
-    }
-    if !record.left.is_empty() {
-        text.push_str(&format!(
-            "# left in place, orphaned: {} roles and bindings classic made for {} under names olmv1 does not render (it grants its own); delete them once the extension is Installed\n",
-            record.left.len(),
-            record.csv
-        ));
-        for r in &record.left {
-            text.push_str(&format!(
-                "#   {}\n",
-                crate::admin::terminal::escape_value(&describe(r))
-            ));
-        }
-    }
-    Ok(text)
+    let options = ConvertOptions {
+        scope,
+        dry_run: args.dry_run,
+        delete_operator_group: args.delete_operatorgroup,
+        timeout_seconds: args.timeout,
+        system_namespace: args.system_namespace.clone(),
+        reach: (&args.reach).into(),
+    };
+    run::run_convert(
+        &client,
+        &options,
+        &mut print_report("migrate convert"),
+        &mut |question| confirm(question, args.yes),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 async fn run_rollback(args: RollbackArgs) -> Result<(), String> {
@@ -442,10 +201,15 @@ async fn run_rollback(args: RollbackArgs) -> Result<(), String> {
         ),
         args.yes,
     )?;
-    let mut report = |line: String| outln!("{}", crate::admin::terminal::escape_value(&line));
-    rollback(&client, &args.system_namespace, &args.extension, &mut report)
-        .await
-        .map_err(|e| e.to_string())
+    let mut report = print_report("migrate rollback");
+    rollback(
+        &client,
+        &args.system_namespace,
+        &args.extension,
+        &mut run::lines(&mut report),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 async fn run_check(args: CheckArgs) -> ExitCode {
@@ -460,26 +224,12 @@ async fn run_check(args: CheckArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(COMMAND, &e),
     };
-    let sources = SourceArgs {
-        insecure_registries: args.reach.insecure_registries.clone(),
-        ca_files: args.reach.ca_files.clone(),
-        cache_dir: args.reach.cache_dir.clone(),
-        registries_conf: args.reach.registries_conf.clone(),
-        ..SourceArgs::default()
-    };
-    let pull = match sources.pull_options_checked() {
-        Ok(p) => p,
-        Err(e) => return fail(COMMAND, &e),
-    };
-    let mut ca_pems = Vec::new();
-    for file in &args.reach.ca_files {
-        match std::fs::read(file) {
-            Ok(pem) => ca_pems.push(pem),
-            Err(e) => return fail(COMMAND, &format!("reading CA file {}: {e}", file.display())),
-        }
-    }
-    let http = match CatalogClient::new(&ca_pems) {
-        Ok(h) => h,
+    let reach = CatalogSources::from(&args.reach);
+    let (pull, http) = match reach
+        .pull_options_checked()
+        .and_then(|pull| Ok((pull, reach.catalog_client()?)))
+    {
+        Ok(found) => found,
         Err(e) => return fail(COMMAND, &e.to_string()),
     };
     let scope = args

@@ -138,6 +138,40 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Prints what a workflow of `command` reports: output on stdout, warnings on stderr after
+/// `olmv1 COMMAND: `.
+pub fn print_report(command: &str) -> impl FnMut(crate::admin::Report) + '_ {
+    move |report| match report {
+        crate::admin::Report::Out(text) => write_stdout(&text),
+        crate::admin::Report::Warning(text) => errln!("olmv1 {command}: {text}"),
+    }
+}
+
+/// Asks on the terminal whether to go on, unless `yes`; an error when it cannot ask.
+pub fn confirm(question: &str, yes: bool) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(format!(
+            "{question}: stdin is not a terminal to confirm on; review with --dry-run, then pass --yes"
+        ));
+    }
+    eprint!("{question}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err("not confirmed; nothing was written".to_string())
+    }
+}
+
 /// Writes command output to stdout, its control and format characters but newline and tab escaped
 /// ([`escape_text`]). A reader that went away (`olmv1 versions ... | head -1`) ends the command
 /// quietly with status 0, as other command-line tools do, rather than with `print!`'s panic.

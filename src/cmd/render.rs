@@ -199,17 +199,6 @@ pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String,
                 .map(|s| s + "\n")
                 .map_err(|e| e.to_string())
         }
-        OutputFormat::Yaml => {
-            let mut out = String::new();
-            for object in objects {
-                out.push_str("---\n");
-                let doc = crate::admin::terminal::to_yaml(object).map_err(|e| e.to_string())?;
-                out.push_str(&doc);
-                if !doc.ends_with('\n') {
-                    out.push('\n');
-                }
-            }
-            Ok(out)
-        }
+        OutputFormat::Yaml => crate::admin::terminal::yaml_stream(objects).map_err(|e| e.to_string()),
     }
 }

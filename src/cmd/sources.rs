@@ -1,18 +1,17 @@
 //! Flags shared by the admin commands: where catalogs come from (the cluster's ClusterCatalogs
-//! by default, or `--catalog`/`--image`), the request overrides, and the output format.
+//! by default, or `--catalog`/`--image`; loaded by `admin::sources::CatalogSources`, which
+//! `SourceArgs` converts into), the request overrides, and the output format.
 
 use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, process::ExitCode};
 
 use kube::Client;
-use olmv1_api::v1::{UpgradeConstraintPolicy, conditions::LABEL_CATALOG_NAME};
+use olmv1_api::v1::UpgradeConstraintPolicy;
 
 use crate::{
-    admin::cluster::{self, SourcedCatalog, check_readable},
-    catalog::{
-        client::CatalogClient,
-        source::{CatalogSpec, load_catalogs},
+    admin::{
+        cluster::{self, SourcedCatalog, check_readable},
+        sources::{self, CatalogSources},
     },
-    cmd::start::load_registries_conf,
     image::PullOptions,
     resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
@@ -63,112 +62,52 @@ pub struct SourceArgs {
     pub registries_conf: Option<PathBuf>,
 }
 
-impl SourceArgs {
-    /// Whether the catalogs come from the command line rather than the cluster.
-    pub fn offline(&self) -> bool {
-        !self.catalogs.is_empty() || !self.images.is_empty()
-    }
-
-    /// Loads the catalogs: the named ones, or every ClusterCatalog of the cluster.
-    pub async fn load(&self) -> Result<Vec<SourcedCatalog>, String> {
-        let mut ca_pems = Vec::new();
-        for file in &self.ca_files {
-            ca_pems
-                .push(std::fs::read(file).map_err(|e| format!("reading CA file {}: {e}", file.display()))?);
+impl From<&SourceArgs> for CatalogSources {
+    fn from(args: &SourceArgs) -> Self {
+        CatalogSources {
+            catalogs: args.catalogs.clone(),
+            images: args.images.clone(),
+            priorities: args.priorities.clone(),
+            insecure_registries: args.insecure_registries.clone(),
+            ca_files: args.ca_files.clone(),
+            cache_dir: args.cache_dir.clone(),
+            registries_conf: args.registries_conf.clone(),
         }
-        if !self.offline() {
-            let client = kube_client().await?;
-            let http = CatalogClient::new(&ca_pems).map_err(|e| e.to_string())?;
-            return cluster::cluster_catalogs(&client, &http)
-                .await
-                .map_err(|e| e.to_string());
-        }
-        let mut specs = Vec::new();
-        for c in &self.catalogs {
-            specs.push(CatalogSpec::parse(c)?);
-        }
-        for i in &self.images {
-            specs.push(CatalogSpec::parse_image(i)?);
-        }
-        let priorities = parse_priorities(&self.priorities)?;
-        for name in priorities.keys() {
-            if !specs.iter().any(|s| &s.name == name) {
-                return Err(format!("--priority names unknown catalog {name:?}"));
-            }
-        }
-        let pull = self.pull_options_checked()?;
-        let loaded = load_catalogs(&specs, &pull).await?;
-        Ok(loaded
-            .into_iter()
-            .map(|c| SourcedCatalog {
-                input: CatalogInput {
-                    priority: priorities.get(&c.name).copied().unwrap_or(0),
-                    labels: BTreeMap::from([(LABEL_CATALOG_NAME.to_string(), c.name.clone())]),
-                    available: true,
-                    name: c.name,
-                    index: c.index,
-                },
-                content: Some(c.content),
-                problem: None,
-            })
-            .collect())
     }
 }
 
 impl SourceArgs {
-    /// How images are pulled (cache, insecure registries, CAs, registries.conf); unreadable CA
-    /// files and an unreadable or invalid registries.conf are an error.
-    pub fn pull_options_checked(&self) -> Result<PullOptions, String> {
-        let mut pull = PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir));
-        pull.registry.insecure_registries = self.insecure_registries.clone();
-        pull.registry.registries_conf = load_registries_conf(self.registries_conf.as_deref())?;
-        for file in &self.ca_files {
-            pull.registry
-                .add_ca_path(file)
-                .map_err(|e| format!("reading CA file {}: {e}", file.display()))?;
-        }
-        Ok(pull)
+    /// Loads the catalogs ([`CatalogSources::load`]).
+    pub async fn load(&self) -> Result<Vec<SourcedCatalog>, String> {
+        CatalogSources::from(self).load().await.map_err(|e| e.to_string())
     }
 
-    /// [`SourceArgs::pull_options_checked`] after the sources loaded (CA files already read).
+    /// How images are pulled ([`CatalogSources::pull_options`]).
     pub fn pull_options(&self) -> PullOptions {
-        self.pull_options_checked()
-            .unwrap_or_else(|_| PullOptions::new(self.cache_dir.clone().unwrap_or_else(default_cache_dir)))
+        CatalogSources::from(self).pull_options()
     }
 }
 
 /// `NAME=N` flags.
 pub fn parse_priorities(flags: &[String]) -> Result<BTreeMap<String, i32>, String> {
-    flags
-        .iter()
-        .map(|f| {
-            let (name, n) = f
-                .split_once('=')
-                .ok_or_else(|| format!("--priority must be NAME=N, got {f:?}"))?;
-            let n: i32 = n
-                .parse()
-                .map_err(|_| format!("--priority {f:?}: {n:?} is not a 32-bit integer"))?;
-            Ok((name.to_string(), n))
-        })
-        .collect()
-}
-
-/// `$XDG_CACHE_HOME/olmv1/images` (or `~/.cache/...`).
-pub fn default_cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("olmv1").join("images")
+    sources::parse_priorities(flags).map_err(|e| e.to_string())
 }
 
 /// A client from KUBECONFIG or the in-cluster configuration.
 pub async fn kube_client() -> Result<Client, String> {
-    crate::tls_profile::install_default_provider();
-    let config = kube::Config::infer()
-        .await
-        .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-    Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+    sources::kube_client().await.map_err(|e| e.to_string())
+}
+
+/// `KEY=VALUE` flags (`--catalog-label`).
+pub fn label_map(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut labels = BTreeMap::new();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--catalog-label must be KEY=VALUE, got {pair:?}"))?;
+        labels.insert(k.to_string(), v.to_string());
+    }
+    Ok(labels)
 }
 
 /// What to resolve, as flags: an extension of the cluster, or a package with overrides.

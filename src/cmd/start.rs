@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     catalog::server::{TlsFiles, tls_acceptor},
-    image::{RegistriesConf, RegistryConfig, UnpackLimits, mirrors::REGISTRIES_CONF_ENV},
+    image::{RegistriesConf, RegistryConfig, UnpackLimits},
     leader::{LeaderElector, Leadership, identify, replica_identity},
     operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
     tls_profile::TlsProfile,
@@ -82,11 +82,7 @@ impl RegistryOptions<'_> {
 /// else `/etc/containers/registries.conf` when present (none: every pull goes where its
 /// reference says). An unreadable or invalid file stops the command.
 pub fn load_registries_conf(flag: Option<&Path>) -> Result<RegistriesConf, String> {
-    let env = std::env::var(REGISTRIES_CONF_ENV).ok();
-    match RegistriesConf::path(flag, env.as_deref()) {
-        Some(path) => RegistriesConf::load(&path).map_err(|e| e.to_string()),
-        None => Ok(RegistriesConf::default()),
-    }
+    RegistriesConf::configured(flag).map_err(|e| e.to_string())
 }
 
 /// What a bundle image may hold and what is read from it (defaults: [`UnpackLimits::BUNDLE`]).

@@ -207,6 +207,16 @@ impl RegistriesConf {
         default.exists().then(|| default.to_path_buf())
     }
 
+    /// The configuration a command pulls with: `flag`, else [`REGISTRIES_CONF_ENV`], else
+    /// [`DEFAULT_REGISTRIES_CONF`] when present (none: every pull goes where its reference says).
+    pub fn configured(flag: Option<&Path>) -> Result<Self, RegistriesConfError> {
+        let env = std::env::var(REGISTRIES_CONF_ENV).ok();
+        match Self::path(flag, env.as_deref()) {
+            Some(path) => Self::load(&path),
+            None => Ok(Self::default()),
+        }
+    }
+
     /// Reads and validates `path` (at most [`MAX_REGISTRIES_CONF_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, RegistriesConfError> {
         use std::io::Read;
