@@ -9,6 +9,11 @@
 #      it creates the installer ServiceAccount `example-operator-installer` with exactly the
 #      permissions the bundle needs (what `olmv1 rbac` prints), then the ClusterExtension; waits
 #      until the extension is Installed=True.
+# With OLMV1_NODE=real (a real node: kubelet + containerd, docs/local-control-plane.md) the example
+# is olmv1's test operator (test/operator: webhooks, a CRD with two versions), whose container really
+# runs: cert-manager is started on the node first (hack/cert-manager.sh), the operator is built and
+# published (hack/test-operator.sh), and `olmv1 install webhook-operator` waits until its pod is
+# Ready. The demo's own example-operator has no runnable image: it is for kwok's node.
 # The environment keeps running afterwards: `source .local/demo/env.sh` to use kubectl against it.
 #
 # Usage: hack/demo.sh [up]     bring it up (default)
@@ -64,21 +69,44 @@ up() {
     --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0
   log "started olmv1 catalogd (http://127.0.0.1:$catalogd_port) and olmv1 controller; logs in $OLMV1_ENV_DIR/logs"
 
+  if [[ ${OLMV1_NODE:-kwok} == real ]]; then
+    up_real
+    return
+  fi
   kubectl create namespace example --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   sed "s|REGISTRY|$OLMV1_REGISTRY|g" "$demo/clustercatalog.yaml" | kubectl apply -f -
   kubectl wait --for=condition=Serving --timeout=180s clustercatalog/demo >/dev/null
   # The installer's RBAC and the ClusterExtension, from the catalog catalogd now serves.
   "$olmv1" install example-operator -n example --channel stable --yes
-  if ! kubectl wait --for=condition=Installed clusterextension/example-operator --timeout=180s >/dev/null; then
-    kubectl get clusterextension example-operator -o yaml >&2
-    tail -n 20 "$OLMV1_ENV_DIR/logs/olmv1@controller.log" >&2
-    log "the ClusterExtension did not reach Installed=True"
-    exit 1
-  fi
+  wait_installed example-operator
   kubectl get clustercatalogs,clusterextensions
   kubectl -n example get deployments,serviceaccounts,configmaps
   kubectl get clusterroles,clusterrolebindings -l olmv1.operatorframework.io/installer-for=example-operator
   log "up: example-operator is Installed=True. Use it with: source $OLMV1_ENV_DIR/env.sh   Stop it with: hack/demo.sh down"
+}
+
+wait_installed() {
+  if ! kubectl wait --for=condition=Installed "clusterextension/$1" --timeout=300s >/dev/null; then
+    kubectl get clusterextension "$1" -o yaml >&2
+    tail -n 20 "$OLMV1_ENV_DIR/logs/olmv1@controller.log" >&2
+    log "the ClusterExtension did not reach Installed=True"
+    exit 1
+  fi
+}
+
+# The real node's example: cert-manager, then the test operator from its own catalog.
+up_real() {
+  OLMV1_BIN=$olmv1 "$here/cert-manager.sh" 2>&1 | sed 's/^/demo: /' >&2
+  local catalog
+  catalog=$(OLMV1_BIN=$olmv1 "$here/test-operator.sh" 2> >(sed 's/^/demo: /' >&2) | tail -n 1)
+  sed "s|REF|$catalog|" "$demo/webhook-operator.clustercatalog.yaml" | kubectl apply -f -
+  kubectl wait --for=condition=Serving --timeout=180s clustercatalog/webhook-operator >/dev/null
+  kubectl create namespace webhook-operator --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  "$olmv1" install webhook-operator -n webhook-operator --channel stable --yes
+  wait_installed webhook-operator
+  kubectl get clustercatalogs,clusterextensions
+  kubectl -n webhook-operator get deployments,pods -o wide
+  log "up: webhook-operator is Installed=True, its pod running on $OLMV1_REAL_NODE. Use it with: source $OLMV1_ENV_DIR/env.sh   Stop it with: hack/demo.sh down"
 }
 
 case ${1:-up} in
