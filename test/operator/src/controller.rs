@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::widget::{MAX_REPLICAS, Widget, WidgetStatus};
@@ -95,19 +95,23 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<Widget> = Api::all(client.clone());
-    let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
-    tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            tracing::info!("widgets listed: controller synced");
-            synced.store(true, Ordering::SeqCst);
-        }
-    });
+    let (reader, writer) = reflector::store();
+    // The controller's own watch, seen on the way: `InitDone` ends each full list. Once listed,
+    // the pod stays ready through later re-lists (the webhooks still serve meanwhile).
+    let widgets = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) && !synced.swap(true, Ordering::SeqCst) {
+                tracing::info!("widgets listed: controller synced");
+            }
+        })
+        .touched_objects();
     let ctx = Arc::new(Context {
         client,
         bundle_version,
     });
-    controller
+    Controller::for_stream(widgets, reader)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
