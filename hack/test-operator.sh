@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds and publishes olmv1's test operator (test/operator, docs/test-operator.md) to the local
+# registry with `olmv1 image push` (no Docker):
+#   1. the static binary (musl, release), in an image with no base: /usr/local/bin/webhook-operator
+#      only, run as 65532:65532; reproducible (same sources -> same digest);
+#   2. three registry+v1 bundles from test/operator/bundle, the image pinned by digest:
+#        0.1.0, 0.2.0 (replaces 0.1.0), 0.3.0 (replaces 0.2.0; broken: --fail-at-start, exits 1);
+#      each checked with `olmv1 render` before it is pushed;
+#   3. a file-based catalog: package webhook-operator, channel stable, the three bundles by digest.
+# Everything it pushed goes to stderr; the last line on stdout is the catalog's digest reference.
+#
+# Usage: source ENV/env.sh; hack/test-operator.sh
+# Environment: OLMV1_REGISTRY (host:port, required: the registry pushed to);
+#   OLMV1_NODE_REGISTRY  the same registry as the node's container runtime reaches it, written into
+#                        the CSVs (default: OLMV1_REGISTRY);
+#   OLMV1_BIN            the olmv1 binary (default: target/debug/olmv1, built when missing);
+#   CARGO_TARGET_DIR     as cargo reads it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+log() { echo "test-operator: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# The real node's label and taint (hack/local-up.sh with OLMV1_NODE=kwok+real sets both, value
+# "true"): the operator's pods select the one and tolerate the other.
+NODE_LABEL=olmv1.dev/real-node
+NODE_TAINT=olmv1.dev/real-node
+PACKAGE=webhook-operator
+CHANNEL=stable
+TARGET=x86_64-unknown-linux-musl
+# Repository prefix of everything pushed.
+PREFIX=test-operator
+# version:replaces:extra container args (a JSON array tail)
+BUNDLES=(
+  '0.1.0::'
+  '0.2.0:0.1.0:'
+  '0.3.0:0.2.0:, "--fail-at-start"'
+)
+
+[[ -n "${OLMV1_REGISTRY:-}" ]] || die "OLMV1_REGISTRY is not set (source an env.sh of hack/local-up.sh)"
+node_registry=${OLMV1_NODE_REGISTRY:-$OLMV1_REGISTRY}
+[[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+cd "$repo"
+
+olmv1=${OLMV1_BIN:-$target_dir/debug/olmv1}
+if [[ ! -x $olmv1 ]]; then
+  log "building olmv1"
+  cargo build -q --bin olmv1
+fi
+
+# 1. The binary and its image.
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  log "adding the Rust target $TARGET"
+  rustup target add "$TARGET" >&2
+fi
+started=$SECONDS
+# ring's C and assembly: the system gcc compiles them for musl (freestanding code; musl-gcc is not
+# needed). Paths remapped so the binary does not depend on where the checkout or cargo lives.
+CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-gcc} \
+  RUSTFLAGS="--remap-path-prefix=$repo=/olmv1 --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
+  cargo build -q --release --locked --target "$TARGET" -p olmv1-test-operator >&2
+log "binary built in $((SECONDS - started))s"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-operator.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+rootfs="$work/rootfs"
+install -D -m 0755 "$target_dir/$TARGET/release/webhook-operator" "$rootfs/usr/local/bin/webhook-operator"
+strip "$rootfs/usr/local/bin/webhook-operator"
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' test/operator/Cargo.toml | head -n1)
+image=$("$olmv1" image push "$rootfs" "$OLMV1_REGISTRY/$PREFIX/webhook-operator:v$version" \
+  --entrypoint /usr/local/bin/webhook-operator --user 65532:65532 \
+  --label org.opencontainers.image.title=webhook-operator \
+  --label "org.opencontainers.image.version=$version" \
+  --label org.opencontainers.image.base.name=scratch)
+log "image $image ($(stat -c %s "$rootfs/usr/local/bin/webhook-operator") bytes unpacked)"
+node_image="$node_registry/${image#*/}"
+
+# 2. The bundles.
+declare -A bundle_refs
+for entry in "${BUNDLES[@]}"; do
+  IFS=: read -r v replaces extra <<<"$entry"
+  dir="$work/bundles/$v"
+  mkdir -p "$dir"
+  cp -r test/operator/bundle/. "$dir/"
+  csv="$dir/manifests/webhook-operator.clusterserviceversion.yaml"
+  [[ -n $replaces ]] || sed -i '/^  replaces: /d' "$csv"
+  sed -i -e "s|__VERSION__|$v|g" -e "s|__REPLACES__|$replaces|g" -e "s|__IMAGE__|$node_image|g" \
+    -e "s|__EXTRA_ARGS__|$extra|g" -e "s|__NODE_LABEL__|$NODE_LABEL|g" -e "s|__NODE_TAINT__|$NODE_TAINT|g" "$csv"
+  ! grep -n '__[A-Z_]*__' "$csv" >&2 || die "placeholders left in the $v CSV"
+  "$olmv1" render --bundle "$dir" --namespace "$PACKAGE-system" >/dev/null ||
+    die "olmv1 render refused bundle $v"
+  bundle_refs[$v]=$("$olmv1" image push "$dir" "$OLMV1_REGISTRY/$PREFIX/webhook-operator-bundle:v$v" \
+    --label operators.operatorframework.io.bundle.mediatype.v1=registry+v1)
+  log "bundle $v ${bundle_refs[$v]}"
+done
+
+# 3. The catalog.
+configs="$work/configs/$PACKAGE"
+mkdir -p "$configs"
+{
+  printf 'schema: olm.package\nname: %s\ndefaultChannel: %s\n' "$PACKAGE" "$CHANNEL"
+  printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n' "$PACKAGE" "$CHANNEL"
+  for entry in "${BUNDLES[@]}"; do
+    IFS=: read -r v replaces _ <<<"$entry"
+    printf '  - name: %s.v%s\n' "$PACKAGE" "$v"
+    [[ -z $replaces ]] || printf '    replaces: %s.v%s\n' "$PACKAGE" "$replaces"
+  done
+  for entry in "${BUNDLES[@]}"; do
+    IFS=: read -r v _ _ <<<"$entry"
+    printf -- '---\nschema: olm.bundle\nname: %s.v%s\npackage: %s\nimage: %s\n' "$PACKAGE" "$v" "$PACKAGE" "${bundle_refs[$v]}"
+    printf 'properties:\n  - type: olm.package\n    value:\n      packageName: %s\n      version: %s\n' "$PACKAGE" "$v"
+    for gvk_version in v1 v1alpha1; do
+      printf '  - type: olm.gvk\n    value:\n      group: test.olmv1.dev\n      kind: Widget\n      version: %s\n' "$gvk_version"
+    done
+  done
+} >"$configs/catalog.yaml"
+catalog=$("$olmv1" image push "$work/configs" "$OLMV1_REGISTRY/$PREFIX/catalog:latest" --prefix /configs \
+  --label operators.operatorframework.io.index.configs.v1=/configs)
+log "catalog $catalog (package $PACKAGE, channel $CHANNEL: ${BUNDLES[*]%%:*})"
+echo "$catalog"
