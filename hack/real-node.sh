@@ -361,11 +361,20 @@ real_node_down() {
   local dir=$1 pid f h
   [[ -f "$dir/node/slot" ]] || return 0
   real_node_addresses "$(cat "$dir/node/slot")"
+  # A slot taken over by another environment since (this one stopped without releasing it) is
+  # that one's: its cgroups, network and lock are left alone; only what this dir started stops.
+  local owner ours=1
+  owner=$(cat "$REAL_NODE_LOCKS/slot-$node_slot/owner" 2>/dev/null || true)
+  if [[ -n $owner && $owner != "$dir" ]]; then
+    ours=0
+    echo "local-down: real-node slot $node_slot now belongs to $owner: its network and cgroups are left alone" >&2
+  fi
   for f in kubelet kube-proxy; do
     if [[ -f "$dir/pids/$f.pid" ]]; then stop "$f"; fi
   done
   # The containers: everything in the slot's cgroups (their shims are outside them).
   for _ in 1 2 3; do
+    ((ours)) || break
     local pids_left=()
     for f in /sys/fs/cgroup/pids/"$node_cgroup"/{,*/,*/*/,*/*/*/,*/*/*/*/}cgroup.procs; do
       [[ -f "$f" ]] || continue
@@ -390,13 +399,14 @@ real_node_down() {
   umount "$dir/node/ns" 2>/dev/null || true
   # Cgroups, deepest first (empty now).
   for h in "${REAL_NODE_CGROUP_HIERARCHIES[@]}"; do
+    ((ours)) || break
     [[ -d /sys/fs/cgroup/$h/$node_cgroup ]] || continue
     find "/sys/fs/cgroup/$h/$node_cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
     if [[ -d /sys/fs/cgroup/$h/$node_cgroup ]]; then
       echo "local-down: cgroup $h/$node_cgroup is still in use" >&2
     fi
   done
-  real_node_release_network
+  ((ours)) && real_node_release_network
   if [[ $(cat "$REAL_NODE_LOCKS/slot-$node_slot/owner" 2>/dev/null) == "$dir" ]]; then
     rm -rf "${REAL_NODE_LOCKS:?}/slot-$node_slot"
   fi
