@@ -102,7 +102,8 @@ up_real() {
   sed "s|REF|$catalog|" "$demo/webhook-operator.clustercatalog.yaml" | kubectl apply -f -
   kubectl wait --for=condition=Serving --timeout=180s clustercatalog/webhook-operator >/dev/null
   kubectl create namespace webhook-operator --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  "$olmv1" install webhook-operator -n webhook-operator --channel stable --yes
+  # 0.2.0: the channel's head, 0.3.0, is the broken bundle the tests report.
+  "$olmv1" install webhook-operator -n webhook-operator --version 0.2.0 --yes
   wait_installed webhook-operator
   kubectl get clustercatalogs,clusterextensions
   kubectl -n webhook-operator get deployments,pods -o wide

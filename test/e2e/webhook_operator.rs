@@ -181,9 +181,24 @@ async fn the_webhook_operator_runs_on_the_real_node_from_install_to_uninstall() 
     let v1 = widgets(&client, &namespace, "v1");
     let alpha = widgets(&client, &namespace, "v1alpha1");
     let pp = PostParams::default();
-    v1.create(&pp, &widget("v1", "three", json!({"replicas": 3})))
-        .await
-        .unwrap();
+    // The first call through the webhook waits until kube-proxy has programmed the new
+    // Service's ClusterIP on the node (it may lag the pod's readiness by a moment); any other
+    // refusal fails at once.
+    support::wait_for(
+        "the first Widget admitted through the webhook",
+        RUN_TIMEOUT,
+        || async {
+            match v1
+                .create(&pp, &widget("v1", "three", json!({"replicas": 3})))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.message.contains("failed to call webhook") => Err(e.message),
+                Err(e) => panic!("Widget three refused: {e}"),
+            }
+        },
+    )
+    .await;
     let status = reconciled(&v1, "three", "0.1.0").await;
     assert_eq!(status["ready"], true, "{status}");
     assert_eq!(
