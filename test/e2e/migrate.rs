@@ -2,7 +2,7 @@
 //! the local control plane (`classic.rs`): each verdict and reason, and the ClusterCatalogs made
 //! from CatalogSources.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Api, api::DynamicObject};
 use olmv1_api::v1::ClusterCatalog;
@@ -15,13 +15,13 @@ use crate::{
     one_version, support,
 };
 
-fn json_out(out: support::CmdOutput) -> Value {
+pub(crate) fn json_out(out: support::CmdOutput) -> Value {
     let text = out.ok();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
 /// The row of `install`'s Subscription in `migrate check -n NS -o json`.
-fn check_row(install: &ClassicInstall) -> Value {
+pub(crate) fn check_row(install: &ClassicInstall) -> Value {
     let rows = json_out(olmv1(&[
         "migrate",
         "check",
@@ -549,41 +549,52 @@ fn only_dep(package: &str, dependency: &str) -> Package {
     )
 }
 
-/// What of a workload must survive a conversion: pod uids, ReplicaSet uids and the
-/// Deployment's uid and generation.
+/// What a conversion must keep of the workload: each Deployment's uid and generation, the
+/// ReplicaSets by name and uid, the pods by uid.
 #[derive(Debug, PartialEq)]
-struct Workload {
-    deployment: (String, i64),
-    replica_sets: BTreeSet<String>,
-    pods: BTreeSet<String>,
+pub(crate) struct Workload {
+    pub deployments: BTreeMap<String, (String, i64)>,
+    pub replica_sets: BTreeMap<String, String>,
+    pub pods: BTreeMap<String, String>,
 }
 
-async fn workload(client: &kube::Client, install: &ClassicInstall) -> Workload {
+pub(crate) async fn workload(client: &kube::Client, install: &ClassicInstall) -> Workload {
     use k8s_openapi::api::{
         apps::v1::{Deployment, ReplicaSet},
         core::v1::Pod,
     };
-    let ns = &install.namespace;
-    let d = Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(&install.deployment)
-        .await
-        .unwrap();
-    let uids = |items: Vec<kube::api::ObjectMeta>| -> BTreeSet<String> {
-        items.into_iter().filter_map(|m| m.uid).collect()
-    };
     let lp = kube::api::ListParams::default();
-    let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await
-        .unwrap();
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await
-        .unwrap();
+    let ns = &install.namespace;
+    let mut deployments = BTreeMap::new();
+    for name in &install.deployments {
+        let d = Api::<Deployment>::namespaced(client.clone(), ns)
+            .get(name)
+            .await
+            .unwrap();
+        deployments.insert(
+            name.clone(),
+            (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
+        );
+    }
+    let named = |m: kube::api::ObjectMeta| (m.name.unwrap(), m.uid.unwrap());
     Workload {
-        deployment: (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
-        replica_sets: uids(rs.items.into_iter().map(|r| r.metadata).collect()),
-        pods: uids(pods.items.into_iter().map(|p| p.metadata).collect()),
+        deployments,
+        replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|r| named(r.metadata))
+            .collect(),
+        pods: Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|p| named(p.metadata))
+            .collect(),
     }
 }
 
@@ -940,8 +951,9 @@ async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
     let d = classic::wait_available(&client, ns, &install.deployment).await;
     // The same Deployment, one generation later (the image olmv1 renders), rolled to a new
     // ReplicaSet.
-    assert_eq!(d.metadata.uid.as_ref(), Some(&before.deployment.0));
-    assert_eq!(d.metadata.generation, Some(before.deployment.1 + 1));
+    let (uid, generation) = &before.deployments[&install.deployment];
+    assert_eq!(d.metadata.uid.as_ref(), Some(uid));
+    assert_eq!(d.metadata.generation, Some(generation + 1));
     let image = d.spec.unwrap().template.spec.unwrap().containers[0]
         .image
         .clone()
@@ -963,7 +975,13 @@ async fn a_template_olmv1_renders_otherwise_is_reported_then_rolled_once() {
         },
     )
     .await;
-    assert!(after.replica_sets.is_superset(&before.replica_sets), "{after:?}");
+    assert!(
+        before
+            .replica_sets
+            .iter()
+            .all(|(name, uid)| after.replica_sets.get(name) == Some(uid)),
+        "{after:?}"
+    );
 }
 
 /// convert's steps, each by the line it prints once the step is done (its stdout is written a

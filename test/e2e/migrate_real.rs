@@ -3,14 +3,8 @@
 //! ClusterCatalog, judged Eligible with no pod restart, converted in place with its pods,
 //! ReplicaSets and Deployment generation unchanged.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::{
-    api::{
-        apps::v1::{Deployment, ReplicaSet},
-        core::v1::{Pod, ServiceAccount},
-        rbac::v1::Role,
-    },
+    api::{apps::v1::Deployment, core::v1::ServiceAccount, rbac::v1::Role},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -18,11 +12,11 @@ use kube::{
     api::{DeleteParams, DynamicObject, ListParams},
 };
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
-use serde_json::Value;
 
 use crate::{
-    classic::{self, Classic, ClassicInstall, RealBundle},
+    classic::{self, Classic, RealBundle},
     components::{self, olmv1},
+    migrate::{check_row, json_out, workload},
     support,
 };
 
@@ -59,72 +53,6 @@ pub async fn remove_trident(client: &Client, name: &str, catalog: &str) {
         .delete(catalog, &DeleteParams::default())
         .await
         .unwrap();
-}
-
-fn json_out(out: support::CmdOutput) -> Value {
-    let text = out.ok();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
-
-/// `migrate check SUB -n NS -o json`'s one row.
-fn check_row(install: &ClassicInstall) -> Value {
-    let rows = json_out(olmv1(&[
-        "migrate",
-        "check",
-        &install.subscription,
-        "-n",
-        &install.namespace,
-        "-o",
-        "json",
-    ]));
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 1, "{rows:#?}");
-    rows[0].clone()
-}
-
-/// What a conversion must keep of the workload: each Deployment's uid and generation, the
-/// ReplicaSets by name and uid, the pods by uid.
-#[derive(Debug, PartialEq)]
-struct Workload {
-    deployments: BTreeMap<String, (String, i64)>,
-    replica_sets: BTreeMap<String, String>,
-    pods: BTreeMap<String, String>,
-}
-
-async fn workload(client: &Client, install: &ClassicInstall) -> Workload {
-    let ns = &install.namespace;
-    let lp = ListParams::default();
-    let mut deployments = BTreeMap::new();
-    for name in &install.deployments {
-        let d = Api::<Deployment>::namespaced(client.clone(), ns)
-            .get(name)
-            .await
-            .unwrap();
-        deployments.insert(
-            name.clone(),
-            (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
-        );
-    }
-    let named = |m: kube::api::ObjectMeta| (m.name.unwrap(), m.uid.unwrap());
-    Workload {
-        deployments,
-        replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|r| named(r.metadata))
-            .collect(),
-        pods: Api::<Pod>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|p| named(p.metadata))
-            .collect(),
-    }
 }
 
 #[tokio::test]
