@@ -263,15 +263,12 @@ pub fn extension_object(options: &InstallOptions) -> Value {
     if !options.catalog_labels.is_empty() {
         catalog["selector"] = json!({"matchLabels": options.catalog_labels});
     }
-    if let Some(v) = &options.version {
-        catalog["version"] = json!(v);
-    }
-    if !options.channels.is_empty() {
-        catalog["channels"] = json!(options.channels);
-    }
-    if let Some(p) = &options.upgrade_constraint_policy {
-        catalog["upgradeConstraintPolicy"] = json!(p);
-    }
+    installer::set_catalog_filter(
+        &mut catalog,
+        options.version.as_deref(),
+        &options.channels,
+        options.upgrade_constraint_policy.as_deref(),
+    );
     let name = options.name.as_deref().unwrap_or(&options.package);
     let service_account = options
         .service_account
@@ -363,15 +360,12 @@ pub async fn upgrade(
         return Err(InstallError::NoCatalog(options.extension.clone()));
     };
     let mut catalog = serde_json::to_value(&filter)?;
-    if let Some(v) = &options.version {
-        catalog["version"] = json!(v);
-    }
-    if !options.channels.is_empty() {
-        catalog["channels"] = json!(options.channels);
-    }
-    if let Some(p) = &options.upgrade_constraint_policy {
-        catalog["upgradeConstraintPolicy"] = json!(p);
-    }
+    installer::set_catalog_filter(
+        &mut catalog,
+        options.version.as_deref(),
+        &options.channels,
+        options.upgrade_constraint_policy.as_deref(),
+    );
     let mut object = json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",

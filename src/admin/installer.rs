@@ -773,6 +773,25 @@ pub async fn rbac(
     }
 }
 
+/// Sets what a command line asks of `spec.source.catalog`: the version range, the channels
+/// (when any) and the upgrade constraint policy, each only when given.
+pub fn set_catalog_filter(
+    catalog: &mut Value,
+    version: Option<&str>,
+    channels: &[String],
+    upgrade_constraint_policy: Option<&str>,
+) {
+    if let Some(v) = version {
+        catalog["version"] = json!(v);
+    }
+    if !channels.is_empty() {
+        catalog["channels"] = json!(channels);
+    }
+    if let Some(p) = upgrade_constraint_policy {
+        catalog["upgradeConstraintPolicy"] = json!(p);
+    }
+}
+
 /// The ClusterExtension `package` describes, named `name`, installed as `service_account`.
 fn package_extension(
     package: &PackageInstall,
@@ -780,12 +799,7 @@ fn package_extension(
     service_account: &str,
 ) -> Result<ClusterExtension, InstallerError> {
     let mut catalog = json!({"packageName": package.package});
-    if let Some(v) = &package.version {
-        catalog["version"] = json!(v);
-    }
-    if !package.channels.is_empty() {
-        catalog["channels"] = json!(package.channels);
-    }
+    set_catalog_filter(&mut catalog, package.version.as_deref(), &package.channels, None);
     if !package.catalog_labels.is_empty() {
         catalog["selector"] = json!({"matchLabels": package.catalog_labels});
     }
