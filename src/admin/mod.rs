@@ -1,6 +1,6 @@
 //! Owns what the admin commands compute and the workflows they run (search, versions, upgrades,
 //! graphs, installer RBAC and the installer itself, install/upgrade/uninstall, catalog sources,
-//! cluster reader, migration from OLM classic).
+//! the request `explain` and `upgrades` resolve, cluster reader, migration from OLM classic).
 //! May import api, version, image, catalog, resolve, dependencies, bundle, apply, and controller
 //! (only what makes the command line judge as the controller does: the dependency check's view of
 //! installed extensions, served APIs and its blocked message); never cmd.
@@ -10,7 +10,7 @@
 //! controller's own resolver, the cluster reader they share, and the workflows a test can call.
 //! A workflow says what it does through a [`Reporter`] and asks through a [`Confirm`]; argument
 //! parsing, printing and exit codes live in `src/cmd/`. Within admin, imports go one way:
-//! `migrate` -> `install` -> `installer` -> `sources` -> `cluster`.
+//! `migrate` -> `install` -> `installer` -> `sources` -> `cluster`, and `request` -> `sources`.
 
 pub mod cluster;
 pub mod dependencies;
@@ -19,6 +19,7 @@ pub mod install;
 pub mod installer;
 pub mod migrate;
 pub mod rbac;
+pub mod request;
 pub mod search;
 pub mod sources;
 pub mod table;

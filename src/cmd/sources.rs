@@ -9,11 +9,12 @@ use olmv1_api::v1::UpgradeConstraintPolicy;
 
 use crate::{
     admin::{
-        cluster::{self, SourcedCatalog, check_readable},
+        cluster::SourcedCatalog,
+        request::{self, RequestOverrides},
         sources::{self, CatalogSources},
     },
     image::PullOptions,
-    resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
+    resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
 /// `--dependencies` of the admin commands that give the controller's verdict: the controller's
@@ -135,102 +136,33 @@ pub struct RequestArgs {
     pub upgrade_constraint_policy: Option<String>,
 }
 
-/// What `explain` and `upgrades` start from: the catalogs loaded and the request built, its
-/// catalog selector valid and every catalog it consults readable.
+impl From<&RequestArgs> for RequestOverrides {
+    fn from(args: &RequestArgs) -> Self {
+        RequestOverrides {
+            package: args.package.clone(),
+            installed: args.installed.clone(),
+            version: args.version.clone(),
+            channels: args.channels.clone(),
+            upgrade_constraint_policy: args.upgrade_constraint_policy.as_deref().map(|p| {
+                if p == "SelfCertified" {
+                    UpgradeConstraintPolicy::SelfCertified
+                } else {
+                    UpgradeConstraintPolicy::CatalogProvided
+                }
+            }),
+        }
+    }
+}
+
+/// What `explain` and `upgrades` start from ([`request::load_request`]).
 pub async fn load_request(
     extension: Option<&str>,
     flags: &RequestArgs,
     sources: &SourceArgs,
 ) -> Result<(ResolveRequest, Vec<CatalogInput>), String> {
-    let catalogs = sources.load().await?;
-    let request = build_request(extension, flags, &catalogs).await?;
-    let selector = crate::resolve::CatalogSelector::new(request.selector.as_ref())
-        .map_err(|e| format!("desired catalog selector is invalid: {e}"))?;
-    check_readable(&catalogs, |c| selector.matches(&c.labels)).map_err(|e| e.to_string())?;
-    Ok((request, catalogs.into_iter().map(|c| c.input).collect()))
-}
-
-/// Builds the request: from the ClusterExtension `extension` (read from the cluster) when given,
-/// then the flags override; `--installed` is looked up in the catalogs.
-pub async fn build_request(
-    extension: Option<&str>,
-    flags: &RequestArgs,
-    catalogs: &[SourcedCatalog],
-) -> Result<ResolveRequest, String> {
-    let mut request = match extension {
-        Some(name) => {
-            let client = kube_client().await?;
-            let ext = cluster::cluster_extension(&client, name)
-                .await
-                .map_err(|e| e.to_string())?;
-            ResolveRequest::from_cluster_extension(&ext, cluster::installed_bundle(&ext))
-                .map_err(|e| format!("ClusterExtension {name:?}: {e}"))?
-        }
-        None => ResolveRequest {
-            package: flags
-                .package
-                .clone()
-                .ok_or("--package is required without an EXTENSION")?,
-            version_range: None,
-            channels: Vec::new(),
-            selector: None,
-            upgrade_constraint_policy: UpgradeConstraintPolicy::CatalogProvided,
-            installed: None,
-        },
-    };
-    if let Some(p) = &flags.package {
-        request.package = p.clone();
-    }
-    if let Some(v) = &flags.version {
-        request.version_range = Some(v.clone());
-    }
-    if !flags.channels.is_empty() {
-        request.channels = flags.channels.clone();
-    }
-    if let Some(p) = &flags.upgrade_constraint_policy {
-        request.upgrade_constraint_policy = if p == "SelfCertified" {
-            UpgradeConstraintPolicy::SelfCertified
-        } else {
-            UpgradeConstraintPolicy::CatalogProvided
-        };
-    }
-    if let Some(spec) = &flags.installed {
-        request.installed = Some(find_installed(&request.package, spec, catalogs)?);
-    }
-    Ok(request)
-}
-
-/// `--installed`: `NAME@VERSION`, a bundle name, or a version of the package.
-fn find_installed(package: &str, spec: &str, catalogs: &[SourcedCatalog]) -> Result<InstalledBundle, String> {
-    if let Some((name, version)) = spec
-        .split_once('@')
-        .filter(|(n, v)| !n.is_empty() && !v.is_empty())
-    {
-        return Ok(InstalledBundle {
-            name: name.into(),
-            version: version.into(),
-            release: None,
-        });
-    }
-    for c in catalogs {
-        let Some(p) = c.input.index.package(package) else {
-            continue;
-        };
-        for b in &p.bundles {
-            let Ok(v) = &b.version else { continue };
-            if *b.name == *spec || v.status_version() == spec {
-                return Ok(InstalledBundle {
-                    name: b.name.to_string(),
-                    version: v.status_version(),
-                    release: None,
-                });
-            }
-        }
-    }
-    Err(format!(
-        "--installed {spec:?}: no bundle of package {package:?} has that name or version (a bundle \
-         the catalogs no longer carry is given as BUNDLE_NAME@VERSION)"
-    ))
+    request::load_request(extension, &flags.into(), &sources.into())
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Whether colours may be used on stdout.
