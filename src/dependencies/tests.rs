@@ -15,6 +15,16 @@ use crate::{
     resolve::{CatalogInput, ResolveRequest},
 };
 
+/// The limits the tests plan with: the default work budget (deterministic: what the tests assert
+/// on), and a wall-clock deadline far past what any of them needs on a loaded machine (the
+/// default 10 s was hit by a 3,000-API test while the whole suite ran on 2 busy cores).
+fn test_limits() -> PlanLimits {
+    PlanLimits {
+        max_duration: std::time::Duration::from_secs(600),
+        ..PlanLimits::default()
+    }
+}
+
 /// One bundle of a test catalog.
 #[derive(Debug, Clone)]
 struct B {
@@ -150,7 +160,7 @@ fn plan_of(
         installed,
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: test_limits(),
     };
     plan(&plan_request, catalogs)
 }
@@ -364,7 +374,7 @@ fn installed_extensions_are_kept_and_count_as_present() {
         installed: std::slice::from_ref(&db1),
         served_apis: &[],
         allow_changes: true,
-        limits: PlanLimits::default(),
+        limits: test_limits(),
     };
     let changed = plan(&allowed, &catalogs).unwrap();
     assert_eq!(picked(&changed), ["db.v2.0.0@c", "app.v1.0.0@c"]);
@@ -417,7 +427,7 @@ fn served_apis_satisfy_api_requirements_and_the_resolver_decides_the_request() {
         installed: &[],
         served_apis: std::slice::from_ref(&route),
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: test_limits(),
     };
     assert_eq!(picked(&plan(&served, &catalogs).unwrap()), ["app.v1.0.0@c"]);
     // Without the served API the head cannot be installed: the plan falls back to 0.9.0.
@@ -432,7 +442,7 @@ fn served_apis_satisfy_api_requirements_and_the_resolver_decides_the_request() {
         installed: &[],
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: test_limits(),
     };
     let err = plan(&bad, &catalogs).unwrap_err();
     assert!(err.is_terminal());
@@ -453,7 +463,7 @@ fn the_problem_is_bounded() {
         allow_changes: false,
         limits: PlanLimits {
             max_candidates: 10,
-            ..PlanLimits::default()
+            ..test_limits()
         },
     };
     assert_eq!(
@@ -548,7 +558,7 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
         installed: &[],
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: test_limits(),
     };
     let planned = plan(&within, &catalogs).unwrap();
     assert_eq!(planned.plan.last().unwrap().bundle, "app.v1.0.0");
@@ -568,7 +578,7 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
     let tight = PlanRequest {
         limits: PlanLimits {
             max_work: 100_000,
-            ..PlanLimits::default()
+            ..test_limits()
         },
         ..within
     };
