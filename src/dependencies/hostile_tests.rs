@@ -16,16 +16,6 @@ use crate::{
     resolve::{CatalogInput, ResolveRequest},
 };
 
-/// The limits the tests plan with: the default work budget (deterministic: what the tests assert
-/// on), and a wall-clock deadline far past what any of them needs on a loaded machine (the
-/// default 10 s was hit by a 3,000-API test while the whole suite ran on 2 busy cores).
-fn test_limits() -> PlanLimits {
-    PlanLimits {
-        max_duration: std::time::Duration::from_secs(600),
-        ..PlanLimits::default()
-    }
-}
-
 /// One requirement of a generated bundle.
 #[derive(Debug, Clone)]
 enum Hostile {
@@ -148,7 +138,7 @@ proptest! {
             installed: &[],
             served_apis: &[],
             allow_changes: false,
-            limits: PlanLimits { max_work: TEST_WORK, ..test_limits() },
+            limits: PlanLimits { max_work: TEST_WORK, ..super::tests::test_limits() },
         };
         match plan(&plan_request, &catalogs) {
             Ok(planned) => prop_assert!(planned.work <= TEST_WORK, "{}", planned.work),

@@ -18,7 +18,7 @@ use crate::{
 /// The limits the tests plan with: the default work budget (deterministic: what the tests assert
 /// on), and a wall-clock deadline far past what any of them needs on a loaded machine (the
 /// default 10 s was hit by a 3,000-API test while the whole suite ran on 2 busy cores).
-fn test_limits() -> PlanLimits {
+pub(super) fn test_limits() -> PlanLimits {
     PlanLimits {
         max_duration: std::time::Duration::from_secs(600),
         ..PlanLimits::default()
