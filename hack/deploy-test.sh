@@ -140,12 +140,14 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)
 chart=$("$here/chart.sh" push "oci://$OLMV1_REGISTRY/charts" --image "$image" --plain-http)
 [[ $chart == "oci://$OLMV1_REGISTRY/charts/olmv1:$version@sha256:"* ]] || die "hack/chart.sh pushed $chart"
 chart_ref="oci://$OLMV1_REGISTRY/charts/olmv1"
+# release FIELD: a field of release olmv1 as `helm list` prints it (status, chart, revision).
+release() { helm list -o json | python3 -c 'import json,sys; print(*[r[sys.argv[1]] for r in json.load(sys.stdin) if r["name"] == "olmv1"])' "$1"; }
 # The published chart carries the image: no image value is given.
 helm install olmv1 "$chart_ref" --version "$version" --plain-http >"$OLMV1_ENV_DIR/helm-install.txt" 2>&1 ||
   die "helm install failed: $(cat "$OLMV1_ENV_DIR/helm-install.txt")"
 grep -q "never deletes the" "$OLMV1_ENV_DIR/helm-install.txt" || die "helm install printed no NOTES: $(cat "$OLMV1_ENV_DIR/helm-install.txt")"
-[[ $(helm status olmv1 -o json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["info"]["status"], r["chart"]["metadata"]["version"])') == "deployed $version" ]] ||
-  die "release olmv1 is not deployed at chart $version: $(helm status olmv1)"
+[[ "$(release status) $(release chart)" == "deployed olmv1-$version" ]] ||
+  die "release olmv1 is not deployed from chart $version: $(helm list)"
 [[ $(kubectl -n "$ns" get deployment olmv1-controller -o jsonpath='{.spec.template.spec.containers[0].image}') == "$image" ]] ||
   die "the helm-installed controller does not run $image"
 kubectl -n "$ns" wait --for=condition=Available --timeout=120s deployment/olmv1-controller deployment/olmv1-catalogd >/dev/null ||
@@ -419,16 +421,19 @@ for pod in pods:
     assert spec.get("nodeName") == node, f"{name}: on node {spec.get(\"nodeName\")}"
 ' "$OLMV1_KWOK_NODE" "$d" || die "the pods of $d do not carry the chart's nodeSelector and tolerations"
 done
-revision=$(helm status olmv1 -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+revision=$(release revision)
 if helm upgrade olmv1 "$chart_ref" --version 0.0.0-next --plain-http --reuse-values --set controller.replicas=two \
   >"$OLMV1_ENV_DIR/helm-refused.txt" 2>&1; then
   die "helm upgrade accepted controller.replicas=two"
 fi
 grep -q "at '/controller/replicas': got string, want integer" "$OLMV1_ENV_DIR/helm-refused.txt" ||
   die "the schema's refusal does not name the value: $(cat "$OLMV1_ENV_DIR/helm-refused.txt")"
-[[ $(helm status olmv1 -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])') == "$revision" ]] ||
+[[ $(release revision) == "$revision" ]] ||
   die "a refused helm upgrade made a new release revision"
 check_extension_kept "after the scheduling upgrade"
+# The node as it was: the install manifest of step 8 has no toleration.
+kubectl taint node "$OLMV1_KWOK_NODE" olmv1.test/dedicated- >/dev/null
+kubectl label node "$OLMV1_KWOK_NODE" olmv1.test/pool- >/dev/null
 log "nodeSelector and tolerations on both pods; controller.replicas=two refused by the schema ($((SECONDS - step))s)"
 
 # 7. helm uninstall removes olmv1 and keeps the cluster's state.
