@@ -23,8 +23,20 @@ fn chart_dir() -> PathBuf {
     repo_root().join("charts/olmv1")
 }
 
-/// The helm of hack/versions.env (hack/build-tools.sh builds it once, then prints its bin dir).
-fn helm() -> &'static Path {
+/// `helm` of hack/versions.env, with its cache and configuration in a directory of this test
+/// process rather than the user's home.
+fn helm() -> Command {
+    let mut command = Command::new(helm_path());
+    let home = std::env::temp_dir().join(format!("olmv1-chart-test-helm-{}", std::process::id()));
+    command
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    command
+}
+
+/// hack/build-tools.sh builds helm once, then prints its bin dir.
+fn helm_path() -> &'static Path {
     static HELM: OnceLock<PathBuf> = OnceLock::new();
     HELM.get_or_init(|| {
         let out = Command::new(repo_root().join("hack/build-tools.sh"))
@@ -64,12 +76,18 @@ fn image_args() -> Vec<String> {
 
 /// `helm template` of the chart (CRDs included) with the image and ARGS.
 fn template(args: &[&str]) -> Result<Vec<Value>, String> {
-    let mut command = Command::new(helm());
+    let mut with_image: Vec<String> = image_args();
+    with_image.extend(args.iter().map(|a| a.to_string()));
+    template_as_given(&with_image)
+}
+
+/// `helm template` of the chart (CRDs included) with ARGS alone.
+fn template_as_given(args: &[String]) -> Result<Vec<Value>, String> {
+    let mut command = helm();
     command
         .args(["template", "olmv1"])
         .arg(chart_dir())
         .arg("--include-crds")
-        .args(image_args())
         .args(args);
     run(&mut command).map(|out| documents(&out))
 }
@@ -89,8 +107,8 @@ fn documents(stream: &str) -> Vec<Value> {
                 .lines()
                 .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
             if has_content {
-                let value: Value = serde_saphyr::from_str(&current)
-                    .unwrap_or_else(|e| panic!("not YAML ({e}):\n{current}"));
+                let value: Value =
+                    serde_saphyr::from_str(&current).unwrap_or_else(|e| panic!("not YAML ({e}):\n{current}"));
                 objects.push(value);
             }
             current.clear();
@@ -100,6 +118,46 @@ fn documents(stream: &str) -> Vec<Value> {
         }
     }
     objects
+}
+
+/// VALUE with every number as a float: YAML's `1.0` and `1` are one JSON number (the committed
+/// CRDs say `minimum: 1.0`, kustomize writes `1`).
+fn numbers_as_floats(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => json!(n.as_f64().unwrap()),
+        Value::Array(items) => Value::Array(items.iter().map(numbers_as_floats).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The first path where A and B differ, with both values there.
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for key in x.keys().chain(y.keys()) {
+                let (p, q) = (
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                );
+                if let Some(d) = first_difference(p, q, &format!("{path}.{key}")) {
+                    return Some(d);
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} != {b}")),
+    }
 }
 
 fn key(object: &Value) -> String {
@@ -128,7 +186,12 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", objects.iter().map(key).collect::<Vec<_>>()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} {name} among {:?}",
+                objects.iter().map(key).collect::<Vec<_>>()
+            )
+        })
 }
 
 fn has(objects: &[Value], kind: &str) -> bool {
@@ -173,7 +236,7 @@ fn lint_strict_passes_for_every_variant_and_every_value_set() {
     let mut cases: Vec<Vec<&str>> = VARIANTS.iter().map(|(_, values)| values.to_vec()).collect();
     cases.push(vec!["-f", everything.to_str().unwrap()]);
     for values in cases {
-        let out = run(Command::new(helm())
+        let out = run(helm()
             .args(["lint", "--strict"])
             .arg(chart_dir())
             .args(image_args())
@@ -197,7 +260,12 @@ fn each_manifest_variant_holds_exactly_the_objects_of_the_chart_with_its_values(
             "{variant}: the manifest and the chart hold different objects"
         );
         for (key, object) in &from_chart {
-            assert_eq!(&from_manifest[key], object, "{variant}: {key} differs");
+            let (manifest, chart) = (numbers_as_floats(&from_manifest[key]), numbers_as_floats(object));
+            assert!(
+                manifest == chart,
+                "{variant}: {key} differs, first at {}",
+                first_difference(&manifest, &chart, "").unwrap_or_default()
+            );
         }
         // Pinned by digest, every image.
         for deployment in deployments(&documents(&manifest)) {
@@ -213,22 +281,37 @@ fn each_manifest_variant_holds_exactly_the_objects_of_the_chart_with_its_values(
 fn the_default_is_least_privilege_on_kubernetes_with_cert_manager() {
     let objects = rendered(&[]);
     assert!(
-        !objects
-            .iter()
-            .any(|o| o["roleRef"]["name"] == "cluster-admin"),
+        !objects.iter().any(|o| o["roleRef"]["name"] == "cluster-admin"),
         "the default manifest grants cluster-admin"
     );
-    for kind in ["Issuer", "Certificate", "CustomResourceDefinition", "NetworkPolicy", "PodDisruptionBudget"] {
+    for kind in [
+        "Issuer",
+        "Certificate",
+        "CustomResourceDefinition",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+    ] {
         assert!(has(&objects, kind), "no {kind} by default");
     }
     for kind in ["ServiceMonitor", "PrometheusRule", "ClusterCatalog", "ConfigMap"] {
-        assert!(!has(&objects, kind), "a {kind} by default (no monitoring API, no catalogs asked)");
+        assert!(
+            !has(&objects, kind),
+            "a {kind} by default (no monitoring API, no catalogs asked)"
+        );
     }
     let [controller, catalogd] = deployments(&objects);
-    assert!(args(controller).iter().all(|a| !a.starts_with("--global-pull-secret")
-        && !a.starts_with("--install-identity")
-        && !a.starts_with("--webhook-provider")));
-    assert!(args(catalogd).iter().all(|a| !a.starts_with("--global-pull-secret")));
+    assert!(
+        args(controller)
+            .iter()
+            .all(|a| !a.starts_with("--global-pull-secret")
+                && !a.starts_with("--install-identity")
+                && !a.starts_with("--webhook-provider"))
+    );
+    assert!(
+        args(catalogd)
+            .iter()
+            .all(|a| !a.starts_with("--global-pull-secret"))
+    );
     assert_eq!(
         find(&objects, "Namespace", "olmv1-system")["metadata"]["annotations"]["helm.sh/resource-policy"],
         "keep"
@@ -240,8 +323,7 @@ fn the_openshift_variant_uses_the_service_ca_the_global_pull_secret_and_platform
     let objects = rendered(&["--set", "openshift.enabled=true"]);
     assert!(!has(&objects, "Certificate") && !has(&objects, "Issuer"));
     assert_eq!(
-        find(&objects, "ConfigMap", "olmv1-service-ca")["metadata"]["annotations"]
-            ["service.beta.openshift.io/inject-cabundle"],
+        find(&objects, "ConfigMap", "olmv1-service-ca")["metadata"]["annotations"]["service.beta.openshift.io/inject-cabundle"],
         "true"
     );
     for (service, secret) in [
@@ -249,8 +331,7 @@ fn the_openshift_variant_uses_the_service_ca_the_global_pull_secret_and_platform
         ("olmv1-controller-service", "olmv1-controller-cert"),
     ] {
         assert_eq!(
-            find(&objects, "Service", service)["metadata"]["annotations"]
-                ["service.beta.openshift.io/serving-cert-secret-name"],
+            find(&objects, "Service", service)["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"],
             secret
         );
     }
@@ -290,7 +371,10 @@ fn the_openshift_variant_uses_the_service_ca_the_global_pull_secret_and_platform
         find(&objects, "PrometheusRule", "olmv1-alerts")["spec"]["groups"],
         alerts["groups"]
     );
-    assert!(!has(&objects, "ClusterCatalog"), "the Red Hat catalogs are asked for, not a default");
+    assert!(
+        !has(&objects, "ClusterCatalog"),
+        "the Red Hat catalogs are asked for, not a default"
+    );
 }
 
 #[test]
@@ -307,21 +391,33 @@ fn the_controller_identity_variant_binds_cluster_admin_and_says_so() {
 /// where the chart's README says.
 #[test]
 fn every_value_lands_where_the_readme_says() {
+    // The file sets the image itself (a tag): no --set of the image here, which would win.
     let file = repo_root().join("test/fixtures/chart/every-value.yaml");
-    let objects = rendered(&["-f", file.to_str().unwrap()]);
+    let objects = template_as_given(&["-f".into(), file.to_str().unwrap().into()])
+        .unwrap_or_else(|e| panic!("helm template -f every-value.yaml failed: {e}"));
     let ns = "olm";
     for object in &objects {
         let kind = object["kind"].as_str().unwrap();
         let namespaced = !matches!(
             kind,
-            "Namespace" | "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding" | "ClusterCatalog"
+            "Namespace"
+                | "CustomResourceDefinition"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "ClusterCatalog"
         );
         let namespace = object["metadata"]["namespace"].as_str();
-        if namespaced && !(kind == "Role" || kind == "RoleBinding") {
+        // The global pull secret's Role and binding live in the secret's namespace (below).
+        if namespaced && object["metadata"]["name"] != "olmv1-global-pull-secret" {
             assert_eq!(namespace, Some(ns), "{} is not in namespace {ns}", key(object));
         }
     }
     find(&objects, "Namespace", ns);
+    for subject in objects.iter().filter_map(|o| o["subjects"].as_array()).flatten() {
+        if subject["name"].as_str().is_some_and(|n| n.starts_with("olmv1-")) {
+            assert_eq!(subject["namespace"], ns, "{subject}");
+        }
+    }
     let [controller, catalogd] = deployments(&objects);
     for (deployment, component) in [(controller, "controller"), (catalogd, "catalogd")] {
         let pod = &deployment["spec"]["template"]["spec"];
@@ -335,8 +431,8 @@ fn every_value_lands_where_the_readme_says() {
             json!([{"key": "node-role.kubernetes.io/infra", "operator": "Exists", "effect": "NoSchedule"}])
         );
         assert_eq!(
-            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-                ["nodeSelectorTerms"][0]["matchExpressions"][0]["key"],
+            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"][0]["key"],
             "kubernetes.io/arch"
         );
         assert_eq!(pod["priorityClassName"], "system-cluster-critical");
@@ -354,7 +450,10 @@ fn every_value_lands_where_the_readme_says() {
             "--tls-custom-ciphers=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384",
             "--tls-custom-curves=X25519,secp384r1",
         ] {
-            assert!(args.contains(&arg.to_string()), "{component}: no {arg} in {args:?}");
+            assert!(
+                args.contains(&arg.to_string()),
+                "{component}: no {arg} in {args:?}"
+            );
         }
         assert_eq!(deployment["spec"]["replicas"], 2);
     }
@@ -366,7 +465,10 @@ fn every_value_lands_where_the_readme_says() {
         "--webhook-provider=openshift-service-ca",
         "--concurrency=8",
     ] {
-        assert!(controller_args.contains(&arg.to_string()), "no {arg} in {controller_args:?}");
+        assert!(
+            controller_args.contains(&arg.to_string()),
+            "no {arg} in {controller_args:?}"
+        );
     }
     let catalogd_args = args(catalogd);
     for arg in [
@@ -374,7 +476,10 @@ fn every_value_lands_where_the_readme_says() {
         "--leader-election-namespace=olm",
         "--selector=tier=prod",
     ] {
-        assert!(catalogd_args.contains(&arg.to_string()), "no {arg} in {catalogd_args:?}");
+        assert!(
+            catalogd_args.contains(&arg.to_string()),
+            "no {arg} in {catalogd_args:?}"
+        );
     }
     assert_eq!(
         controller["spec"]["template"]["spec"]["containers"][0]["resources"],
@@ -405,7 +510,10 @@ fn every_value_lands_where_the_readme_says() {
     let monitor = find(&objects, "ServiceMonitor", "olmv1-catalogd");
     assert_eq!(monitor["metadata"]["labels"]["release"], "kube-prometheus");
     assert_eq!(monitor["spec"]["namespaceSelector"]["matchNames"], json!(["olm"]));
-    assert_eq!(monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"], "catalogd-service.olm.svc");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"],
+        "catalogd-service.olm.svc"
+    );
     assert_eq!(
         monitor["spec"]["endpoints"][0]["tlsConfig"]["ca"],
         json!({"secret": {"name": "olmv1-ca", "key": "ca.crt"}})
@@ -425,7 +533,10 @@ fn every_value_lands_where_the_readme_says() {
         json!({"priority": 5, "source": {"type": "Image", "image": {
             "ref": "quay.io/operatorhubio/catalog:latest", "pollIntervalMinutes": 10}}})
     );
-    assert_eq!(catalog["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+    assert_eq!(
+        catalog["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
 }
 
 #[test]
@@ -469,28 +580,50 @@ fn monitoring_objects_follow_the_cluster_api_when_auto() {
     );
     let off = [
         both.as_slice(),
-        &["--set", "metrics.serviceMonitor.enabled=false", "--set", "metrics.prometheusRule.enabled=false"],
+        &[
+            "--set",
+            "metrics.serviceMonitor.enabled=false",
+            "--set",
+            "metrics.prometheusRule.enabled=false",
+        ],
     ]
     .concat();
     assert_eq!(kinds(&rendered(&off)), (false, false));
-    let on = ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"];
+    let on = [
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+    ];
     assert_eq!(kinds(&rendered(&on)), (true, true));
 }
 
 #[test]
 fn wrong_types_and_unknown_keys_are_refused_naming_the_value() {
     for (set, says) in [
-        ("controller.replicas=two", "at '/controller/replicas': got string, want integer"),
-        ("nodeSelector=linux", "at '/nodeSelector': got string, want object"),
+        (
+            "controller.replicas=two",
+            "at '/controller/replicas': got string, want integer",
+        ),
+        (
+            "nodeSelector=linux",
+            "at '/nodeSelector': got string, want object",
+        ),
         ("tolerations.key=a", "at '/tolerations': got object, want array"),
         ("installIdentity=admin", "at '/installIdentity'"),
         ("dependencies=ignore", "at '/dependencies'"),
         ("tls.profile=strong", "at '/tls/profile'"),
         ("image.digest=latest", "at '/image/digest'"),
-        ("metrics.serviceMonitor.enabled=maybe", "at '/metrics/serviceMonitor/enabled'"),
+        (
+            "metrics.serviceMonitor.enabled=maybe",
+            "at '/metrics/serviceMonitor/enabled'",
+        ),
         ("globalPullSecret=pull-secret", "at '/globalPullSecret'"),
         ("catalogs[0].name=x", "at '/catalogs/0': missing property 'image'"),
-        ("nodeSelectr.role=infra", "additional properties 'nodeSelectr' not allowed"),
+        (
+            "nodeSelectr.role=infra",
+            "additional properties 'nodeSelectr' not allowed",
+        ),
     ] {
         let err = template(&["--set", set]).expect_err(set);
         assert!(
@@ -502,14 +635,17 @@ fn wrong_types_and_unknown_keys_are_refused_naming_the_value() {
 
 #[test]
 fn an_install_without_an_image_says_what_to_set() {
-    let err = run(Command::new(helm()).args(["template", "olmv1"]).arg(chart_dir())).unwrap_err();
+    let err = run(helm().args(["template", "olmv1"]).arg(chart_dir())).unwrap_err();
     assert!(err.contains("image.repository is required"), "{err}");
-    let err = run(Command::new(helm())
+    let err = run(helm()
         .args(["template", "olmv1"])
         .arg(chart_dir())
         .args(["--set", "image.repository=r.example/olmv1"]))
     .unwrap_err();
-    assert!(err.contains("image.digest (preferred) or image.tag is required"), "{err}");
+    assert!(
+        err.contains("image.digest (preferred) or image.tag is required"),
+        "{err}"
+    );
 }
 
 /// The leaves of values.yaml (maps descended into; lists and empty maps are leaves).
@@ -517,7 +653,11 @@ fn leaves(prefix: &str, value: &Value, out: &mut Vec<String>) {
     match value {
         Value::Object(map) if !map.is_empty() && !prefix.ends_with("resources") => {
             for (k, v) in map {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 leaves(&path, v, out);
             }
         }
@@ -530,7 +670,8 @@ fn every_value_is_documented_in_the_readme_and_typed_in_the_schema() {
     let values: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap()).unwrap();
     let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap())
+            .unwrap();
     let readme = std::fs::read_to_string(chart_dir().join("README.md")).unwrap();
     let mut paths = Vec::new();
     leaves("", &values, &mut paths);
@@ -542,7 +683,10 @@ fn every_value_is_documented_in_the_readme_and_typed_in_the_schema() {
         );
         let mut node = &schema;
         for part in path.split('.') {
-            assert_eq!(node["additionalProperties"], false, "{path}: the schema lets unknown keys through");
+            assert_eq!(
+                node["additionalProperties"], false,
+                "{path}: the schema lets unknown keys through"
+            );
             node = &node["properties"][part];
             assert!(node.is_object(), "values.schema.json does not type `{path}`");
         }
@@ -570,24 +714,32 @@ fn a_packaged_chart_carries_its_image_and_the_crate_version() {
         .arg(&out))
     .unwrap_or_else(|e| panic!("hack/chart.sh package failed: {e}"));
     let package = package.trim();
-    assert!(package.ends_with(&format!("olmv1-{}.tgz", env!("CARGO_PKG_VERSION"))), "{package}");
-    let chart = run(Command::new(helm()).args(["show", "chart", package])).unwrap();
-    assert!(chart.contains(&format!("appVersion: {}", env!("CARGO_PKG_VERSION"))), "{chart}");
+    assert!(
+        package.ends_with(&format!("olmv1-{}.tgz", env!("CARGO_PKG_VERSION"))),
+        "{package}"
+    );
+    let chart = run(helm().args(["show", "chart", package])).unwrap();
+    assert!(
+        chart.contains(&format!("appVersion: {}", env!("CARGO_PKG_VERSION"))),
+        "{chart}"
+    );
     // Installed with no image value, the packaged chart runs the image it was published with.
-    let objects =
-        documents(&run(Command::new(helm()).args(["template", "olmv1", package])).unwrap());
+    let objects = documents(&run(helm().args(["template", "olmv1", package])).unwrap());
     for deployment in deployments(&objects) {
-        assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], image.as_str());
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+            image.as_str()
+        );
     }
     // Its README and NOTES go with it.
-    let readme = run(Command::new(helm()).args(["show", "readme", package])).unwrap();
+    let readme = run(helm().args(["show", "readme", package])).unwrap();
     assert!(readme.contains("## Values"));
     std::fs::remove_dir_all(&out).ok();
 }
 
 #[test]
 fn notes_say_that_uninstall_keeps_crds_and_extensions() {
-    let mut command = Command::new(helm());
+    let mut command = helm();
     command
         .args(["install", "olmv1", "--dry-run=client"])
         .arg(chart_dir())

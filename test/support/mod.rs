@@ -213,7 +213,14 @@ pub fn install_manifest_rbac(variant: &str) -> Vec<serde_json::Value> {
         .filter(|object| {
             matches!(
                 object["kind"].as_str(),
-                Some("Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding")
+                Some(
+                    "Namespace"
+                        | "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
+                )
             )
         })
         .collect()
