@@ -40,11 +40,12 @@ upstream_inputs() {
 bench_build() {
   profile=${OLMV1_BENCH_PROFILE:-release}
   bench_log "building olmv1 ($profile) and the driver"
-  if [[ $profile == release ]]; then
+  if [[ $profile == release && -z ${OLMV1_BENCH_OLMV1:-} ]]; then
     (cd "$repo" && cargo build -q --release --bin olmv1)
   fi
   (cd "$repo" && cargo build -q --bin olmv1 --example interop)
-  olmv1="$repo/target/$profile/olmv1"
+  olmv1=${OLMV1_BENCH_OLMV1:-"$repo/target/$profile/olmv1"}
+  [[ -x $olmv1 ]] || bench_die "OLMV1_BENCH_OLMV1=$olmv1 is not an executable"
   driver="$repo/target/debug/examples/interop"
 }
 

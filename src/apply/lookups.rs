@@ -12,7 +12,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -112,12 +112,44 @@ impl ClusterLookups {
     pub async fn watch(&self, client: Client) {
         futures::join!(
             self.watch_kind::<CustomResourceDefinition>(&client, Topic::Discovery),
+            self.watch_beside_crds(client.clone()),
+        );
+    }
+
+    /// As [`ClusterLookups::watch`] but CRDs, for a caller whose own CRD watch passes through
+    /// [`ClusterLookups::follow_crds`] (the controller: one CRD watch for both).
+    pub async fn watch_beside_crds(&self, client: Client) {
+        futures::join!(
             self.watch_kind::<APIService>(&client, Topic::Discovery),
             self.watch_kind::<Role>(&client, Topic::Rbac),
             self.watch_kind::<ClusterRole>(&client, Topic::Rbac),
             self.watch_kind::<RoleBinding>(&client, Topic::Rbac),
             self.watch_kind::<ClusterRoleBinding>(&client, Topic::Rbac),
         );
+    }
+
+    /// Follows a metadata watch of every CRD (discovery changes with them) and passes its events
+    /// on unchanged: the controller's one CRD watch, shared with its owned-CRD triggers.
+    pub fn follow_crds<S>(&self, events: S) -> impl Stream<Item = S::Item> + Send + 'static
+    where
+        S: Stream<Item = Result<watcher::Event<PartialObjectMeta<CustomResourceDefinition>>, watcher::Error>>
+            + Send
+            + 'static,
+    {
+        let lookups = self.clone();
+        let kind = "CustomResourceDefinition";
+        events
+            .inspect(move |event| lookups.observe(Topic::Discovery, kind, event))
+            // The watch ended (the process stops): nothing is kept after it.
+            .chain(futures::stream::poll_fn({
+                let lookups = self.clone();
+                move |_| {
+                    lookups.update(Topic::Discovery, |kinds| {
+                        kinds.remove(kind);
+                    });
+                    std::task::Poll::Ready(None)
+                }
+            }))
     }
 
     async fn watch_kind<K>(&self, client: &Client, topic: Topic)
@@ -130,25 +162,36 @@ impl ClusterLookups {
             std::borrow::Cow::Owned(kind) => Box::leak(kind.into_boxed_str()),
         };
         let api = Api::<PartialObjectMeta<K>>::all(client.clone());
-        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        let mut events = std::pin::pin!(watcher(api, crate::watch::config()).default_backoff());
         while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::InitDone) => self.update(topic, |kinds| {
-                    kinds.insert(kind);
-                }),
-                Ok(watcher::Event::InitApply(_)) => {}
-                Ok(_) => self.update(topic, |_| {}),
-                Err(error) => {
-                    tracing::debug!(%error, kind, "lookup cache watch failed; not caching until it lists again");
-                    self.update(topic, |kinds| {
-                        kinds.remove(kind);
-                    });
-                }
-            }
+            self.observe(topic, kind, &event);
         }
         self.update(topic, |kinds| {
             kinds.remove(kind);
         });
+    }
+
+    /// Drops a topic's answers on an event of one of its kinds' watches (but the initial list's
+    /// objects), and counts the kind as watched from its initial list's end until an error.
+    fn observe<K>(
+        &self,
+        topic: Topic,
+        kind: &'static str,
+        event: &Result<watcher::Event<K>, watcher::Error>,
+    ) {
+        match event {
+            Ok(watcher::Event::InitDone) => self.update(topic, |kinds| {
+                kinds.insert(kind);
+            }),
+            Ok(watcher::Event::InitApply(_)) => {}
+            Ok(_) => self.update(topic, |_| {}),
+            Err(error) => {
+                tracing::debug!(%error, kind, "lookup cache watch failed; not caching until it lists again");
+                self.update(topic, |kinds| {
+                    kinds.remove(kind);
+                });
+            }
+        }
     }
 
     /// Drops a topic's answers after `change` to the set of running watches.
