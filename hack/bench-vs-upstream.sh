@@ -14,6 +14,8 @@
 #   OLMV1_BENCH_OLMV1         an olmv1 binary to measure instead of this checkout's release build
 #                             (e.g. an older build, for a before/after)
 #   OLMV1_BENCH_PARTS         which parts to run (default "catalogd controller")
+#   OLMV1_BENCH_SIDES         which sides to run (default "olmv1 upstream"; "olmv1" alone needs no
+#                             upstream binaries, only UPSTREAM_SRC's CRDs: a before/after of olmv1)
 #
 # Controller: olmv1 catalogd serves the load catalog (101 one-Deployment packages); each
 # controller in turn, as a ServiceAccount bound to cluster-admin (so that the API server counts its
@@ -36,6 +38,8 @@ source "$here/bench-lib.sh"
 log() { bench_log "$@"; }
 die() { bench_die "$@"; }
 
+sides=" ${OLMV1_BENCH_SIDES:-olmv1 upstream} "
+if [[ $sides != *" upstream "* ]]; then export UPSTREAM_BINARIES=optional; fi
 upstream_inputs "$@" # sets upstream_bin, upstream_src
 idle=${OLMV1_BENCH_IDLE_SECONDS:-600}
 samples=${OLMV1_BENCH_SAMPLES:-3}
@@ -87,6 +91,7 @@ sample_catalogd() {
   sleep 2
   "$driver" bench-catalogd "$work/plan.json" --pid "$(pid_of olmv1@catalogd)" "$out/olmv1-catalogd.json"
   stop_olmv1 catalogd
+  [[ $sides == *" upstream "* ]] || return 0
   log "$(basename "$out"): catalogd: upstream (uptime: $(uptime))"
   UPSTREAM_CATALOGD_ARGS=--feature-gates=APIV1MetasHandler=true \
     "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" catalogd
@@ -116,12 +121,14 @@ EOF
   "$driver" bench-clean
   stop_olmv1 controller
 
-  log "$(basename "$out"): controller: upstream (uptime: $(uptime))"
-  "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" operator-controller
-  "$driver" bench-controller --pid "$(pid_of operator-controller@upstream)" --idle-seconds "$idle" \
-    --audit-log "$OLMV1_ENV_DIR/logs/audit.log" "$out/upstream-controller.json"
-  "$driver" bench-clean
-  "$here/upstream-up.sh" --stop "$env_file" operator-controller
+  if [[ $sides == *" upstream "* ]]; then
+    log "$(basename "$out"): controller: upstream (uptime: $(uptime))"
+    "$here/upstream-up.sh" "$env_file" "$upstream_bin" "$upstream_src" operator-controller
+    "$driver" bench-controller --pid "$(pid_of operator-controller@upstream)" --idle-seconds "$idle" \
+      --audit-log "$OLMV1_ENV_DIR/logs/audit.log" "$out/upstream-controller.json"
+    "$driver" bench-clean
+    "$here/upstream-up.sh" --stop "$env_file" operator-controller
+  fi
   kubectl delete clustercatalog bench-load --wait=true >/dev/null
   stop_olmv1 catalogd
 }

@@ -9,7 +9,8 @@
 //! | ClusterCatalog | full | every extension's trigger; the catalog cache's forgetting of deleted catalogs |
 //! | Deployment | full, by owner label | owned rollouts and drift ([`LastApplies`]) |
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
-//! | APIService, Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all | [`ClusterLookups::watch_beside_crds`] |
+//! | APIService | metadata, all | discovery kept ([`ClusterLookups::watch_beside_crds`]) |
+//! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_beside_crds`]) |
 
 use std::sync::Arc;
 
