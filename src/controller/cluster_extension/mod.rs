@@ -297,21 +297,26 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             }
         }
     });
-    // Entries left within the grace by the sweeps after installs and deletes go on a later one;
-    // with no entry written for two graces, none can have become removable since the last sweep,
-    // and the sweep (a list of the records) is skipped: an idle controller makes no request.
+    // Entries left within the grace by the sweeps after installs and deletes go on a later one:
+    // the one after they come out of the grace. With no entry aged between one and two graces,
+    // none can have become removable since the last sweep, and the sweep (a list of the records)
+    // is skipped: after an install burst one sweep, then none while the controller idles.
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
             let period = ctx.bundle_cache_grace.max(Duration::from_secs(1));
-            let mut first = true;
+            // What a previous process left, once.
+            remove_unused_bundle_images(&ctx, None).await;
             loop {
                 tokio::time::sleep(period).await;
-                let young = crate::image::cache::has_entries_younger_than(&ctx.pull.cache_dir, 2 * period);
-                if first || !matches!(young, Ok(false)) {
+                let due = crate::image::cache::has_entries_aged(
+                    &ctx.pull.cache_dir,
+                    ctx.bundle_cache_grace,
+                    ctx.bundle_cache_grace + period,
+                );
+                if !matches!(due, Ok(false)) {
                     remove_unused_bundle_images(&ctx, None).await;
                 }
-                first = false;
             }
         }
     });
