@@ -694,7 +694,15 @@ pub fn table(samples: &[BTreeMap<String, Value>]) -> String {
             format!(" {unit}")
         };
         let (a, b) = (values("olmv1", section, key), values("upstream", section, key));
+        if a.iter().chain(&b).all(|v| v.is_nan()) {
+            // A part not run (OLMV1_BENCH_PARTS).
+            continue;
+        }
         let cell = |v: &[f64]| {
+            if v.iter().all(|v| v.is_nan()) {
+                // A side not run (OLMV1_BENCH_SIDES).
+                return "-".to_string();
+            }
             let (least, most) = spread(v);
             format!("{:.2}{unit} ({least:.2} - {most:.2})", median(v))
         };
