@@ -21,10 +21,15 @@ upstream_inputs() {
   [[ -n $upstream_bin ]] || bench_die "UPSTREAM_BIN is not set; $usage"
   [[ -n $upstream_src ]] || bench_die "UPSTREAM_SRC is not set; $usage"
   local b
-  for b in operator-controller catalogd; do
-    [[ -x "$upstream_bin/$b" && -f "$upstream_bin/$b" ]] ||
-      bench_die "UPSTREAM_BIN=$upstream_bin has no executable $b; $usage"
-  done
+  # UPSTREAM_BINARIES=optional (bench-vs-upstream.sh measuring olmv1 alone): only the CRDs are read.
+  if [[ ${UPSTREAM_BINARIES:-} != optional ]]; then
+    for b in operator-controller catalogd; do
+      [[ -x "$upstream_bin/$b" && -f "$upstream_bin/$b" ]] ||
+        bench_die "UPSTREAM_BIN=$upstream_bin has no executable $b; $usage"
+    done
+  else
+    mkdir -p "$upstream_bin"
+  fi
   [[ -f "$upstream_src/helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml" ]] ||
     bench_die "UPSTREAM_SRC=$upstream_src has no helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml (not an operator-controller checkout of the pinned commit?); $usage"
   upstream_bin=$(cd "$upstream_bin" && pwd) upstream_src=$(cd "$upstream_src" && pwd)
@@ -40,11 +45,12 @@ upstream_inputs() {
 bench_build() {
   profile=${OLMV1_BENCH_PROFILE:-release}
   bench_log "building olmv1 ($profile) and the driver"
-  if [[ $profile == release ]]; then
+  if [[ $profile == release && -z ${OLMV1_BENCH_OLMV1:-} ]]; then
     (cd "$repo" && cargo build -q --release --bin olmv1)
   fi
   (cd "$repo" && cargo build -q --bin olmv1 --example interop)
-  olmv1="$repo/target/$profile/olmv1"
+  olmv1=${OLMV1_BENCH_OLMV1:-"$repo/target/$profile/olmv1"}
+  [[ -x $olmv1 ]] || bench_die "OLMV1_BENCH_OLMV1=$olmv1 is not an executable"
   driver="$repo/target/debug/examples/interop"
 }
 

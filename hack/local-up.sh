@@ -226,13 +226,21 @@ log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - started))s)"
 openshift_admission=OwnerReferencesPermissionEnforcement
 curl_admin() { curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@"; }
 # Audit log of writes (Metadata level, no reads): who wrote what, e.g. only the leader replica.
-cat >"$dir/audit-policy.yaml" <<'EOF_POLICY'
+# OLMV1_AUDIT_SERVICE_ACCOUNT_READS=1 (the bench scripts) also logs every read and watch by a
+# service account (the controllers under measure and their installers): where each request of an
+# idle controller comes from.
+sa_reads=""
+if [[ ${OLMV1_AUDIT_SERVICE_ACCOUNT_READS:-} == 1 ]]; then
+  sa_reads=$'- level: Metadata\n  userGroups: [system:serviceaccounts]'
+fi
+cat >"$dir/audit-policy.yaml" <<EOF_POLICY
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
+$sa_reads
 - level: None
 EOF_POLICY
 # A real node: its kubelet is authorized by the Node authorizer, and its pods get their

@@ -252,6 +252,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         client.clone(),
         upgradeable_config,
         upgradeable_metrics,
+        ctx.lookups.discovery_changes(),
     ));
     tokio::select! {
         // The ClusterExtension controller stops on SIGTERM/SIGINT after finishing its reconciles.
