@@ -3,7 +3,7 @@
 #   installs what is missing (hack/install-deps.sh), builds the tests, starts the environment
 #   (hack/local-up.sh), runs `cargo test --workspace` with OLMV1_TEST_ENV pointing at it, and stops
 #   the environment on exit; then, for a whole run (no arguments), the installed-form test
-#   hack/deploy-test.sh (the image under podman, the install manifest), whose release build
+#   hack/deploy-test.sh (the image under podman, installed with helm and the manifest), whose release build
 #   (hack/release-build.sh) runs beside the cargo tests. Exits non-zero when anything fails.
 # Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`) and skip deploy-test.
 # The environment has kwok's node and a real node (kubelet + containerd, tainted: only the tests
