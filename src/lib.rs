@@ -15,6 +15,7 @@ pub mod escape;
 pub mod go_format;
 pub mod image;
 pub mod leader;
+pub mod meter;
 pub mod operations;
 pub mod resolve;
 pub mod tls_profile;
@@ -27,7 +28,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "meter" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

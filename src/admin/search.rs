@@ -16,8 +16,20 @@ use crate::{
         Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
-    resolve::{CatalogInput, DependencyMode, ResolveRequest},
+    meter::{Meter, Refused, Work},
+    resolve::{CatalogInput, DependencyMode, ResolveError, ResolveRequest},
 };
+
+/// Why a catalog cannot be searched.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// Its content cannot be read.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The command's meter ran out.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
 
 /// One package of one catalog.
 #[derive(Debug, Clone, Serialize)]
@@ -78,13 +90,15 @@ pub fn matches(package: &str, text: &str) -> bool {
 }
 
 /// The summaries of the packages of `catalog` matching `text`, resolved as `dependencies`
-/// says. `content` is read once for the newest bundles' manifests.
+/// says. `content` is read once for the newest bundles' manifests. Within `meter`: every
+/// resolution, requirement, deprecation scan and manifest read is charged.
 pub fn search(
     catalog: &CatalogInput,
     content: &CatalogContent,
     text: &str,
     dependencies: DependencyMode,
-) -> Result<Vec<PackageSummary>, CatalogError> {
+    meter: &mut Meter,
+) -> Result<Vec<PackageSummary>, SearchError> {
     let inputs = std::slice::from_ref(catalog);
     let mut rows = Vec::new();
     let mut wanted: HashMap<String, usize> = HashMap::new();
@@ -97,8 +111,11 @@ pub fn search(
             upgrade_constraint_policy: Default::default(),
             installed: None,
         };
-        let (newest, reason) = match dependencies.resolve(&request, inputs) {
+        let (newest, reason) = match dependencies.resolve_within(&request, inputs, meter) {
             Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None),
+            Err(ResolveError::Exhausted { package, exhausted }) => {
+                return Err(Refused::new(format!("resolving package {package:?}"), exhausted).into());
+            }
             Err(e) => {
                 // A bundle refused for its dependencies is still the newest one to describe.
                 let newest = newest_in_default_channel(package).map(|b| {
@@ -110,7 +127,7 @@ pub fn search(
                 (newest, Some(e.to_string()))
             }
         };
-        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref());
+        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref(), meter)?;
         row.not_installable_reason = reason;
         // With `check`, the controller refuses a bundle whose requirements cannot be read.
         if let (DependencyMode::Check, None, Some(e)) = (
@@ -128,7 +145,15 @@ pub fn search(
     if wanted.is_empty() {
         return Ok(rows);
     }
+    let mut refused = None;
     content.for_each_meta(|meta| {
+        if refused.is_some() {
+            return Ok(());
+        }
+        if let Err(e) = meter.charge(Work::Visit, 1) {
+            refused = Some(Refused::new(format!("reading catalog {:?}", catalog.name), e));
+            return Ok(());
+        }
         if &*meta.schema != SCHEMA_BUNDLE {
             return Ok(());
         }
@@ -138,6 +163,14 @@ pub fn search(
         if rows[row].package != *meta.package {
             return Ok(());
         }
+        // Its manifests are read and rendered.
+        if let Err(e) = meter.charge(Work::Parse, meta.blob.len() as u64) {
+            refused = Some(Refused::new(
+                format!("bundle {:?}: reading its manifests", meta.name),
+                e,
+            ));
+            return Ok(());
+        }
         let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
             location: meta.location(),
             message: e.to_string(),
@@ -145,6 +178,9 @@ pub fn search(
         describe_catalog_bundle(&mut rows[row], &bundle);
         Ok(())
     })?;
+    if let Some(refused) = refused {
+        return Err(refused.into());
+    }
     for row in &mut rows {
         row.installable = row.not_installable_reason.is_none() && row.manifests_from != ManifestSource::None;
     }
@@ -165,10 +201,20 @@ fn summary_without_manifests(
     catalog: &str,
     package: &PackageIndex,
     newest: Option<&(String, String)>,
-) -> PackageSummary {
+    meter: &mut Meter,
+) -> Result<PackageSummary, Refused> {
     let deprecation = package.deprecation();
     let newest_index = newest.and_then(|(name, _)| package.bundle(name));
-    PackageSummary {
+    // Its deprecation entries are scanned, its properties read.
+    let scanned = deprecation.map_or(0, |d| d.entries.len()) + newest_index.map_or(0, |b| b.properties.len());
+    meter
+        .charge(Work::Visit, scanned as u64)
+        .map_err(|e| Refused::new(format!("summarising package {:?}", package.name), e))?;
+    let requirements = match newest_index {
+        Some(b) => BundleRequirements::of(b, meter)?,
+        None => BundleRequirements::default(),
+    };
+    Ok(PackageSummary {
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
@@ -203,9 +249,9 @@ fn summary_without_manifests(
                 .count()
         }),
         installable: false,
-        requirements: newest_index.map(BundleRequirements::of).unwrap_or_default(),
+        requirements,
         not_installable_reason: None,
-    }
+    })
 }
 
 /// Describes the newest bundle from the catalog's `olm.bundle.object` properties, when it has

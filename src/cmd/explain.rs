@@ -9,9 +9,11 @@ use std::process::ExitCode;
 
 use super::sources::{
     DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, kube_client, load_request, print_json,
+    refuse,
 };
 use crate::{
     admin::{
+        command_meter,
         dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
         install::{installed_extensions, served_apis_of},
         table::{Table, Tone},
@@ -62,7 +64,8 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         Err(e) => return fail("explain", &e),
     };
     let mode = args.dependencies.mode;
-    let explanation = match explain(&request, &inputs, mode) {
+    let mut meter = command_meter();
+    let explanation = match explain(&request, &inputs, mode, &mut meter) {
         Ok(e) => e,
         Err(e) => {
             // One line: the resolver's message quotes catalog text.
@@ -71,16 +74,21 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         }
     };
     // Only a bundle with dependencies needs what the cluster installed and serves.
+    let chosen = match chosen_requirements(&request, &inputs, &mut meter) {
+        Ok(chosen) => chosen.is_some(),
+        Err(e) => return refuse("explain", &e),
+    };
     let (installed, served) = match &args.extension {
-        Some(name) if chosen_requirements(&request, &inputs).is_some() => {
-            match in_cluster(name, &args.system_namespace, &inputs).await {
-                Ok(found) => found,
-                Err(e) => return fail("explain", &e),
-            }
-        }
+        Some(name) if chosen => match in_cluster(name, &args.system_namespace, &inputs).await {
+            Ok(found) => found,
+            Err(e) => return fail("explain", &e),
+        },
         _ => (Vec::new(), Vec::new()),
     };
-    let dependencies = explain_dependencies(&request, &inputs, &installed, &served);
+    let dependencies = match explain_dependencies(&request, &inputs, &installed, &served, &mut meter) {
+        Ok(d) => d,
+        Err(e) => return refuse("explain", &e),
+    };
     let planned = match (&dependencies, mode) {
         (Some(d), DependencyMode::Check) => d.plan.is_some(),
         _ => explanation.chosen.is_some(),

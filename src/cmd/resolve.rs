@@ -20,7 +20,7 @@ use crate::{
     catalog::source::{CatalogSpec, load_catalogs},
     dependencies::{PlanError, PlanLimits, PlanRequest, plan},
     image::PullOptions,
-    resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve},
+    resolve::{CatalogInput, InstalledBundle, ResolveRequest, resolve_within},
 };
 
 /// Arguments of `olmv1 resolve`.
@@ -108,7 +108,7 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
     if args.with_dependencies {
         return print_plan(&request, &inputs, &args.output);
     }
-    match resolve(&request, &inputs) {
+    match resolve_within(&request, &inputs, &mut crate::admin::command_meter()) {
         Ok(resolution) => {
             if args.output == "json" {
                 let out = serde_json::json!({
@@ -146,7 +146,12 @@ fn print_plan(request: &ResolveRequest, catalogs: &[CatalogInput], output: &str)
         installed: &[],
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: PlanLimits {
+            max_work: PlanLimits::default()
+                .max_work
+                .min(crate::admin::command_work_units()),
+            ..PlanLimits::default()
+        },
     };
     match plan(&plan_request, catalogs) {
         Ok(plan) => {

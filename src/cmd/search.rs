@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, warn_unreadable};
+use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
 use crate::{
     admin::{
-        search::{ManifestSource, PackageSummary, describe_bundle, search},
+        command_meter,
+        search::{ManifestSource, PackageSummary, SearchError, describe_bundle, search},
         table::{MAX_CELL_CHARS, Table, Tone},
         terminal::TerminalText,
     },
@@ -40,10 +41,12 @@ pub async fn run(args: SearchArgs) -> ExitCode {
     warn_unreadable("search", &catalogs);
     let text = args.text.unwrap_or_default();
     let mut rows: Vec<PackageSummary> = Vec::new();
+    let mut meter = command_meter();
     for c in &catalogs {
         let Some(content) = &c.content else { continue };
-        match search(&c.input, content, &text, args.dependencies.mode) {
+        match search(&c.input, content, &text, args.dependencies.mode, &mut meter) {
             Ok(found) => rows.extend(found),
+            Err(SearchError::Refused(e)) => return refuse("search", &e),
             Err(e) => return fail("search", &format!("catalog {:?}: {e}", c.input.name)),
         }
     }

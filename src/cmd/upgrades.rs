@@ -3,12 +3,15 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
+use super::sources::{
+    DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
+};
 use crate::admin::{
+    command_meter,
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
     terminal::{TerminalText, escape_value as value},
-    upgrades::{Upgrades, upgrades},
+    upgrades::{Upgrades, UpgradesError, upgrades},
 };
 
 /// Output formats of `olmv1 upgrades`.
@@ -49,8 +52,10 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(e) => return fail("upgrades", &e),
     };
-    let answer = match upgrades(&request, &inputs, args.dependencies.mode) {
+    let mut meter = command_meter();
+    let answer = match upgrades(&request, &inputs, args.dependencies.mode, &mut meter) {
         Ok(u) => u,
+        Err(UpgradesError::Refused(e)) => return refuse("upgrades", &e),
         Err(e) => return fail("upgrades", &e.to_string()),
     };
     match args.output {
@@ -74,7 +79,10 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             else {
                 return fail("upgrades", "no selected catalog has the package");
             };
-            let dot = upgrade_dot(package, &request.channels, &answer);
+            let dot = match upgrade_dot(package, &request.channels, &answer, &mut meter) {
+                Ok(dot) => dot,
+                Err(e) => return refuse("upgrades", &e),
+            };
             if args.output == UpgradesOutput::Dot {
                 out!("{dot}");
                 return ExitCode::SUCCESS;
