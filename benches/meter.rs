@@ -17,9 +17,10 @@ use olmv1::{
 };
 use serde_json::json;
 
-/// One workload's figure: the CPU it took, the units it was charged, the kind.
+/// One workload's figure: the CPU it took, the units it was charged, the kind (`None`: every
+/// kind a whole plan charges).
 struct Figure {
-    kind: Work,
+    kind: Option<Work>,
     workload: &'static str,
     seconds: f64,
     units: u64,
@@ -27,7 +28,13 @@ struct Figure {
 
 /// Runs `f` with a fresh unlimited meter `reps` times; the figure is the total time over the
 /// total units of `kind`.
-fn measure(kind: Work, workload: &'static str, reps: usize, mut f: impl FnMut(usize, &mut Meter)) -> Figure {
+fn measure(
+    kind: impl Into<Option<Work>>,
+    workload: &'static str,
+    reps: usize,
+    mut f: impl FnMut(usize, &mut Meter),
+) -> Figure {
+    let kind = kind.into();
     // Warm up once (caches, allocator), with a different input index than the measured runs.
     f(usize::MAX / 2, &mut Meter::unlimited());
     let mut units = 0;
@@ -35,7 +42,7 @@ fn measure(kind: Work, workload: &'static str, reps: usize, mut f: impl FnMut(us
     for i in 0..reps {
         let mut meter = Meter::unlimited();
         f(i, &mut meter);
-        units += meter.spent_on(kind);
+        units += kind.map_or(meter.spent(), |k| meter.spent_on(k));
     }
     Figure {
         kind,
@@ -290,6 +297,68 @@ fn main() {
         ));
     }
 
+    // A whole plan: the requirements that any package satisfies, over 2,000 packages
+    // (every kind it charges, mostly visiting packages and evaluating leaves).
+    {
+        let mut objects = Vec::new();
+        let mut bundle = |package: &str, properties: Vec<serde_json::Value>| {
+            let name = format!("{package}.v1.0.0");
+            objects.push(json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}));
+            objects.push(json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]}));
+            let mut all =
+                vec![json!({"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}})];
+            all.extend(properties);
+            objects.push(json!({"schema": "olm.bundle", "package": package, "name": name,
+                "image": "registry.test/x", "properties": all}));
+        };
+        let needs: Vec<serde_json::Value> = (0..16)
+            .map(|r| {
+                json!({"type": "olm.constraint", "value": {"not": {"constraints": [
+                {"package": {"packageName": format!("missing{r}"), "versionRange": ">=0.0.0"}}]}}})
+            })
+            .collect();
+        bundle("app", needs);
+        for p in 0..2000 {
+            bundle(&format!("p{p}"), Vec::new());
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        let catalogs = [CatalogInput::new(
+            "bench",
+            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
+        )];
+        let request = ResolveRequest {
+            package: "app".into(),
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: Default::default(),
+            installed: None,
+        };
+        let plan_request = olmv1::dependencies::PlanRequest {
+            request: &request,
+            installed: &[],
+            served_apis: &[],
+            allow_changes: false,
+            limits: olmv1::dependencies::PlanLimits::default(),
+        };
+        figures.push(measure(
+            None,
+            "a plan: 16 `not` requirements over 2,000 packages",
+            3,
+            |_, meter| {
+                std::hint::black_box(
+                    olmv1::dependencies::plan_within(&plan_request, &catalogs, meter).is_ok(),
+                );
+            },
+        ));
+    }
+
     println!("| kind | weight (units per item) | workload | units | CPU (ms) | ns per unit |");
     println!("|---|---:|---|---:|---:|---:|");
     let mut per_kind: Vec<(Work, f64)> = Vec::new();
@@ -297,16 +366,17 @@ fn main() {
         let ns = f.seconds * 1e9 / f.units.max(1) as f64;
         println!(
             "| {} | {} | {} | {} | {:.1} | {:.2} |",
-            f.kind.name(),
-            f.kind.weight(),
+            f.kind.map_or("every kind", Work::name),
+            f.kind.map_or("-".to_string(), |k| k.weight().to_string()),
             f.workload,
             f.units,
             f.seconds * 1e3,
             ns
         );
-        match per_kind.iter_mut().find(|(k, _)| *k == f.kind) {
+        let Some(kind) = f.kind else { continue };
+        match per_kind.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, worst)) => *worst = worst.max(ns),
-            None => per_kind.push((f.kind, ns)),
+            None => per_kind.push((kind, ns)),
         }
     }
     let most = per_kind.iter().map(|(_, ns)| *ns).fold(0.0, f64::max);

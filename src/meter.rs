@@ -88,7 +88,7 @@ impl Work {
 
 /// How often the clock is read: after this many units charged since it was last read (a few
 /// milliseconds of work at the calibrated rate).
-pub const CLOCK_EVERY_UNITS: u64 = 1_000_000;
+pub const CLOCK_EVERY_UNITS: u64 = 100_000;
 
 /// The meter ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

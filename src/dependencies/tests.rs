@@ -618,7 +618,7 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
 fn a_passed_deadline_stops_the_plan_inside_one_packages_candidates() {
     use crate::meter::{CLOCK_EVERY_UNITS, Meter, Work};
     let padding = json!({"type": "test.padding", "value": "x".repeat(2_000)});
-    let mut bundles: Vec<B> = (0..500)
+    let mut bundles: Vec<B> = (0..200)
         .map(|i| {
             let mut dep = b("dep", &format!("1.0.{i}"));
             dep.properties.push(padding.clone());
@@ -653,7 +653,7 @@ fn a_passed_deadline_stops_the_plan_inside_one_packages_candidates() {
     );
     // It had started evaluating dep's candidates, and stopped within one clock interval.
     assert!(meter.spent_on(Work::Evaluate) > 0, "{meter}");
-    assert!(meter.spent() < CLOCK_EVERY_UNITS + 100_000, "{meter}");
+    assert!(meter.spent() < CLOCK_EVERY_UNITS + 20_000, "{meter}");
     assert!(meter.spent() < all / 2, "{meter}");
 }
 
