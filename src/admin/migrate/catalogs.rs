@@ -17,17 +17,10 @@ use serde::Serialize;
 
 use super::{
     MigrateError,
-    check::not_image_backed,
+    check::{SOURCE_ANNOTATION, SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL, not_image_backed},
     classic::{CatalogSource, Kind, api_resource, key},
     read::list_classic,
 };
-
-/// Label: the namespace of the CatalogSource a ClusterCatalog was made from.
-pub const SOURCE_NAMESPACE_LABEL: &str = "olmv1.operatorframework.io/catalogsource-namespace";
-/// Label: its name.
-pub const SOURCE_NAME_LABEL: &str = "olmv1.operatorframework.io/catalogsource-name";
-/// Annotation: `<namespace>/<name>` of the CatalogSource (labels cannot hold the `/`).
-pub const SOURCE_ANNOTATION: &str = "olmv1.operatorframework.io/catalogsource";
 
 /// The longest ClusterCatalog name: catalogd labels each catalog with its name, and a label
 /// value holds at most 63 characters.

@@ -15,10 +15,9 @@ use serde_json::{Value, json};
 
 use super::{
     MigrateError,
-    catalogs::SOURCE_ANNOTATION,
     check::{
-        CARRIED_CONFIG_KEYS, CatalogView, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart, Snapshot,
-        differences, target_namespaces,
+        CARRIED_CONFIG_KEYS, CatalogView, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart, SOURCE_ANNOTATION,
+        Snapshot, differences, target_namespaces,
     },
     classic::{Kind, Subscription, api_resource, key},
 };
