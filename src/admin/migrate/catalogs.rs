@@ -313,8 +313,11 @@ pub async fn run(
             let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), ns, &api_resource(Kind::CatalogSource));
-            if let Err(e) = api.delete(name, &DeleteParams::default()).await {
-                failures.push(format!("deleting CatalogSource {}: {e}", line.catalog_source));
+            match api.delete(name, &DeleteParams::default()).await {
+                // Already gone (deleted meanwhile): what was asked is done.
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(e) => failures.push(format!("deleting CatalogSource {}: {e}", line.catalog_source)),
             }
         }
     }
