@@ -498,7 +498,7 @@ async fn an_uninstall_is_no_failed_reconcile() {
     let sentinel: Deployment = serde_json::from_value(json!({
         "metadata": {
             "name": "sentinel",
-            "labels": olmv1::apply::objects::owner_labels(&s.extension),
+            "labels": olmv1::apply::ownership::owner_labels(&s.extension),
         },
         "spec": {
             "replicas": 0,
