@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod api_requests;
 pub mod apply;
 pub mod backoff;
 pub mod bundle;
@@ -28,7 +29,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" | "api_requests" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

@@ -46,10 +46,7 @@ use crate::{
     },
     bundle::render::WebhookProvider,
     catalog::cache::CachedCatalogClient,
-    controller::{
-        finalizer::finalizer,
-        metrics::{Metrics, count_api_requests},
-    },
+    controller::{finalizer::finalizer, metrics::Metrics},
     image::cache::PullOptions,
 };
 
@@ -404,7 +401,7 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
     let _timer = ctx.metrics.reconcile_timer();
     let name = ext.name_any();
     let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
-    let (result, api_requests) = count_api_requests(
+    let (result, api_requests) = crate::api_requests::count(
         &name,
         finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
             match event {
