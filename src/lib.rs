@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod bundle;
 pub mod catalog;
 pub mod cmd;
+pub mod components;
 pub mod confined;
 pub mod controller;
 pub mod dependencies;
@@ -36,7 +37,7 @@ mod layers {
             "dependencies" => 4,
             "controller" | "operations" => 5,
             // The admin commands judge as the controller does (its dependency check's view).
-            "admin" => 6,
+            "admin" | "components" => 6,
             "cmd" => 7,
             _ => return None,
         })

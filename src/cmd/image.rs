@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::start::RegistryOptions;
-use crate::image::{Credential, ImageReference, PushOptions, RuntimeConfig, push_dir};
+use crate::image::{Credential, ImageReference, PushOptions, RegistryOptions, RuntimeConfig, push_dir};
 
 /// Subcommands of `olmv1 image`.
 #[derive(clap::Subcommand, Debug)]

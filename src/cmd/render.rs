@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::start::{BundleLimitArgs, RegistryOptions, load_registries_conf};
+use super::start::{BundleLimitArgs, load_registries_conf};
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{WebhookProvider, render_with_provider};
-use crate::image::{PullOptions, RegistryConfig, pull_to_dir};
+use crate::image::{PullOptions, RegistryConfig, RegistryOptions, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
