@@ -20,6 +20,7 @@ pub mod installer;
 pub mod migrate;
 pub mod rbac;
 pub mod request;
+pub mod resolve;
 pub mod search;
 pub mod sources;
 pub mod table;
