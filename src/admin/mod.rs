@@ -23,6 +23,7 @@ pub mod request;
 pub mod resolve;
 pub mod search;
 pub mod sources;
+pub mod status;
 pub mod table;
 pub mod terminal;
 pub mod upgrades;
