@@ -14,6 +14,7 @@
 
 pub mod cluster;
 pub mod dependencies;
+pub mod explain;
 pub mod graph;
 pub mod install;
 pub mod installer;
