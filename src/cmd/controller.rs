@@ -114,7 +114,7 @@ pub struct ControllerArgs {
     /// Whose identity writes bundle content: each extension's spec.serviceAccount
     /// (`service-account`, least privilege; an extension without one is not installed), or the
     /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
-    /// needs the RBAC of config/controller-identity).
+    /// needs the RBAC of the controller-identity install manifest).
     #[arg(
         long,
         env = "OLMV1_INSTALL_IDENTITY",
