@@ -8,7 +8,33 @@ use super::upgrades::Upgrades;
 use crate::{
     catalog::PackageIndex,
     meter::{Meter, Refused, Work},
+    resolve::{CatalogInput, ResolveRequest},
 };
+
+/// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that
+/// carries the installed bundle (when none does any more, the catalog of the first version
+/// reachable now, else the first with the package), within `meter`; `Ok(None)` when no catalog
+/// has the package.
+pub fn upgrade_graph(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    upgrades: &Upgrades,
+    meter: &mut Meter,
+) -> Result<Option<String>, Refused> {
+    let catalog = upgrades
+        .installed
+        .catalog
+        .as_ref()
+        .or(upgrades.reachable.first().map(|t| &t.catalog));
+    let Some(package) = catalogs
+        .iter()
+        .filter(|c| catalog.is_none_or(|name| c.name == *name))
+        .find_map(|c| c.index.package(&request.package))
+    else {
+        return Ok(None);
+    };
+    upgrade_dot(package, &request.channels, upgrades, meter).map(Some)
+}
 
 /// `dot` source for `package` (one catalog's view) and its upgrade answer, within `meter` (the
 /// walk over the channels, each skipRange tested against the channel's entries, the text made).

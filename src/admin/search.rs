@@ -9,27 +9,23 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::dependencies::BundleRequirements;
+use super::{
+    Report, Reporter,
+    cluster::SourcedCatalog,
+    dependencies::BundleRequirements,
+    table::{MAX_CELL_CHARS, Table, Tone},
+    terminal::escape_value,
+};
 use crate::{
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
         Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
+    image::{PullOptions, pull_and_read},
     meter::{Meter, Refused, Work},
     resolve::{CatalogInput, DependencyMode, ResolveError, ResolveRequest},
 };
-
-/// Why a catalog cannot be searched.
-#[derive(Debug, thiserror::Error)]
-pub enum SearchError {
-    /// Its content cannot be read.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// The command's meter ran out.
-    #[error(transparent)]
-    Refused(#[from] Refused),
-}
 
 /// One package of one catalog.
 #[derive(Debug, Clone, Serialize)]
@@ -82,6 +78,72 @@ pub enum ManifestSource {
     Image,
     /// Not read.
     None,
+}
+
+/// Why `search` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A catalog's content could not be read.
+    #[error("catalog {catalog:?}: {source}")]
+    Catalog {
+        /// The catalog.
+        catalog: String,
+        /// Why.
+        #[source]
+        source: CatalogError,
+    },
+    /// The command's meter ran out (one sentence naming what and the limit).
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+impl SearchError {
+    /// Malformed catalog content does not mend on retry; the same catalog costs the same again.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// `olmv1 search`'s rows: the packages matching `text` of every catalog whose content was read,
+/// by package then catalog. With `pull`, the bundle image of each newest bundle whose catalog
+/// carries no manifests is pulled and read; a failed pull is reported as a warning (its row then
+/// says the manifests were not read). Within `meter` (the command's): every catalog's search is
+/// charged to it.
+pub async fn search_catalogs(
+    catalogs: &[SourcedCatalog],
+    text: &str,
+    dependencies: DependencyMode,
+    pull: Option<&PullOptions>,
+    meter: &mut Meter,
+    report: Reporter<'_>,
+) -> Result<Vec<PackageSummary>, SearchError> {
+    let mut rows: Vec<PackageSummary> = Vec::new();
+    for c in catalogs {
+        let Some(content) = &c.content else { continue };
+        rows.extend(search(&c.input, content, text, dependencies, meter)?);
+    }
+    if let Some(pull) = pull {
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.manifests_from == ManifestSource::None)
+        {
+            let Some(image) = row.newest_image.clone() else {
+                continue;
+            };
+            match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
+                Ok((_, loaded)) => match loaded {
+                    Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
+                    Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
+                },
+                Err(e) => report(Report::Warning(format!(
+                    "warning: pulling bundle image {image:?}: {}",
+                    escape_value(&e.to_string())
+                ))),
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
+    Ok(rows)
 }
 
 /// Whether `package` matches `text` (case-insensitive substring of its name; empty matches all).
@@ -146,38 +208,43 @@ pub fn search(
         return Ok(rows);
     }
     let mut refused = None;
-    content.for_each_meta(|meta| {
-        if refused.is_some() {
-            return Ok(());
-        }
-        if let Err(e) = meter.charge(Work::Visit, 1) {
-            refused = Some(Refused::new(format!("reading catalog {:?}", catalog.name), e));
-            return Ok(());
-        }
-        if &*meta.schema != SCHEMA_BUNDLE {
-            return Ok(());
-        }
-        let Some(&row) = wanted.get(&*meta.name) else {
-            return Ok(());
-        };
-        if rows[row].package != *meta.package {
-            return Ok(());
-        }
-        // Its manifests are read and rendered.
-        if let Err(e) = meter.charge(Work::Parse, meta.blob.len() as u64) {
-            refused = Some(Refused::new(
-                format!("bundle {:?}: reading its manifests", meta.name),
-                e,
-            ));
-            return Ok(());
-        }
-        let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
-            location: meta.location(),
-            message: e.to_string(),
+    content
+        .for_each_meta(|meta| {
+            if refused.is_some() {
+                return Ok(());
+            }
+            if let Err(e) = meter.charge(Work::Visit, 1) {
+                refused = Some(Refused::new(format!("reading catalog {:?}", catalog.name), e));
+                return Ok(());
+            }
+            if &*meta.schema != SCHEMA_BUNDLE {
+                return Ok(());
+            }
+            let Some(&row) = wanted.get(&*meta.name) else {
+                return Ok(());
+            };
+            if rows[row].package != *meta.package {
+                return Ok(());
+            }
+            // Its manifests are read and rendered.
+            if let Err(e) = meter.charge(Work::Parse, meta.blob.len() as u64) {
+                refused = Some(Refused::new(
+                    format!("bundle {:?}: reading its manifests", meta.name),
+                    e,
+                ));
+                return Ok(());
+            }
+            let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
+                location: meta.location(),
+                message: e.to_string(),
+            })?;
+            describe_catalog_bundle(&mut rows[row], &bundle);
+            Ok(())
+        })
+        .map_err(|source| SearchError::Catalog {
+            catalog: catalog.name.to_string(),
+            source,
         })?;
-        describe_catalog_bundle(&mut rows[row], &bundle);
-        Ok(())
-    })?;
     if let Some(refused) = refused {
         return Err(refused.into());
     }
@@ -292,4 +359,104 @@ pub fn describe_bundle(row: &mut PackageSummary, loaded: &RegistryV1Bundle, from
         row.not_installable_reason = Some(e.to_string());
     }
     row.installable = row.not_installable_reason.is_none();
+}
+
+/// The text form's table: one row per package and catalog (REQUIRES only when a newest bundle
+/// declares dependencies).
+pub fn table(rows: &[PackageSummary]) -> Table {
+    // REQUIRES only when a newest bundle declares dependencies.
+    let requires = rows.iter().any(|r| !r.requirements.is_empty());
+    let mut header = vec![
+        "PACKAGE",
+        "CATALOG",
+        "CHANNEL",
+        "NEWEST",
+        "MODES",
+        "WEBHOOKS",
+        "MAX OCP",
+        "DEPRECATED",
+        "OLM V1",
+    ];
+    if requires {
+        header.push("REQUIRES");
+    }
+    let mut t = Table::new(&header);
+    for r in rows {
+        let modes: Vec<&str> = r
+            .install_modes
+            .iter()
+            .map(|m| match m.as_str() {
+                "AllNamespaces" => "All",
+                "SingleNamespace" => "Single",
+                "OwnNamespace" => "Own",
+                "MultiNamespace" => "Multi",
+                other => other,
+            })
+            .collect();
+        let deprecated = match (&r.deprecated, r.deprecated_entries) {
+            (Some(_), _) => ("package".to_string(), Tone::Warn),
+            (None, 0) => ("-".to_string(), Tone::Plain),
+            (None, n) => (format!("{n} entries"), Tone::Warn),
+        };
+        let verdict = match &r.not_installable_reason {
+            None if r.manifests_from == ManifestSource::None => {
+                ("unknown (manifests not read)".to_string(), Tone::Warn)
+            }
+            // `--dependencies=check`: installs once what REQUIRES names is installed.
+            None if !r.requirements.is_empty() => {
+                ("yes, once REQUIRES are installed".to_string(), Tone::Good)
+            }
+            None => ("yes".to_string(), Tone::Good),
+            Some(reason) => (
+                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
+                Tone::Bad,
+            ),
+        };
+        let mut row = vec![
+            (r.package.clone(), Tone::Plain),
+            (r.catalog.clone(), Tone::Plain),
+            (
+                r.default_channel.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                r.newest_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                if modes.is_empty() {
+                    "-".into()
+                } else {
+                    modes.join(",")
+                },
+                Tone::Plain,
+            ),
+            (if r.webhooks { "yes".into() } else { "-".into() }, Tone::Plain),
+            (
+                r.max_openshift_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            deprecated,
+            verdict,
+        ];
+        if requires {
+            let tone = match r.requirements.requires_error {
+                Some(_) => Tone::Bad,
+                None => Tone::Plain,
+            };
+            row.push((r.requirements.cell(), tone));
+        }
+        t.toned_row(row);
+    }
+    t
+}
+
+/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
+fn first_line(text: &str, width: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > width {
+        format!("{}...", line.chars().take(width - 3).collect::<String>())
+    } else {
+        line.to_string()
+    }
 }
