@@ -1,6 +1,8 @@
 //! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
 //! deprecations and what each bundle requires, per catalog; and their text form.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::{
@@ -9,8 +11,8 @@ use super::{
     terminal::{TerminalText, escape_value as value},
 };
 use crate::{
-    catalog::{Deprecation, PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
-    meter::{Exhausted, Meter, Refused, Work},
+    catalog::{PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
+    meter::{Meter, Refused, Work},
 };
 
 /// A package as one catalog has it.
@@ -58,31 +60,26 @@ pub struct EntryVersions {
     pub skip_range: Option<String>,
     /// The bundle's deprecation message, if it is deprecated.
     pub deprecated: Option<String>,
-    /// What the bundle requires (`requires`, `requiresError`).
+    /// What the bundle requires (`requires`, `requiresError`); one value shared by the
+    /// bundle's entries in every channel.
     #[serde(flatten)]
-    pub requirements: BundleRequirements,
+    pub requirements: Arc<BundleRequirements>,
 }
 
-/// The deprecation message of `schema`/`name`, the entries scanned charged to `meter`.
+/// The deprecation message of `schema`/`name`, found by key (one lookup charged).
 fn message(
-    deprecation: Option<&Deprecation>,
+    package: &PackageIndex,
     schema: &str,
     name: &str,
     meter: &mut Meter,
-) -> Result<Option<String>, Exhausted> {
-    let Some(deprecation) = deprecation else {
-        return Ok(None);
-    };
-    meter.charge(Work::Visit, deprecation.entries.len() as u64)?;
-    Ok(deprecation
-        .entries
-        .iter()
-        .find(|e| e.reference.schema == schema && e.reference.name == name)
-        .map(|e| e.message.clone()))
+) -> Result<Option<String>, crate::meter::Exhausted> {
+    meter.charge(Work::Visit, 1)?;
+    Ok(package.deprecation_message(schema, name).map(str::to_string))
 }
 
 /// The versions of `package` in `catalog`, within `meter`: the walk over its channels, the
-/// deprecations looked up and each bundle's requirements (read once per bundle) are charged.
+/// deprecations looked up, each bundle's requirements (read once per bundle, shared by its
+/// entries in every channel) and the text copied are charged.
 pub fn versions(
     catalog: &str,
     package: &PackageIndex,
@@ -90,29 +87,24 @@ pub fn versions(
 ) -> Result<PackageVersions, Refused> {
     let refused = |e| Refused::new(format!("listing the versions of package {:?}", package.name), e);
     meter.charge(Work::Visit, package.items()).map_err(refused)?;
-    let deprecation = package.deprecation();
-    let mut requirements: Vec<Option<BundleRequirements>> = vec![None; package.bundles.len()];
+    let mut requirements: Vec<Option<Arc<BundleRequirements>>> = vec![None; package.bundles.len()];
+    let none = Arc::new(BundleRequirements::default());
     let mut channels = Vec::with_capacity(package.channels.len());
     for ch in &package.channels {
         let mut entries: Vec<(Option<&crate::version::VersionRelease>, usize, EntryVersions)> =
             Vec::with_capacity(ch.entries.len());
         for (position, e) in ch.entries.iter().enumerate() {
             let version = e.bundle.and_then(|i| package.bundles[i].version.as_ref().ok());
-            // Read once per bundle; each further entry of it copies what was read (charged as
-            // the text it shows).
             let requires = match e.bundle {
                 Some(i) => match &requirements[i] {
-                    Some(read) => {
-                        meter.charge(Work::Render, read.shown_bytes()).map_err(refused)?;
-                        read.clone()
-                    }
+                    Some(read) => read.clone(),
                     None => {
-                        let read = BundleRequirements::of(&package.bundles[i], meter)?;
+                        let read = Arc::new(BundleRequirements::of(&package.bundles[i], meter)?);
                         requirements[i] = Some(read.clone());
                         read
                     }
                 },
-                None => BundleRequirements::default(),
+                None => none.clone(),
             };
             let text = e.name.len()
                 + e.replaces.as_ref().map_or(0, |r| r.len())
@@ -128,7 +120,7 @@ pub fn versions(
                     replaces: e.replaces.as_ref().map(|r| r.to_string()),
                     skips: e.skips.iter().map(|s| s.to_string()).collect(),
                     skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
-                    deprecated: message(deprecation, SCHEMA_BUNDLE, &e.name, meter).map_err(refused)?,
+                    deprecated: message(package, SCHEMA_BUNDLE, &e.name, meter).map_err(refused)?,
                     requirements: requires,
                 },
             ));
@@ -141,7 +133,7 @@ pub fn versions(
         });
         channels.push(ChannelVersions {
             name: ch.name.to_string(),
-            deprecated: message(deprecation, SCHEMA_CHANNEL, &ch.name, meter).map_err(refused)?,
+            deprecated: message(package, SCHEMA_CHANNEL, &ch.name, meter).map_err(refused)?,
             entries: entries.into_iter().map(|(_, _, e)| e).collect(),
         });
     }
@@ -149,7 +141,7 @@ pub fn versions(
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
-        deprecated: message(deprecation, SCHEMA_PACKAGE, "", meter).map_err(refused)?,
+        deprecated: message(package, SCHEMA_PACKAGE, "", meter).map_err(refused)?,
         channels,
     })
 }
