@@ -1,6 +1,8 @@
 //! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
 //! deprecations and what each bundle requires, per catalog; and their text form.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::{
@@ -8,7 +10,7 @@ use super::{
     table::{Table, Tone},
     terminal::{TerminalText, escape_value as value},
 };
-use crate::catalog::{Deprecation, PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use crate::catalog::{PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 
 /// A package as one catalog has it.
 #[derive(Debug, Clone, Serialize)]
@@ -55,22 +57,21 @@ pub struct EntryVersions {
     pub skip_range: Option<String>,
     /// The bundle's deprecation message, if it is deprecated.
     pub deprecated: Option<String>,
-    /// What the bundle requires (`requires`, `requiresError`).
+    /// What the bundle requires (`requires`, `requiresError`); one value shared by the
+    /// bundle's entries in every channel.
     #[serde(flatten)]
-    pub requirements: BundleRequirements,
+    pub requirements: Arc<BundleRequirements>,
 }
 
-fn message(deprecation: Option<&Deprecation>, schema: &str, name: &str) -> Option<String> {
-    deprecation?
-        .entries
-        .iter()
-        .find(|e| e.reference.schema == schema && e.reference.name == name)
-        .map(|e| e.message.clone())
+fn message(package: &PackageIndex, schema: &str, name: &str) -> Option<String> {
+    package.deprecation_message(schema, name).map(str::to_string)
 }
 
 /// The versions of `package` in `catalog`.
 pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
-    let deprecation = package.deprecation();
+    // Each bundle's requirements are read once, however many channels list it.
+    let mut requirements: Vec<Option<Arc<BundleRequirements>>> = vec![None; package.bundles.len()];
+    let none = Arc::new(BundleRequirements::default());
     let channels = package
         .channels
         .iter()
@@ -90,11 +91,15 @@ pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
                             replaces: e.replaces.as_ref().map(|r| r.to_string()),
                             skips: e.skips.iter().map(|s| s.to_string()).collect(),
                             skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
-                            deprecated: message(deprecation, SCHEMA_BUNDLE, &e.name),
-                            requirements: e
-                                .bundle
-                                .map(|i| BundleRequirements::of(&package.bundles[i]))
-                                .unwrap_or_default(),
+                            deprecated: message(package, SCHEMA_BUNDLE, &e.name),
+                            requirements: match e.bundle {
+                                Some(i) => requirements[i]
+                                    .get_or_insert_with(|| {
+                                        Arc::new(BundleRequirements::of(&package.bundles[i]))
+                                    })
+                                    .clone(),
+                                None => none.clone(),
+                            },
                         },
                     )
                 })
@@ -107,7 +112,7 @@ pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
             });
             ChannelVersions {
                 name: ch.name.to_string(),
-                deprecated: message(deprecation, SCHEMA_CHANNEL, &ch.name),
+                deprecated: message(package, SCHEMA_CHANNEL, &ch.name),
                 entries: entries.into_iter().map(|(_, _, e)| e).collect(),
             }
         })
@@ -116,7 +121,7 @@ pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
-        deprecated: message(deprecation, SCHEMA_PACKAGE, ""),
+        deprecated: message(package, SCHEMA_PACKAGE, ""),
         channels,
     }
 }
