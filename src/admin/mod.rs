@@ -1,31 +1,73 @@
-//! Owns what the admin commands compute and the workflows they run (search, versions, upgrades,
-//! graphs, installer RBAC and the installer itself, install/upgrade/uninstall, catalog sources,
-//! the request `explain` and `upgrades` resolve, cluster reader, migration from OLM classic).
+//! Owns what the admin commands compute and the workflows they run (resolve, render, search,
+//! versions, upgrades, graphs, explain, status, installer RBAC and the installer itself,
+//! install/upgrade/uninstall, catalog sources, the request `explain` and `upgrades` resolve,
+//! cluster reader, migration from OLM classic), and their text forms.
 //! May import api, version, image, catalog, resolve, dependencies, bundle, apply, and controller
 //! (only what makes the command line judge as the controller does: the dependency check's view of
 //! installed extensions, served APIs and its blocked message); never cmd.
 //!
-//! What the admin's command line (`olmv1 search|versions|upgrades|explain|status|rbac|install|
-//! upgrade|uninstall|migrate`) computes and does: pure functions over catalog indexes and the
-//! controller's own resolver, the cluster reader they share, and the workflows a test can call.
-//! A workflow says what it does through a [`Reporter`] and asks through a [`Confirm`]; argument
-//! parsing, printing and exit codes live in `src/cmd/`. Within admin, imports go one way:
-//! `migrate` -> `install` -> `installer` -> `sources` -> `cluster`, and `request` -> `sources`.
+//! What the admin's command line (`olmv1 resolve|render|search|versions|upgrades|explain|status|
+//! rbac|install|upgrade|uninstall|migrate`) computes and does: pure functions over catalog
+//! indexes and the controller's own resolver, the cluster reader they share, the workflows a test
+//! can call, and the text each command shows. A workflow says what it does through a
+//! [`Reporter`] and asks through a [`Confirm`]; argument parsing, writing to the terminal and exit
+//! codes live in `src/cmd/`. Within admin, imports go one way: `migrate` and `explain` ->
+//! `install` -> `installer` -> `sources` -> `cluster`, `resolve` -> `request` -> `sources`, and
+//! `status` -> `upgrades`.
 
 pub mod cluster;
 pub mod dependencies;
+pub mod explain;
 pub mod graph;
 pub mod install;
 pub mod installer;
 pub mod migrate;
 pub mod rbac;
+pub mod render;
 pub mod request;
+pub mod resolve;
 pub mod search;
 pub mod sources;
+pub mod status;
 pub mod table;
 pub mod terminal;
 pub mod upgrades;
 pub mod versions;
+
+use std::time::Duration;
+
+use crate::meter::Meter;
+
+/// The work of one admin command's computation over catalogs (`versions`, `search`, `upgrades`,
+/// `explain`, `resolve`): every bundle, entry and edge walked, every requirement read and rule
+/// compiled, every resolution and plan, every text made from catalog content, charged to one
+/// [`Meter`] (docs/limits-and-faults.md, "One meter for catalog-driven work").
+pub const COMMAND_WORK_UNITS: u64 = 200_000_000;
+
+/// The longest one admin command's computation over catalogs may take (its meter's deadline): a
+/// backstop for what the work budget does not see (a catalog's content read from disk, a busy
+/// machine); the budget itself ends a release build's command within a second or so.
+pub const COMMAND_DURATION: Duration = Duration::from_secs(60);
+
+/// The environment variable that sets an admin command's budget instead of
+/// [`COMMAND_WORK_UNITS`] (a plan within the command gets no more either): to bound the command
+/// line tighter, or to give a debug build the same CPU budget as a release one (the fuzzer's
+/// bounded run).
+pub const WORK_UNITS_ENV: &str = "OLMV1_WORK_UNITS";
+
+/// The budget of one admin command: `OLMV1_WORK_UNITS` when set to a number, else
+/// [`COMMAND_WORK_UNITS`].
+pub fn command_work_units() -> u64 {
+    std::env::var(WORK_UNITS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(COMMAND_WORK_UNITS)
+}
+
+/// A meter for one admin command: [`command_work_units`] within [`COMMAND_DURATION`].
+pub fn command_meter() -> Meter {
+    Meter::new(command_work_units()).with_deadline(COMMAND_DURATION)
+}
 
 /// What a workflow says as it goes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,14 +9,22 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::dependencies::BundleRequirements;
+use super::{
+    Report, Reporter,
+    cluster::SourcedCatalog,
+    dependencies::BundleRequirements,
+    table::{MAX_CELL_CHARS, Table, Tone},
+    terminal::escape_value,
+};
 use crate::{
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
         Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
-    resolve::{CatalogInput, DependencyMode, ResolveRequest},
+    image::{PullOptions, pull_and_read},
+    meter::{Meter, Refused, Work},
+    resolve::{CatalogInput, DependencyMode, ResolveError, ResolveRequest},
 };
 
 /// One package of one catalog.
@@ -72,19 +80,87 @@ pub enum ManifestSource {
     None,
 }
 
+/// Why `search` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A catalog's content could not be read.
+    #[error("catalog {catalog:?}: {source}")]
+    Catalog {
+        /// The catalog.
+        catalog: String,
+        /// Why.
+        #[source]
+        source: CatalogError,
+    },
+    /// The command's meter ran out (one sentence naming what and the limit).
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+impl SearchError {
+    /// Malformed catalog content does not mend on retry; the same catalog costs the same again.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// `olmv1 search`'s rows: the packages matching `text` of every catalog whose content was read,
+/// by package then catalog. With `pull`, the bundle image of each newest bundle whose catalog
+/// carries no manifests is pulled and read; a failed pull is reported as a warning (its row then
+/// says the manifests were not read). Within `meter` (the command's): every catalog's search is
+/// charged to it.
+pub async fn search_catalogs(
+    catalogs: &[SourcedCatalog],
+    text: &str,
+    dependencies: DependencyMode,
+    pull: Option<&PullOptions>,
+    meter: &mut Meter,
+    report: Reporter<'_>,
+) -> Result<Vec<PackageSummary>, SearchError> {
+    let mut rows: Vec<PackageSummary> = Vec::new();
+    for c in catalogs {
+        let Some(content) = &c.content else { continue };
+        rows.extend(search(&c.input, content, text, dependencies, meter)?);
+    }
+    if let Some(pull) = pull {
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.manifests_from == ManifestSource::None)
+        {
+            let Some(image) = row.newest_image.clone() else {
+                continue;
+            };
+            match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
+                Ok((_, loaded)) => match loaded {
+                    Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
+                    Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
+                },
+                Err(e) => report(Report::Warning(format!(
+                    "warning: pulling bundle image {image:?}: {}",
+                    escape_value(&e.to_string())
+                ))),
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
+    Ok(rows)
+}
+
 /// Whether `package` matches `text` (case-insensitive substring of its name; empty matches all).
 pub fn matches(package: &str, text: &str) -> bool {
     text.is_empty() || package.to_lowercase().contains(&text.to_lowercase())
 }
 
 /// The summaries of the packages of `catalog` matching `text`, resolved as `dependencies`
-/// says. `content` is read once for the newest bundles' manifests.
+/// says. `content` is read once for the newest bundles' manifests. Within `meter`: every
+/// resolution, requirement, deprecation scan and manifest read is charged.
 pub fn search(
     catalog: &CatalogInput,
     content: &CatalogContent,
     text: &str,
     dependencies: DependencyMode,
-) -> Result<Vec<PackageSummary>, CatalogError> {
+    meter: &mut Meter,
+) -> Result<Vec<PackageSummary>, SearchError> {
     let inputs = std::slice::from_ref(catalog);
     let mut rows = Vec::new();
     let mut wanted: HashMap<String, usize> = HashMap::new();
@@ -97,8 +173,11 @@ pub fn search(
             upgrade_constraint_policy: Default::default(),
             installed: None,
         };
-        let (newest, reason) = match dependencies.resolve(&request, inputs) {
+        let (newest, reason) = match dependencies.resolve_within(&request, inputs, meter) {
             Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None),
+            Err(ResolveError::Exhausted { package, exhausted }) => {
+                return Err(Refused::new(format!("resolving package {package:?}"), exhausted).into());
+            }
             Err(e) => {
                 // A bundle refused for its dependencies is still the newest one to describe.
                 let newest = newest_in_default_channel(package).map(|b| {
@@ -110,7 +189,7 @@ pub fn search(
                 (newest, Some(e.to_string()))
             }
         };
-        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref());
+        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref(), meter)?;
         row.not_installable_reason = reason;
         // With `check`, the controller refuses a bundle whose requirements cannot be read.
         if let (DependencyMode::Check, None, Some(e)) = (
@@ -128,23 +207,47 @@ pub fn search(
     if wanted.is_empty() {
         return Ok(rows);
     }
-    content.for_each_meta(|meta| {
-        if &*meta.schema != SCHEMA_BUNDLE {
-            return Ok(());
-        }
-        let Some(&row) = wanted.get(&*meta.name) else {
-            return Ok(());
-        };
-        if rows[row].package != *meta.package {
-            return Ok(());
-        }
-        let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
-            location: meta.location(),
-            message: e.to_string(),
+    let mut refused = None;
+    content
+        .for_each_meta(|meta| {
+            if refused.is_some() {
+                return Ok(());
+            }
+            if let Err(e) = meter.charge(Work::Visit, 1) {
+                refused = Some(Refused::new(format!("reading catalog {:?}", catalog.name), e));
+                return Ok(());
+            }
+            if &*meta.schema != SCHEMA_BUNDLE {
+                return Ok(());
+            }
+            let Some(&row) = wanted.get(&*meta.name) else {
+                return Ok(());
+            };
+            if rows[row].package != *meta.package {
+                return Ok(());
+            }
+            // Its manifests are read and rendered.
+            if let Err(e) = meter.charge(Work::Parse, meta.blob.len() as u64) {
+                refused = Some(Refused::new(
+                    format!("bundle {:?}: reading its manifests", meta.name),
+                    e,
+                ));
+                return Ok(());
+            }
+            let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
+                location: meta.location(),
+                message: e.to_string(),
+            })?;
+            describe_catalog_bundle(&mut rows[row], &bundle);
+            Ok(())
+        })
+        .map_err(|source| SearchError::Catalog {
+            catalog: catalog.name.to_string(),
+            source,
         })?;
-        describe_catalog_bundle(&mut rows[row], &bundle);
-        Ok(())
-    })?;
+    if let Some(refused) = refused {
+        return Err(refused.into());
+    }
     for row in &mut rows {
         row.installable = row.not_installable_reason.is_none() && row.manifests_from != ManifestSource::None;
     }
@@ -165,10 +268,20 @@ fn summary_without_manifests(
     catalog: &str,
     package: &PackageIndex,
     newest: Option<&(String, String)>,
-) -> PackageSummary {
+    meter: &mut Meter,
+) -> Result<PackageSummary, Refused> {
     let deprecation = package.deprecation();
     let newest_index = newest.and_then(|(name, _)| package.bundle(name));
-    PackageSummary {
+    // Its deprecation entries are scanned, its properties read.
+    let scanned = deprecation.map_or(0, |d| d.entries.len()) + newest_index.map_or(0, |b| b.properties.len());
+    meter
+        .charge(Work::Visit, scanned as u64)
+        .map_err(|e| Refused::new(format!("summarising package {:?}", package.name), e))?;
+    let requirements = match newest_index {
+        Some(b) => BundleRequirements::of(b, meter)?,
+        None => BundleRequirements::default(),
+    };
+    Ok(PackageSummary {
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
@@ -203,9 +316,9 @@ fn summary_without_manifests(
                 .count()
         }),
         installable: false,
-        requirements: newest_index.map(BundleRequirements::of).unwrap_or_default(),
+        requirements,
         not_installable_reason: None,
-    }
+    })
 }
 
 /// Describes the newest bundle from the catalog's `olm.bundle.object` properties, when it has
@@ -246,4 +359,104 @@ pub fn describe_bundle(row: &mut PackageSummary, loaded: &RegistryV1Bundle, from
         row.not_installable_reason = Some(e.to_string());
     }
     row.installable = row.not_installable_reason.is_none();
+}
+
+/// The text form's table: one row per package and catalog (REQUIRES only when a newest bundle
+/// declares dependencies).
+pub fn table(rows: &[PackageSummary]) -> Table {
+    // REQUIRES only when a newest bundle declares dependencies.
+    let requires = rows.iter().any(|r| !r.requirements.is_empty());
+    let mut header = vec![
+        "PACKAGE",
+        "CATALOG",
+        "CHANNEL",
+        "NEWEST",
+        "MODES",
+        "WEBHOOKS",
+        "MAX OCP",
+        "DEPRECATED",
+        "OLM V1",
+    ];
+    if requires {
+        header.push("REQUIRES");
+    }
+    let mut t = Table::new(&header);
+    for r in rows {
+        let modes: Vec<&str> = r
+            .install_modes
+            .iter()
+            .map(|m| match m.as_str() {
+                "AllNamespaces" => "All",
+                "SingleNamespace" => "Single",
+                "OwnNamespace" => "Own",
+                "MultiNamespace" => "Multi",
+                other => other,
+            })
+            .collect();
+        let deprecated = match (&r.deprecated, r.deprecated_entries) {
+            (Some(_), _) => ("package".to_string(), Tone::Warn),
+            (None, 0) => ("-".to_string(), Tone::Plain),
+            (None, n) => (format!("{n} entries"), Tone::Warn),
+        };
+        let verdict = match &r.not_installable_reason {
+            None if r.manifests_from == ManifestSource::None => {
+                ("unknown (manifests not read)".to_string(), Tone::Warn)
+            }
+            // `--dependencies=check`: installs once what REQUIRES names is installed.
+            None if !r.requirements.is_empty() => {
+                ("yes, once REQUIRES are installed".to_string(), Tone::Good)
+            }
+            None => ("yes".to_string(), Tone::Good),
+            Some(reason) => (
+                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
+                Tone::Bad,
+            ),
+        };
+        let mut row = vec![
+            (r.package.clone(), Tone::Plain),
+            (r.catalog.clone(), Tone::Plain),
+            (
+                r.default_channel.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                r.newest_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                if modes.is_empty() {
+                    "-".into()
+                } else {
+                    modes.join(",")
+                },
+                Tone::Plain,
+            ),
+            (if r.webhooks { "yes".into() } else { "-".into() }, Tone::Plain),
+            (
+                r.max_openshift_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            deprecated,
+            verdict,
+        ];
+        if requires {
+            let tone = match r.requirements.requires_error {
+                Some(_) => Tone::Bad,
+                None => Tone::Plain,
+            };
+            row.push((r.requirements.cell(), tone));
+        }
+        t.toned_row(row);
+    }
+    t
+}
+
+/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
+fn first_line(text: &str, width: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > width {
+        format!("{}...", line.chars().take(width - 3).collect::<String>())
+    } else {
+        line.to_string()
+    }
 }

@@ -143,15 +143,17 @@ impl From<&RequestArgs> for RequestOverrides {
             installed: args.installed.clone(),
             version: args.version.clone(),
             channels: args.channels.clone(),
-            upgrade_constraint_policy: args.upgrade_constraint_policy.as_deref().map(|p| {
-                if p == "SelfCertified" {
-                    UpgradeConstraintPolicy::SelfCertified
-                } else {
-                    UpgradeConstraintPolicy::CatalogProvided
-                }
-            }),
+            upgrade_constraint_policy: upgrade_constraint_policy(args.upgrade_constraint_policy.as_deref()),
         }
     }
+}
+
+/// `--upgrade-constraint-policy` (its value parser admits the two names).
+pub fn upgrade_constraint_policy(flag: Option<&str>) -> Option<UpgradeConstraintPolicy> {
+    flag.map(|p| match p {
+        "SelfCertified" => UpgradeConstraintPolicy::SelfCertified,
+        _ => UpgradeConstraintPolicy::CatalogProvided,
+    })
 }
 
 /// What `explain` and `upgrades` start from ([`request::load_request`]).
@@ -185,6 +187,16 @@ pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
 pub fn fail(command: &str, message: &str) -> ExitCode {
     errln!("olmv1 {command}: {message}");
     ExitCode::from(2)
+}
+
+/// Prints `olmv1 COMMAND: MESSAGE` on stderr for work refused by the command's meter (one
+/// sentence naming what and the limit, its catalog text escaped); exit status 2, as for any
+/// input olmv1 does not take.
+pub fn refuse(command: &str, refused: &crate::meter::Refused) -> ExitCode {
+    fail(
+        command,
+        &crate::admin::terminal::escape_value(&refused.to_string()),
+    )
 }
 
 /// Warns on stderr about catalogs whose content could not be read.
