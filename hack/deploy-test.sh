@@ -157,21 +157,6 @@ kubectl -n "$ns" get servicemonitor olmv1-controller olmv1-catalogd >/dev/null |
   die "helm install created no ServiceMonitors although the cluster serves their kind"
 log "chart $chart installed with helm; Deployments Available on the kwok node ($((SECONDS - step))s)"
 
-# Every variant of the install manifest is accepted over the installed objects (forced: helm, not
-# kubectl, owns their fields). The OpenShift variant's Role for the global pull secret lives in
-# openshift-config, which every OpenShift cluster has; its ServiceMonitors and PrometheusRule are
-# checked against prometheus-operator's CRDs.
-kubectl create namespace openshift-config --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-for variant in olmv1 olmv1-openshift olmv1-controller-identity; do
-  kubectl apply --server-side --force-conflicts --dry-run=server -f "$OLMV1_ENV_DIR/$variant.yaml" \
-    >"$OLMV1_ENV_DIR/dry-run.txt" 2>&1 || die "$variant.yaml is refused (server-side dry run): $(cat "$OLMV1_ENV_DIR/dry-run.txt")"
-done
-[[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||
-  die "the OpenShift install manifest does not give both components the global pull secret"
-grep -q -- '- --install-identity=controller$' "$OLMV1_ENV_DIR/olmv1-controller-identity.yaml" ||
-  die "the controller-identity install manifest does not run the controller with --install-identity controller"
-! grep -q -- 'name: cluster-admin$' "$manifest" || die "the default install manifest grants cluster-admin"
-log "every install manifest variant accepted (server-side dry run)"
 
 # What cert-manager would write: Secret olmv1-ca (the CA), catalogd-service-cert and
 # olmv1-controller-cert (the serving certificates of the two Services, here also for 127.0.0.1:
@@ -456,6 +441,23 @@ kubectl wait --for=condition=Installed --timeout=5s clusterextension/example-ope
   die "the ClusterExtension is gone or changed after helm uninstall"
 check_extension_kept "by helm uninstall"
 log "helm uninstall: olmv1 removed; CRDs, ClusterExtension, its Deployment and namespace $ns kept ($((SECONDS - step))s)"
+
+# Every variant of the install manifest is accepted in the kept namespace once helm's objects are
+# gone (over helm's Deployments, a dry run of the OpenShift variant would merge its service-CA
+# ConfigMap volume into the cert-manager Secret volume helm set, which no install does). The OpenShift variant's Role for the global pull secret lives in
+# openshift-config, which every OpenShift cluster has; its ServiceMonitors and PrometheusRule are
+# checked against prometheus-operator's CRDs.
+kubectl create namespace openshift-config --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+for variant in olmv1 olmv1-openshift olmv1-controller-identity; do
+  kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/$variant.yaml" \
+    >"$OLMV1_ENV_DIR/dry-run.txt" 2>&1 || die "$variant.yaml is refused (server-side dry run): $(cat "$OLMV1_ENV_DIR/dry-run.txt")"
+done
+[[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||
+  die "the OpenShift install manifest does not give both components the global pull secret"
+grep -q -- '- --install-identity=controller$' "$OLMV1_ENV_DIR/olmv1-controller-identity.yaml" ||
+  die "the controller-identity install manifest does not run the controller with --install-identity controller"
+! grep -q -- 'name: cluster-admin$' "$manifest" || die "the default install manifest grants cluster-admin"
+log "every install manifest variant accepted (server-side dry run)"
 
 # 8. olmv1 installed again from the install manifest over the kept state, then upgraded by
 # applying the next image's manifest.
