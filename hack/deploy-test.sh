@@ -400,10 +400,11 @@ pods = json.load(sys.stdin)["items"]
 assert pods, f"{name} has no pod"
 for pod in pods:
     spec = pod["spec"]
-    assert spec.get("nodeSelector") == {"olmv1.test/pool": "olmv1"}, f"{name}: nodeSelector {spec.get(\"nodeSelector\")}"
-    assert {"key": "olmv1.test/dedicated", "operator": "Equal", "value": "olmv1", "effect": "NoSchedule"} in spec.get("tolerations", []), \
-        f"{name}: tolerations {spec.get(\"tolerations\")}"
-    assert spec.get("nodeName") == node, f"{name}: on node {spec.get(\"nodeName\")}"
+    selector, tolerations, on = spec.get("nodeSelector"), spec.get("tolerations", []), spec.get("nodeName")
+    assert selector == {"olmv1.test/pool": "olmv1"}, f"{name}: nodeSelector {selector}"
+    toleration = {"key": "olmv1.test/dedicated", "operator": "Equal", "value": "olmv1", "effect": "NoSchedule"}
+    assert toleration in tolerations, f"{name}: tolerations {tolerations}"
+    assert on == node, f"{name}: on node {on}"
 ' "$OLMV1_KWOK_NODE" "$d" || die "the pods of $d do not carry the chart's nodeSelector and tolerations"
 done
 revision=$(release revision)
