@@ -17,6 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -48,7 +49,7 @@ use crate::{
     apply::{
         identity::{Installer, InstallerClients},
         lookups::ClusterLookups,
-        objects::{ready_crd, ready_deployment},
+        objects::{ready_api_service, ready_crd, ready_deployment},
         revision::{RevisionStore, WatchedObject},
     },
     bundle::render::WebhookProvider,
@@ -346,12 +347,20 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .watches_stream(
             owned_objects(
                 Api::<CustomResourceDefinition>::all(client.clone()),
-                owned,
+                owned.clone(),
                 &ctx.last_apply,
             ),
             {
                 let last_apply = ctx.last_apply.clone();
                 move |object| owner_changed(&object, ready_crd(&object), &last_apply)
+            },
+        )
+        // An owned APIService turning unavailable (its server gone) is reported.
+        .watches_stream(
+            owned_objects(Api::<APIService>::all(client.clone()), owned, &ctx.last_apply),
+            {
+                let last_apply = ctx.last_apply.clone();
+                move |object| owner_changed(&object, ready_api_service(&object), &last_apply)
             },
         )
         // New registry credentials (a pull secret created or rotated): retry every extension.
