@@ -1,12 +1,14 @@
 //! Owns the way out of OLM classic (`olmv1 migrate`): reading classic's objects
 //! (`operators.coreos.com`), judging each Subscription (`check`), making ClusterCatalogs
 //! from CatalogSources (`catalogs`), taking a Subscription over in place and giving it back
-//! (`convert`), and convert's orchestration over one or every Subscription (`run`).
+//! (`convert`), whether cert-manager keeps a serving certificate classic issued (`certificate`),
+//! and convert's orchestration over one or every Subscription (`run`).
 //! Part of admin: imports api, bundle, catalog, image, admin's cluster reader, sources, installer
 //! and install (run), and apply's owner labels and revision store (convert); never controller or
 //! cmd.
 
 pub mod catalogs;
+pub mod certificate;
 pub mod check;
 pub mod classic;
 pub mod convert;
