@@ -21,10 +21,15 @@ upstream_inputs() {
   [[ -n $upstream_bin ]] || bench_die "UPSTREAM_BIN is not set; $usage"
   [[ -n $upstream_src ]] || bench_die "UPSTREAM_SRC is not set; $usage"
   local b
-  for b in operator-controller catalogd; do
-    [[ -x "$upstream_bin/$b" && -f "$upstream_bin/$b" ]] ||
-      bench_die "UPSTREAM_BIN=$upstream_bin has no executable $b; $usage"
-  done
+  # UPSTREAM_BINARIES=optional (bench-vs-upstream.sh measuring olmv1 alone): only the CRDs are read.
+  if [[ ${UPSTREAM_BINARIES:-} != optional ]]; then
+    for b in operator-controller catalogd; do
+      [[ -x "$upstream_bin/$b" && -f "$upstream_bin/$b" ]] ||
+        bench_die "UPSTREAM_BIN=$upstream_bin has no executable $b; $usage"
+    done
+  else
+    mkdir -p "$upstream_bin"
+  fi
   [[ -f "$upstream_src/helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml" ]] ||
     bench_die "UPSTREAM_SRC=$upstream_src has no helm/olmv1/base/operator-controller/crd/experimental/olm.operatorframework.io_clusterextensions.yaml (not an operator-controller checkout of the pinned commit?); $usage"
   upstream_bin=$(cd "$upstream_bin" && pwd) upstream_src=$(cd "$upstream_src" && pwd)
@@ -40,11 +45,12 @@ upstream_inputs() {
 bench_build() {
   profile=${OLMV1_BENCH_PROFILE:-release}
   bench_log "building olmv1 ($profile) and the driver"
-  if [[ $profile == release ]]; then
+  if [[ $profile == release && -z ${OLMV1_BENCH_OLMV1:-} ]]; then
     (cd "$repo" && cargo build -q --release --bin olmv1)
   fi
   (cd "$repo" && cargo build -q --bin olmv1 --example interop)
-  olmv1="$repo/target/$profile/olmv1"
+  olmv1=${OLMV1_BENCH_OLMV1:-"$repo/target/$profile/olmv1"}
+  [[ -x $olmv1 ]] || bench_die "OLMV1_BENCH_OLMV1=$olmv1 is not an executable"
   driver="$repo/target/debug/examples/interop"
 }
 
@@ -82,12 +88,13 @@ stop_olmv1() {
 pid_of() { cat "$OLMV1_ENV_DIR/pids/$1.pid"; }
 
 # olmv1 catalogd as the cluster admin, on free ports, caching in $1; with the allocator settings
-# its Deployment has (config/manager/catalogd.yaml), so that the figures are those of the product.
+# its Deployment has (charts/olmv1/templates/catalogd.yaml), so that the figures are those of the
+# product.
 start_catalogd() {
   local port tunables
   port=$(free_port)
-  tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/config/manager/catalogd.yaml" | sed -n 's/^ *value: //p')
-  [[ -n $tunables ]] || bench_die "config/manager/catalogd.yaml sets no GLIBC_TUNABLES"
+  tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/charts/olmv1/templates/catalogd.yaml" | sed -n 's/^ *value: //p')
+  [[ -n $tunables ]] || bench_die "charts/olmv1/templates/catalogd.yaml sets no GLIBC_TUNABLES"
   GLIBC_TUNABLES=$tunables start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" \
     --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-bind-address "127.0.0.1:$(free_port)" \
     --health-probe-bind-address 127.0.0.1:0

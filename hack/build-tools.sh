@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from Go modules (no downloads outside the Go module
 # proxy): kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd from the wrapper
-# module in hack/tools, and kwok with `go install`. Binaries are cached by version under
+# module in hack/tools, kwok and helm with `go install`. Binaries are cached by version under
 # $OLMV1_TOOLS_DIR (default ~/.cache/olmv1/tools/<version>) so only a fresh machine pays the build.
-# Prints the bin directory on stdout.
+# Prints the bin directory on stdout (helm is linked into it from its own versioned directory).
 #
 # Usage: hack/build-tools.sh [--node]
 #   --node  also kubelet and kube-proxy (same module and version) and the sandbox's `pause`
@@ -59,6 +59,19 @@ if [[ ! -x "$bin/kwok" ]]; then
   GOBIN="$bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   log "built kwok in $((SECONDS - start))s"
 fi
+
+# helm from its own module (its go.mod, not hack/tools: it needs newer Kubernetes libraries), in a
+# directory of its version, linked into the bin directory so that a version change rebuilds it.
+helm_dir="$tools_root/helm-$HELM_VERSION"
+if [[ ! -x "$helm_dir/helm" ]]; then
+  log "building helm $HELM_VERSION"
+  start=$SECONDS
+  mkdir -p "$helm_dir"
+  GOBIN="$helm_dir" CGO_ENABLED=0 go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+  log "built helm in $((SECONDS - start))s"
+fi
+[[ $(readlink "$bin/helm" 2>/dev/null) == "$helm_dir/helm" ]] || ln -sfn "$helm_dir/helm" "$bin/helm"
 
 # kwok's standalone binary has no built-in stages: keep the stage YAMLs from its module beside it.
 # The node heartbeat (every 20-45 s) keeps the fake node inside the controller-manager's 50 s grace

@@ -5,7 +5,8 @@
 #   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies), graphviz
 #   (`olmv1 upgrades -o svg`), python3 (the hostile tar corpus);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
-#   builds the control plane's binaries from Go modules (hack/build-tools.sh, cached by version).
+#   builds the control plane's binaries and helm from Go modules (hack/build-tools.sh, cached by
+#   version).
 # With OLMV1_NODE=real or kwok+real (the real node of hack/local-up.sh), also: containerd (Debian's
 #   1.6, CRI v1), containernetworking-plugins (bridge, host-local, loopback, portmap in
 #   /usr/lib/cni), iptables, iproute2, gcc and libc6-dev (the static pause binary), and kubelet,

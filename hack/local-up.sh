@@ -235,13 +235,21 @@ log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - started))s)"
 openshift_admission=OwnerReferencesPermissionEnforcement
 curl_admin() { curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@"; }
 # Audit log of writes (Metadata level, no reads): who wrote what, e.g. only the leader replica.
-cat >"$dir/audit-policy.yaml" <<'EOF_POLICY'
+# OLMV1_AUDIT_SERVICE_ACCOUNT_READS=1 (the bench scripts) also logs every read and watch by a
+# service account (the controllers under measure and their installers): where each request of an
+# idle controller comes from.
+sa_reads=""
+if [[ ${OLMV1_AUDIT_SERVICE_ACCOUNT_READS:-} == 1 ]]; then
+  sa_reads=$'- level: Metadata\n  userGroups: [system:serviceaccounts]'
+fi
+cat >"$dir/audit-policy.yaml" <<EOF_POLICY
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
+$sa_reads
 - level: None
 EOF_POLICY
 # A real node: its kubelet is authorized by the Node authorizer, and its pods get their
@@ -482,11 +490,11 @@ wait_ready kube-controller-manager "the default ServiceAccount" kubectl get serv
 log "nodes Ready, default ServiceAccount present ($((SECONDS - started))s)"
 
 # ---------------------------------------------------------------------------------------------
-# The project's CRDs: the committed config/crd/olm.operatorframework.io_*.yaml (a test keeps them
-# equal to `olmv1 crd`), or `olmv1 crd` itself when they are not there.
+# The project's CRDs: the chart's charts/olmv1/crds/olm.operatorframework.io_*.yaml (a test keeps
+# them equal to `olmv1 crd`), or `olmv1 crd` itself when they are not there.
 if [[ "${OLMV1_SKIP_CRDS:-}" != 1 ]]; then
   shopt -s nullglob
-  crd_files=("$repo"/config/crd/olm.operatorframework.io_*.yaml)
+  crd_files=("$repo"/charts/olmv1/crds/olm.operatorframework.io_*.yaml)
   shopt -u nullglob
   if ((${#crd_files[@]})); then
     for f in "${crd_files[@]}"; do kubectl apply --server-side -f "$f" >/dev/null; done

@@ -174,6 +174,10 @@ pub struct LeaderElector {
     name: String,
     identity: String,
     leadership: Leadership,
+    /// The Lease as this replica last wrote it, while it holds it: a renewal replaces it
+    /// without reading it first (one request, not two), and falls back to reading it on a
+    /// conflict (someone else wrote it since).
+    held: Mutex<Option<Lease>>,
 }
 
 impl LeaderElector {
@@ -186,6 +190,7 @@ impl LeaderElector {
             name: name.into(),
             identity: identity.into(),
             leadership,
+            held: Mutex::new(None),
         }
     }
 
@@ -256,6 +261,23 @@ impl LeaderElector {
             source,
         };
         let now = Timestamp::now();
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut lease) = held {
+            // The fast path of a renewal: our last write's resourceVersion makes it a
+            // compare-and-swap, as below.
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.renew_time = Some(MicroTime(now));
+            }
+            match self
+                .leases
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => return Ok(self.hold_written(written)),
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(e) => return Err(api_err(e)),
+            }
+        }
         let existing = self.leases.get_opt(&self.name).await.map_err(api_err)?;
         let Some(mut lease) = existing else {
             let lease = Lease {
@@ -266,7 +288,7 @@ impl LeaderElector {
                 spec: Some(self.spec(now, 0, now)),
             };
             return match self.leases.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => Ok(self.hold_written(written)),
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
                 Err(e) => Err(api_err(e)),
             };
@@ -289,10 +311,16 @@ impl LeaderElector {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => Ok(self.hold_written(written)),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
             Err(e) => Err(api_err(e)),
         }
+    }
+
+    /// Keeps the Lease just written (this replica holds it) for the next renewal's fast path.
+    fn hold_written(&self, written: Lease) -> bool {
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(written);
+        true
     }
 
     fn spec(&self, acquired: Timestamp, transitions: i32, now: Timestamp) -> LeaseSpec {

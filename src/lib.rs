@@ -19,6 +19,7 @@ pub mod operations;
 pub mod resolve;
 pub mod tls_profile;
 pub mod version;
+pub mod watch;
 
 /// The layers of DESIGN.md's "Shape": a module imports only modules of lower layers.
 #[cfg(test)]
@@ -27,7 +28,7 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

@@ -251,7 +251,14 @@ impl Drop for Running {
 }
 
 fn start(client: &Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) -> Running {
-    Running(tokio::spawn(upgradeable::run(client.clone(), config, metrics)))
+    // No watch follows the APIs here: the OpenShift CRDs are installed before it starts.
+    let api_changes = tokio::sync::watch::channel(0).1;
+    Running(tokio::spawn(upgradeable::run(
+        client.clone(),
+        config,
+        metrics,
+        api_changes,
+    )))
 }
 
 #[tokio::test]

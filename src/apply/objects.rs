@@ -562,6 +562,19 @@ pub fn ready_crd(crd: &CustomResourceDefinition) -> Option<WatchedObject> {
     is_established(crd).then(|| watched_state(object, &crd.metadata))
 }
 
+/// A CRD's state as a metadata-only watch sees it: which object, at which uid and generation.
+/// Whether it is Established is not in the metadata; a CRD stays Established once it is, so one
+/// seen at the uid and generation of a ready state remembered earlier is still that state.
+pub fn crd_state(crd: &ObjectMeta) -> Option<WatchedObject> {
+    let object = ObjectRef {
+        api_version: CRD_API_VERSION.into(),
+        kind: "CustomResourceDefinition".into(),
+        namespace: None,
+        name: crd.name.clone()?,
+    };
+    Some(watched_state(object, crd))
+}
+
 /// A Deployment's state when it is rolled out (`None` when it is not).
 pub fn ready_deployment(deployment: &Deployment) -> Option<WatchedObject> {
     let object = ObjectRef {

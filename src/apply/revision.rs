@@ -191,7 +191,7 @@ mod store {
         ) -> impl Stream<Item = Result<watcher::Event<Secret>, watcher::Error>> + Send + 'static {
             watcher(
                 self.secrets.clone(),
-                watcher::Config::default().labels(&owner_kind_selector()),
+                crate::watch::config().labels(&owner_kind_selector()),
             )
         }
 

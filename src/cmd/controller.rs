@@ -126,7 +126,7 @@ pub struct ControllerArgs {
     /// Whose identity writes bundle content: each extension's spec.serviceAccount
     /// (`service-account`, least privilege; an extension without one is not installed), or the
     /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
-    /// needs the RBAC of config/controller-identity).
+    /// needs the RBAC of the controller-identity install manifest).
     #[arg(
         long,
         env = "OLMV1_INSTALL_IDENTITY",
@@ -252,6 +252,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         client.clone(),
         upgradeable_config,
         upgradeable_metrics,
+        ctx.lookups.discovery_changes(),
     ));
     tokio::select! {
         // The ClusterExtension controller stops on SIGTERM/SIGINT after finishing its reconciles.

@@ -18,7 +18,6 @@ use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
     ConditionStatus, FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED,
@@ -182,7 +181,7 @@ impl Context {
 /// Runs the reconciler until the watch ends (on shutdown).
 pub async fn run(context: Arc<Context>) {
     let api: Api<ClusterCatalog> = Api::all(context.client.clone());
-    let mut watch = watcher::Config::default();
+    let mut watch = crate::watch::config();
     if !context.settings.selector.is_empty() {
         watch = watch.labels(&context.settings.selector);
     }

@@ -559,6 +559,17 @@ pub fn entry_name_of(image: &str) -> Option<String> {
     Some(hex_part(digest)).filter(|hex| !hex.is_empty())
 }
 
+/// Whether any entry or staging directory of `cache_dir` was written between `newest` and
+/// `oldest` ago (`newest` included): the periodic sweep asks the API server which images are
+/// recorded only when an entry has come out of the grace since the last sweep.
+pub fn has_entries_aged(cache_dir: &Path, newest: Duration, oldest: Duration) -> std::io::Result<bool> {
+    let now = SystemTime::now();
+    Ok(cache_dir_entries(cache_dir)?.iter().any(|entry| {
+        now.duration_since(entry.modified)
+            .is_ok_and(|age| newest <= age && age < oldest)
+    }))
+}
+
 /// Deletes, in every scope of `cache_dir`, the entries no one keeps (see [`unused_entries`]);
 /// returns the directories deleted. A missing cache directory holds nothing to delete.
 pub fn remove_unused(
@@ -693,6 +704,8 @@ mod tests {
         }
         let keep = BTreeSet::from(["bb".to_string()]);
         // Everything was just written: the grace keeps it all.
+        assert!(has_entries_aged(dir.path(), Duration::ZERO, 10 * MINUTE).unwrap());
+        assert!(!has_entries_aged(dir.path(), 10 * MINUTE, 20 * MINUTE).unwrap());
         assert!(remove_unused(dir.path(), &keep, 10 * MINUTE).unwrap().is_empty());
         let mut removed = remove_unused(dir.path(), &keep, Duration::ZERO).unwrap();
         removed.sort();
@@ -707,5 +720,6 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+        assert!(!has_entries_aged(&dir.path().join("missing"), Duration::ZERO, 10 * MINUTE).unwrap());
     }
 }

@@ -254,7 +254,7 @@ pub async fn keep_current(
         let (watched, ns) = (watched.clone(), namespace.clone());
         let events = watcher(
             Api::<Secret>::namespaced(client.clone(), &namespace),
-            watcher::Config::default(),
+            crate::watch::config(),
         )
         .default_backoff()
         .map(move |event| match event {
@@ -277,7 +277,7 @@ pub async fn keep_current(
     if let Some(key) = &sources.service_account {
         let events = watcher(
             Api::<ServiceAccount>::namespaced(client.clone(), &key.namespace),
-            watcher::Config::default().fields(&format!("metadata.name={}", key.name)),
+            crate::watch::config().fields(&format!("metadata.name={}", key.name)),
         )
         .default_backoff()
         .map(|event| event.is_ok());

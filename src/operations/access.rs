@@ -15,8 +15,10 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use sha2::{Digest, Sha256};
 
-/// How long an allowed caller is remembered.
-pub const ALLOWED_TTL: Duration = Duration::from_secs(60);
+/// How long an allowed caller is remembered: upstream's token-review cache (its access-review
+/// cache keeps an allowed answer 5 minutes). A scraper every 30 s costs two requests per 2
+/// minutes, not per minute.
+pub const ALLOWED_TTL: Duration = Duration::from_secs(120);
 /// How long a refused token or user is remembered (a new RoleBinding counts soon).
 pub const DENIED_TTL: Duration = Duration::from_secs(10);
 /// Most answers kept; beyond, expired ones go, then all.

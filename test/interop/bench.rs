@@ -136,6 +136,90 @@ pub struct ControllerFigures {
     pub idle_requests: u64,
     pub idle_rss_start_mib: f64,
     pub idle_rss_end_mib: f64,
+    /// The idle window's requests by the controller and its installers, from the API server's
+    /// audit log (`hack/local-up.sh` with `OLMV1_AUDIT_SERVICE_ACCOUNT_READS=1`), by
+    /// `identity verb resource[?selector]`: where each idle request comes from.
+    #[serde(default)]
+    pub idle_requests_by_kind: BTreeMap<String, u64>,
+    /// The load average (1, 5, 15 minutes) when the load started, when it ended, and at the end
+    /// of the idle window.
+    #[serde(default)]
+    pub load_avg: Vec<String>,
+}
+
+/// The machine's load average (`/proc/loadavg`'s first three fields).
+pub fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The service accounts that are the controllers under measure (olmv1's and upstream's); every
+/// other service account's requests are their installers'.
+const CONTROLLER_USERS: [&str; 2] = [
+    "system:serviceaccount:olmv1-system:olmv1-controller",
+    "system:serviceaccount:olmv1-system:operator-controller",
+];
+
+/// Requests by service accounts in the audit log from byte `from` on, received at or after
+/// `since`, by `identity verb resource[?selector]` (a watch's or list's label and field selectors
+/// name which one it is). Each request once (a watch has two entries: started and completed).
+pub fn audited_requests(audit_log: &Path, from: u64, since: jiff::Timestamp) -> BTreeMap<String, u64> {
+    use std::io::{BufRead, Seek};
+    let mut file = std::fs::File::open(audit_log).unwrap();
+    file.seek(std::io::SeekFrom::Start(from)).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut counts = BTreeMap::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(&line.unwrap_or_default()) else {
+            continue;
+        };
+        let user = entry["user"]["username"].as_str().unwrap_or_default();
+        let received = entry["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        if !user.starts_with("system:serviceaccount:")
+            || received.is_none_or(|t| t < since)
+            || !seen.insert(entry["auditID"].as_str().unwrap_or_default().to_string())
+        {
+            continue;
+        }
+        let identity = if CONTROLLER_USERS.contains(&user) {
+            "controller"
+        } else {
+            "installer"
+        };
+        let verb = entry["verb"].as_str().unwrap_or_default();
+        let resource = entry["objectRef"]["resource"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| entry["requestURI"].as_str().unwrap_or_default().to_string());
+        let subresource = entry["objectRef"]["subresource"]
+            .as_str()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        let uri = entry["requestURI"].as_str().unwrap_or_default();
+        let selectors: Vec<String> = url::Url::parse(&format!("http://x{uri}"))
+            .map(|u| {
+                u.query_pairs()
+                    .filter(|(k, _)| k == "labelSelector" || k == "fieldSelector")
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let selectors = if selectors.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", selectors.join("&"))
+        };
+        *counts
+            .entry(format!("{identity} {verb} {resource}{subresource}{selectors}"))
+            .or_default() += 1;
+    }
+    counts
 }
 
 fn body(i: usize) -> Value {
@@ -202,8 +286,9 @@ pub async fn time_to_installed(
     start.elapsed().as_secs_f64()
 }
 
-/// One extension cold then warm, then the load of 100, then the idle window.
-pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
+/// One extension cold then warm, then the load of 100, then the idle window (its requests broken
+/// down from `audit_log` when given).
+pub async fn controller(pid: u32, idle: Duration, audit_log: Option<&Path>) -> ControllerFigures {
     let client = Client::try_default().await.unwrap();
     let api = Api::<ClusterExtension>::all(client.clone());
     let one = [body(0)];
@@ -242,10 +327,12 @@ pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
     );
 
     reset_peak(pid);
+    figures.load_avg.push(load_avg());
     let before = proc_stat(pid);
     let load: Vec<Value> = (1..=LOAD).map(body).collect();
     figures.load_s = time_to_installed(&client, &load, poll, timeout).await;
     let after = proc_stat(pid);
+    figures.load_avg.push(load_avg());
     figures.load_cpu_s = after.cpu_s - before.cpu_s;
     figures.load_peak_mib = after.peak_mib;
     eprintln!(
@@ -256,9 +343,17 @@ pub async fn controller(pid: u32, idle: Duration) -> ControllerFigures {
     // Idle: after a minute for the work that follows Installed, the window itself.
     tokio::time::sleep(Duration::from_secs(60)).await;
     let start = proc_stat(pid);
+    let audit_from = audit_log.map(|log| std::fs::metadata(log).map(|m| m.len()).unwrap_or(0));
+    let idle_since = jiff::Timestamp::now();
     let requests = support::service_account_requests(&client).await;
     tokio::time::sleep(idle).await;
     let end = proc_stat(pid);
+    figures.load_avg.push(load_avg());
+    if let (Some(log), Some(from)) = (audit_log, audit_from) {
+        // The entries of requests that ended in the window are written by now; the driver's own
+        // reads are the cluster admin's, not counted.
+        figures.idle_requests_by_kind = audited_requests(log, from, idle_since);
+    }
     figures.idle_s = idle.as_secs_f64();
     figures.idle_cpu_s = end.cpu_s - start.cpu_s;
     figures.idle_requests = support::service_account_requests(&client).await - requests;
@@ -320,6 +415,9 @@ pub struct CatalogdFigures {
     pub three_serving_s: f64,
     pub three_peak_mib: f64,
     pub three_serving_rss_mib: f64,
+    /// The load average at the start and at the end.
+    #[serde(default)]
+    pub load_avg: Vec<String>,
 }
 
 pub async fn serve_catalogs(client: &Client, catalogs: &[(String, String)]) -> f64 {
@@ -349,7 +447,10 @@ async fn delete_catalogs(client: &Client, catalogs: &[(String, String)]) {
 pub async fn catalogd(pid: u32, plan: &BenchPlan, ca: Option<&Path>) -> CatalogdFigures {
     let client = Client::try_default().await.unwrap();
     let certified = &plan.shared[..1];
-    let mut figures = CatalogdFigures::default();
+    let mut figures = CatalogdFigures {
+        load_avg: vec![load_avg()],
+        ..Default::default()
+    };
     reset_peak(pid);
     figures.certified_serving_s = serve_catalogs(&client, certified).await;
     figures.certified_peak_mib = proc_stat(pid).peak_mib;
@@ -381,6 +482,7 @@ pub async fn catalogd(pid: u32, plan: &BenchPlan, ca: Option<&Path>) -> Catalogd
     tokio::time::sleep(Duration::from_secs(5)).await;
     figures.three_serving_rss_mib = proc_stat(pid).rss_mib;
     delete_catalogs(&client, &plan.shared).await;
+    figures.load_avg.push(load_avg());
     eprintln!("bench: catalogd three {figures:?}");
     figures
 }
@@ -466,10 +568,28 @@ async fn metas_rate(http: &reqwest::Client, base: &str, catalog_dir: &Path) -> f
     total as f64 / start.elapsed().as_secs_f64()
 }
 
-/// The table of both runs: figures and olmv1 : upstream ratios.
-pub fn table(results: &BTreeMap<String, Value>) -> String {
-    let get = |side: &str, section: &str, key: &str| results[side][section][key].as_f64().unwrap_or(f64::NAN);
-    let rows: [(&str, &str, &str, &str); 15] = [
+/// The median of `values` (NaN when empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The table of the samples of both sides (each `{"olmv1": {...}, "upstream": {...}}`): per
+/// figure the median and the spread (least - most) of each side and the ratio of the medians;
+/// then the idle requests by kind (medians) and the load average of each sample.
+pub fn table(samples: &[BTreeMap<String, Value>]) -> String {
+    let values = |side: &str, section: &str, key: &str| -> Vec<f64> {
+        samples
+            .iter()
+            .map(|results| results[side][section][key].as_f64().unwrap_or(f64::NAN))
+            .collect()
+    };
+    let rows: [(&str, &str, &str, &str); 17] = [
         (
             "controller",
             "cold_s",
@@ -545,42 +665,107 @@ pub fn table(results: &BTreeMap<String, Value>) -> String {
             "all three shared catalogs at once: peak RSS",
             "MiB",
         ),
+        (
+            "catalogd",
+            "three_serving_s",
+            "all three shared catalogs at once: apply -> all Serving",
+            "s",
+        ),
+        (
+            "catalogd",
+            "three_serving_rss_mib",
+            "all three: RSS while serving",
+            "MiB",
+        ),
     ];
-    let mut out = String::from("| measure | olmv1 | upstream | olmv1 : upstream |\n|---|---|---|---|\n");
-    let mut push_row = |label: &str, a: f64, b: f64, unit: &str| {
+    let spread = |v: &[f64]| {
+        let least = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let most = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (least, most)
+    };
+    let mut out = format!(
+        "{} sample(s); each cell: median (least - most)\n\n| measure | olmv1 | upstream | olmv1 : upstream (medians) |\n|---|---|---|---|\n",
+        samples.len()
+    );
+    for (section, key, label, unit) in rows {
         let unit = if unit.is_empty() {
             String::new()
         } else {
             format!(" {unit}")
         };
+        let (a, b) = (values("olmv1", section, key), values("upstream", section, key));
+        if a.iter().chain(&b).all(|v| v.is_nan()) {
+            // A part not run (OLMV1_BENCH_PARTS).
+            continue;
+        }
+        let cell = |v: &[f64]| {
+            if v.iter().all(|v| v.is_nan()) {
+                // A side not run (OLMV1_BENCH_SIDES).
+                return "-".to_string();
+            }
+            let (least, most) = spread(v);
+            format!("{:.2}{unit} ({least:.2} - {most:.2})", median(v))
+        };
         out.push_str(&format!(
-            "| {label} | {a:.2}{unit} | {b:.2}{unit} | 1 : {:.2} |\n",
-            b / a
+            "| {label} | {} | {} | 1 : {:.2} |\n",
+            cell(&a),
+            cell(&b),
+            median(&b) / median(&a)
         ));
-    };
-    for (section, key, label, unit) in rows {
-        push_row(
-            label,
-            get("olmv1", section, key),
-            get("upstream", section, key),
-            unit,
-        );
     }
-    let idle = get("olmv1", "controller", "idle_s");
-    push_row(
-        "all three shared catalogs at once: apply -> all Serving",
-        get("olmv1", "catalogd", "three_serving_s"),
-        get("upstream", "catalogd", "three_serving_s"),
-        "s",
-    );
-    push_row(
-        "all three: RSS while serving",
-        get("olmv1", "catalogd", "three_serving_rss_mib"),
-        get("upstream", "catalogd", "three_serving_rss_mib"),
-        "MiB",
-    );
+    let idle = median(&values("olmv1", "controller", "idle_s"));
     out.push_str(&format!(
         "\nIdle window: {idle:.0} s, starting 60 s after the last Installed=True.\n"
     ));
+    // Idle requests by kind: the median of each kind over the samples (0 where a sample had none).
+    let mut kinds = std::collections::BTreeSet::new();
+    for results in samples {
+        for side in ["olmv1", "upstream"] {
+            if let Some(by_kind) = results[side]["controller"]["idle_requests_by_kind"].as_object() {
+                kinds.extend(by_kind.keys().cloned());
+            }
+        }
+    }
+    if !kinds.is_empty() {
+        out.push_str(
+            "\n| idle requests (audit log), median over the samples | olmv1 | upstream |\n|---|---|---|\n",
+        );
+        let count = |side: &str, kind: &str| {
+            median(
+                &samples
+                    .iter()
+                    .map(|r| {
+                        r[side]["controller"]["idle_requests_by_kind"][kind]
+                            .as_f64()
+                            .unwrap_or(0.0)
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        for kind in &kinds {
+            out.push_str(&format!(
+                "| `{kind}` | {} | {} |\n",
+                count("olmv1", kind),
+                count("upstream", kind)
+            ));
+        }
+    }
+    out.push_str("\nLoad average (1 5 15 min) per sample: controller at the load's start / its end / the idle window's end; catalogd at its start / end:\n\n");
+    for (i, results) in samples.iter().enumerate() {
+        for side in ["olmv1", "upstream"] {
+            let joined = |section: &str| {
+                results[side][section]["load_avg"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" / "))
+                    .unwrap_or_default()
+            };
+            out.push_str(&format!(
+                "- sample {}, {side}: controller {}; catalogd {}\n",
+                i + 1,
+                joined("controller"),
+                joined("catalogd")
+            ));
+        }
+    }
     out
 }

@@ -94,6 +94,9 @@ enum Command {
         pid: u32,
         #[arg(long, default_value_t = 600)]
         idle_seconds: u64,
+        /// The API server's audit log: the idle window's requests broken down by kind.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
         out: PathBuf,
     },
     /// Deletes the benchmark's ClusterExtensions (the controller that installed them runs).
@@ -108,8 +111,9 @@ enum Command {
         ca: Option<PathBuf>,
         out: PathBuf,
     },
-    /// Prints the Markdown table of a results file ({"olmv1": {...}, "upstream": {...}}).
-    BenchTable { results: PathBuf },
+    /// Prints the Markdown table of results files, one per sample ({"olmv1": {...}, "upstream":
+    /// {...}}): medians, spreads, ratios.
+    BenchTable { results: Vec<PathBuf> },
     /// hack/bench-scale.sh: pushes N one-Deployment packages into C catalogs; writes the plan.
     ScalePublish {
         #[arg(long, default_value_t = 1000)]
@@ -262,9 +266,11 @@ async fn main() -> ExitCode {
         Command::BenchController {
             pid,
             idle_seconds,
+            audit_log,
             out,
         } => {
-            let figures = bench::controller(pid, Duration::from_secs(idle_seconds)).await;
+            let figures =
+                bench::controller(pid, Duration::from_secs(idle_seconds), audit_log.as_deref()).await;
             std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
         }
         Command::BenchClean => bench::clean_controller_load().await,
@@ -274,8 +280,11 @@ async fn main() -> ExitCode {
             std::fs::write(&out, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
         }
         Command::BenchTable { results } => {
-            let results = serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
-            print!("{}", bench::table(&results));
+            let samples: Vec<BTreeMap<String, serde_json::Value>> = results
+                .iter()
+                .map(|path| serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+                .collect();
+            print!("{}", bench::table(&samples));
         }
         Command::ScalePublish {
             extensions,

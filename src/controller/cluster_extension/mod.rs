@@ -10,32 +10,25 @@ mod error;
 mod fallback;
 mod status;
 mod steps;
+mod watches;
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::{
-    api::apps::v1::Deployment,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-};
+use futures::StreamExt;
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::{Event, EventType, Recorder, Reporter},
         finalizer::{Event as Finalizer, finalizer},
         reflector::ObjectRef,
-        watcher,
     },
 };
 use olmv1_api::v1::{
-    ClusterCatalog, ClusterExtension,
-    conditions::{
-        FINALIZER_CLEANUP_CONTENT, LABEL_OWNER_KIND, LABEL_OWNER_NAME, REASON_PROGRESS_DEADLINE_EXCEEDED,
-    },
+    ClusterExtension,
+    conditions::{FINALIZER_CLEANUP_CONTENT, REASON_PROGRESS_DEADLINE_EXCEEDED},
 };
 use tracing::{info, warn};
 
@@ -49,7 +42,6 @@ use crate::{
     apply::{
         identity::{Installer, InstallerClients},
         lookups::ClusterLookups,
-        objects::{ready_api_service, ready_crd, ready_deployment},
         revision::{RevisionStore, WatchedObject},
     },
     bundle::render::WebhookProvider,
@@ -281,19 +273,19 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
-    let owned = watcher::Config::default().labels(&crate::apply::objects::owner_kind_selector());
     // Consistent lists (not `any_semantic`): after an API server restart, a list served from a
     // still-filling watch cache can hand out a resourceVersion the next watch rejects as too
     // old, over and over.
-    let controller = Controller::new(extensions, watcher::Config::default());
+    let controller = Controller::new(extensions, crate::watch::config());
     let store = controller.store();
     let catalog_store = store.clone();
-    // Discovery and review answers are kept while these watches run (they end with the process).
+    // Review answers are kept while these watches run (they end with the process); discovery
+    // follows the controller's one CRD and one APIService watch (`watches::crds`,
+    // `watches::api_services`).
     tokio::spawn({
         let (lookups, client) = (ctx.lookups.clone(), client.clone());
-        async move { lookups.watch(client).await }
+        async move { lookups.watch_rbac(client).await }
     });
-    tokio::spawn(forget_deleted_catalogs(client.clone(), ctx.catalogs.clone()));
     // An API appeared or went: extensions waiting on a served API are looked at again, once
     // discovery has caught up.
     tokio::spawn({
@@ -306,13 +298,26 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             }
         }
     });
-    // Entries left within the grace by the sweeps after installs and deletes go on a later one.
+    // Entries left within the grace by the sweeps after installs and deletes go on a later one:
+    // the one after they come out of the grace. With no entry aged between one and two graces,
+    // none can have become removable since the last sweep, and the sweep (a list of the records)
+    // is skipped: after an install burst one sweep, then none while the controller idles.
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
+            let period = ctx.bundle_cache_grace.max(Duration::from_secs(1));
+            // What a previous process left, once.
+            remove_unused_bundle_images(&ctx, None).await;
             loop {
-                tokio::time::sleep(ctx.bundle_cache_grace.max(Duration::from_secs(1))).await;
-                remove_unused_bundle_images(&ctx, None).await;
+                tokio::time::sleep(period).await;
+                let due = crate::image::cache::has_entries_aged(
+                    &ctx.pull.cache_dir,
+                    ctx.bundle_cache_grace,
+                    ctx.bundle_cache_grace + period,
+                );
+                if !matches!(due, Ok(false)) {
+                    remove_unused_bundle_images(&ctx, None).await;
+                }
             }
         }
     });
@@ -320,9 +325,8 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         // Catalog content changed (or a catalog came or went): every extension may resolve
         // differently. Upstream re-enqueues all of them too.
-        .watches(
-            Api::<ClusterCatalog>::all(client.clone()),
-            watcher::Config::default(),
+        .watches_stream(
+            watches::catalogs(client.clone(), ctx.catalogs.clone()),
             move |_| {
                 catalog_store
                     .state()
@@ -333,36 +337,19 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         )
         // The objects the controller applied: rollouts progress, drift is repaired (the last
         // apply is no longer to be trusted).
-        .watches_stream(
-            owned_objects(
-                Api::<Deployment>::all(client.clone()),
-                owned.clone(),
-                &ctx.last_apply,
-            ),
-            {
-                let last_apply = ctx.last_apply.clone();
-                move |object| owner_changed(&object, ready_deployment(&object), &last_apply)
-            },
-        )
-        .watches_stream(
-            owned_objects(
-                Api::<CustomResourceDefinition>::all(client.clone()),
-                owned.clone(),
-                &ctx.last_apply,
-            ),
-            {
-                let last_apply = ctx.last_apply.clone();
-                move |object| owner_changed(&object, ready_crd(&object), &last_apply)
-            },
-        )
+        .watches_stream(watches::owned_deployments(client.clone(), &ctx.last_apply), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| watches::deployment_changed(&object, &last_apply)
+        })
+        .watches_stream(watches::crds(client.clone(), &ctx.lookups, &ctx.last_apply), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| watches::crd_changed(&object, &last_apply)
+        })
         // An owned APIService turning unavailable (its server gone) is reported.
-        .watches_stream(
-            owned_objects(Api::<APIService>::all(client.clone()), owned, &ctx.last_apply),
-            {
-                let last_apply = ctx.last_apply.clone();
-                move |object| owner_changed(&object, ready_api_service(&object), &last_apply)
-            },
-        )
+        .watches_stream(watches::api_services(client.clone(), &ctx.lookups, &ctx.last_apply), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| watches::api_service_changed(&object, &last_apply)
+        })
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())
         // Another extension's installed bundle changed: those blocked on dependencies retry.
@@ -373,22 +360,6 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             if let Err(e) = result {
                 warn!(error = %e, "reconcile stream error");
             }
-        })
-        .await;
-}
-
-/// Drops the cached index of each ClusterCatalog deleted (the reconcile watch cannot tell a
-/// deletion from a change), until the process ends.
-async fn forget_deleted_catalogs(client: Client, catalogs: Arc<CachedCatalogClient>) {
-    watcher(Api::<ClusterCatalog>::all(client), watcher::Config::default())
-        // Errors (e.g. after stepping down, when every request is refused) must not spin.
-        .default_backoff()
-        .for_each(|event| {
-            match event {
-                Ok(event) => catalogs.forget_deleted(&event),
-                Err(e) => warn!(error = %e, "ClusterCatalog watch error"),
-            }
-            futures::future::ready(())
         })
         .await;
 }
@@ -423,52 +394,6 @@ async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>
         Ok(Err(e)) => warn!(error = %e, "bundle image cache sweep failed"),
         Err(e) => warn!(error = %e, "bundle image cache sweep was interrupted"),
     }
-}
-
-/// The objects of kind `K` the controller applied (`config` selects them by owner label), as
-/// reconcile triggers. A deletion forgets the owner's last apply here, where it is still known
-/// as one: the deleted object's last state may look unchanged to [`owner_changed`].
-fn owned_objects<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    last_apply: &LastApplies,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let last_apply = last_apply.clone();
-    watcher(api, config)
-        .default_backoff()
-        .map_ok(move |event| {
-            if let watcher::Event::Delete(object) = &event
-                && let Some(owner) = owner_of(object)
-            {
-                last_apply.object_changed(owner, None);
-            }
-            event
-        })
-        .touched_objects()
-}
-
-/// The ClusterExtension named in an object's owner labels.
-fn owner_of<K: Resource>(object: &K) -> Option<&str> {
-    let labels = object.meta().labels.as_ref()?;
-    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
-        return None;
-    }
-    labels.get(LABEL_OWNER_NAME).map(String::as_str)
-}
-
-/// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
-/// is as that apply left it (see [`LastApplies::object_changed`]).
-fn owner_changed<K: Resource>(
-    object: &K,
-    ready_state: Option<WatchedObject>,
-    last_apply: &LastApplies,
-) -> Option<ObjectRef<ClusterExtension>> {
-    let owner = owner_of(object)?;
-    last_apply.object_changed(owner, ready_state.as_ref());
-    Some(ObjectRef::new(owner))
 }
 
 async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Action, Error> {

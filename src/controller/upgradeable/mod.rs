@@ -79,13 +79,14 @@ pub struct UpgradeableConfig {
     pub cluster_version: Option<MajorMinor>,
     /// Recompute this often even without a change (eventual consistency).
     pub resync_interval: Duration,
-    /// How often to look again for the `config.openshift.io` API while it is absent.
+    /// How often to look again for the `config.openshift.io` API while it is absent, besides on
+    /// each CRD or APIService event: a safety net.
     pub api_recheck_interval: Duration,
 }
 
 impl UpgradeableConfig {
     /// Defaults: ClusterOperator `olmv1`, version from ClusterVersion, resync every 10 minutes,
-    /// API re-checked every 5 minutes.
+    /// API re-checked on CRD and APIService events and every hour.
     pub fn new(system_namespace: impl Into<String>) -> Self {
         Self {
             system_namespace: system_namespace.into(),
@@ -93,7 +94,7 @@ impl UpgradeableConfig {
             cluster_operator_name: DEFAULT_CLUSTER_OPERATOR_NAME.to_owned(),
             cluster_version: None,
             resync_interval: Duration::from_secs(600),
-            api_recheck_interval: Duration::from_secs(300),
+            api_recheck_interval: Duration::from_secs(3600),
         }
     }
 

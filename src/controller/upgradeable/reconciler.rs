@@ -247,7 +247,11 @@ impl OpenShiftApi {
 }
 
 /// Waits until the server has what the configuration needs; logs its absence once.
-async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
+async fn wait_for_openshift_api(
+    client: &Client,
+    config: &UpgradeableConfig,
+    api_changes: &mut tokio::sync::watch::Receiver<u64>,
+) {
     let mut logged = false;
     loop {
         match discover_openshift_api(client, config.mode).await {
@@ -272,16 +276,31 @@ async fn wait_for_openshift_api(client: &Client, config: &UpgradeableConfig) {
             }
             Err(e) => warn!(error = %e, "cannot discover the config.openshift.io API; will look again"),
         }
-        tokio::time::sleep(config.api_recheck_interval).await;
+        // A CRD or APIService event (the API may have appeared), or the long safety net. A
+        // closed channel (no watch follows the APIs) leaves the safety net alone.
+        tokio::select! {
+            Ok(()) = api_changes.changed() => {
+                tokio::time::sleep(crate::apply::lookups::DISCOVERY_SETTLE).await;
+                api_changes.mark_unchanged();
+            }
+            () = tokio::time::sleep(config.api_recheck_interval) => {}
+        }
     }
 }
 
 /// Watches what the verdict depends on and keeps the ClusterOperator's `Upgradeable` condition
 /// up to date. Never returns while the client works; when the `config.openshift.io` API is absent
-/// it idles (logged once) and looks again every `api_recheck_interval`. Spawn it beside the
+/// it idles (logged once) and looks again on each of `api_changes` (CRD and APIService events,
+/// [`crate::apply::lookups::ClusterLookups::discovery_changes`]) and every `api_recheck_interval`
+/// (a safety net; an idle controller polls nothing). Spawn it beside the
 /// ClusterExtension controller (only while holding leadership) and abort it on shutdown.
-pub async fn run(client: Client, config: UpgradeableConfig, metrics: UpgradeableMetrics) {
-    wait_for_openshift_api(&client, &config).await;
+pub async fn run(
+    client: Client,
+    config: UpgradeableConfig,
+    metrics: UpgradeableMetrics,
+    mut api_changes: tokio::sync::watch::Receiver<u64>,
+) {
+    wait_for_openshift_api(&client, &config, &mut api_changes).await;
     info!(
         target = %Target::of(&config),
         cluster_version = ?config.cluster_version.map(|v| v.to_string()),
@@ -323,7 +342,7 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
     let mut streams: Vec<EventStream> = vec![
         watcher(
             Api::<PartialObjectMeta<ClusterExtension>>::all(client.clone()),
-            watcher::Config::default(),
+            crate::watch::config(),
         )
         .default_backoff()
         .reflect(extensions_writer)
@@ -337,7 +356,7 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
             .boxed(),
         watcher(
             Api::<DynamicObject>::all_with(client.clone(), &Target::of(&config).resource),
-            watcher::Config::default().fields(&format!("metadata.name={}", Target::of(&config).name)),
+            crate::watch::config().fields(&format!("metadata.name={}", Target::of(&config).name)),
         )
         .default_backoff()
         .map_ok(|_| ())
@@ -349,7 +368,7 @@ async fn watch_and_reconcile(client: Client, config: UpgradeableConfig, metrics:
         streams.push(
             watcher(
                 Api::<DynamicObject>::all_with(client.clone(), &cluster_version_resource()),
-                watcher::Config::default().fields(&format!("metadata.name={CLUSTER_VERSION_NAME}")),
+                crate::watch::config().fields(&format!("metadata.name={CLUSTER_VERSION_NAME}")),
             )
             .default_backoff()
             .reflect(writer)
@@ -783,7 +802,8 @@ mod tests {
         let client = Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
         let mut config = UpgradeableConfig::new("olmv1-system");
         config.api_recheck_interval = Duration::from_millis(20);
-        let task = tokio::spawn(run(client, config, UpgradeableMetrics::default()));
+        let (_changes, api_changes) = tokio::sync::watch::channel(0);
+        let task = tokio::spawn(run(client, config, UpgradeableMetrics::default(), api_changes));
         let deadline = Instant::now() + Duration::from_secs(20);
         while requests.lock().expect("lock").len() < 3 {
             assert!(
