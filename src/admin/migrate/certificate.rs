@@ -304,17 +304,19 @@ mod tests {
 
     /// The Secret classic made with `pair`'s certificate and key, and `annotations`.
     fn secret(pair: &str, annotations: &[(&str, &str)]) -> Secret {
-        let mut secret = Secret::default();
-        secret.data = Some(
-            [
-                ("tls.crt", fixture(&format!("{pair}.crt"))),
-                ("tls.key", fixture(&format!("{pair}.key"))),
-                ("olmCAKey", fixture("ca.crt")),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), ByteString(v)))
-            .collect(),
-        );
+        let mut secret = Secret {
+            data: Some(
+                [
+                    ("tls.crt", fixture(&format!("{pair}.crt"))),
+                    ("tls.key", fixture(&format!("{pair}.key"))),
+                    ("olmCAKey", fixture("ca.crt")),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v)))
+                .collect(),
+            ),
+            ..Secret::default()
+        };
         if !annotations.is_empty() {
             secret.metadata.annotations = Some(
                 annotations
