@@ -35,7 +35,75 @@ const DISCOVERY_EVERY: Duration = Duration::from_millis(300);
 
 /// The APIServices `v1alpha1`/`v1.gadgets.test.olmv1.dev` are cluster-wide: installs of the
 /// gadget operator (here and in the migrate test) take turns.
-pub(crate) static GADGETS: Mutex<()> = Mutex::const_new(());
+static GADGETS: Mutex<()> = Mutex::const_new(());
+
+/// A test's turn at the gadgets' cluster-wide names. Taken with the names free (what an earlier
+/// test left is removed first) and, when the test fails half-way, left with them free, so that
+/// one failure does not fail the next test with objects it cannot manage.
+pub(crate) struct GadgetsTurn {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl GadgetsTurn {
+    /// Waits for the turn, then clears the names. Take it once the components run (a
+    /// ClusterExtension's uninstall needs its controller) and after the cluster share (it is
+    /// dropped first).
+    pub(crate) async fn take() -> GadgetsTurn {
+        let turn = GADGETS.lock().await;
+        clear_gadgets();
+        GadgetsTurn { _turn: turn }
+    }
+}
+
+impl Drop for GadgetsTurn {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            clear_gadgets();
+        }
+    }
+}
+
+/// Removes every install of the gadget operator's cluster-wide part: the ClusterExtensions of the
+/// package (uninstalled by their controller, the APIServices first), then the APIServices and
+/// bindings no extension owns (a classic footprint's). Best effort: each step is logged.
+fn clear_gadgets() {
+    let extensions = support::kubectl(&[
+        "get",
+        "clusterextensions",
+        "-o",
+        &format!(
+            "jsonpath={{range .items[?(@.spec.source.catalog.packageName==\"{PACKAGE}\")]}}{{.metadata.name}}{{\"\\n\"}}{{end}}"
+        ),
+    ]);
+    for name in extensions.stdout.lines().filter(|l| !l.is_empty()) {
+        let out = support::kubectl(&[
+            "delete",
+            "clusterextension",
+            name,
+            "--ignore-not-found",
+            "--timeout=180s",
+        ]);
+        eprintln!(
+            "gadgets cleared: ClusterExtension {name}: {}{}",
+            out.stdout, out.stderr
+        );
+    }
+    // The names are olmv1's and classic's alike.
+    let api_services = [api_service_name("v1alpha1"), api_service_name("v1")];
+    let delegator = format!("{SERVICE}-system:auth-delegator");
+    let reader = format!("{SERVICE}-auth-reader");
+    for mut args in [
+        vec!["delete", "apiservice", &api_services[0], &api_services[1]],
+        vec!["delete", "clusterrolebinding", &delegator],
+        vec!["delete", "rolebinding", "-n", "kube-system", &reader],
+    ] {
+        args.push("--ignore-not-found");
+        let out = support::kubectl(&args);
+        if !out.stdout.trim().is_empty() || !out.success {
+            eprintln!("gadgets cleared: {}{}", out.stdout, out.stderr);
+        }
+    }
+}
 
 fn api_service_name(version: &str) -> String {
     format!("{version}.{GROUP}")
@@ -198,9 +266,9 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
     let Some(_node) = node::real_node() else {
         return;
     };
-    let _turn = GADGETS.lock().await;
     let _share = components::shared_cluster().await;
     components::ensure_running();
+    let _turn = GadgetsTurn::take().await;
     let client = support::client().await;
     let started = Instant::now();
     let catalog_image = webhook_operator::published().await.to_string();

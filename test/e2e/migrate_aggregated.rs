@@ -13,7 +13,7 @@ use olmv1_api::v1::ClusterExtension;
 use serde_json::Value;
 
 use crate::{
-    aggregated_api::{DiscoveryWatch, GADGETS},
+    aggregated_api::{DiscoveryWatch, GadgetsTurn},
     classic::{self, Classic, ImageBundle},
     components::{self, olmv1},
     migrate::{check_row, migrate_catalogs, workload},
@@ -50,9 +50,9 @@ async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back()
     let Some(_node) = node::real_node() else {
         return;
     };
-    let _turn = GADGETS.lock().await;
     let _share = components::shared_cluster().await;
     components::ensure_running();
+    let _turn = GadgetsTurn::take().await;
     let client = support::client().await;
     let catalog_image = webhook_operator::published().await.to_string();
     let bundle = ImageBundle::read(&catalog_image, PACKAGE, "0.1.0").await;
@@ -182,7 +182,7 @@ async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back()
     assert_eq!(workload(&client, &install).await, before);
 
     // Nothing reconciles classic's objects here: the APIService goes first, then its server, so
-    // that the next holder of GADGETS finds the name free and discovery stays whole.
+    // that the next holder of the gadgets' turn finds the name free and discovery stays whole.
     api_services
         .delete(API_SERVICE, &DeleteParams::default())
         .await

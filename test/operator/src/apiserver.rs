@@ -68,7 +68,10 @@ async fn handle(
     let attributes = aggregated::attributes(&route, path);
     match delegated::authorize(&state.client, &user, &attributes).await {
         Ok((true, _)) => {}
-        Ok((false, why)) => return respond(aggregated::forbidden(&user.username, &attributes, &why)),
+        Ok((false, why)) => {
+            tracing::info!(%path, user = %user.username, groups = ?user.groups, %why, "request forbidden");
+            return respond(aggregated::forbidden(&user.username, &attributes, &why));
+        }
         Err(e) => {
             tracing::warn!(error = %e, "access review failed");
             return respond(aggregated::status(500, "InternalError", &e.to_string()));

@@ -133,6 +133,9 @@ pub fn common_name(cert: &[u8]) -> Option<String> {
     Some(cn.value().into_owned())
 }
 
+/// The group of every authenticated user.
+const AUTHENTICATED: &str = "system:authenticated";
+
 /// The user of a request that came with a verified front-proxy certificate of common name
 /// `common_name`: read from the headers the API server sets (`headers`: names lower-case).
 pub fn proxied_user(
@@ -163,7 +166,13 @@ pub fn proxied_user(
         .find(|v| !v.is_empty())
         .ok_or("the request names no user in the request headers")?;
     let uid = values(&config.uid_headers).into_iter().next().unwrap_or_default();
-    let groups = values(&config.group_headers);
+    // Every authenticated user is in system:authenticated, as a Kubernetes API server's
+    // authenticator chain adds it: the aggregator's own discovery requests name no group, and
+    // RBAC grants discovery to that group.
+    let mut groups = values(&config.group_headers);
+    if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.to_string());
+    }
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for prefix in &config.extra_header_prefixes {
         let prefix = prefix.to_ascii_lowercase();
@@ -352,6 +361,17 @@ mod tests {
         assert_eq!(
             refused,
             "the client certificate's common name \"someone-else\" is not one of requestheader-allowed-names [\"front-proxy-client\"]"
+        );
+        let aggregator = proxied_user(
+            &config(),
+            "front-proxy-client",
+            &headers(&[("x-remote-user", "system:kube-aggregator")]),
+        )
+        .unwrap();
+        assert_eq!(
+            aggregator.groups,
+            ["system:authenticated"],
+            "the aggregator's discovery requests name no group"
         );
         let nobody = proxied_user(&config(), "front-proxy-client", &headers(&[])).unwrap_err();
         assert_eq!(nobody, "the request names no user in the request headers");
