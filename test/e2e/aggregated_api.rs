@@ -112,9 +112,10 @@ fn api_service_name(version: &str) -> String {
 /// `kubectl api-resources` run over and over until stopped: the failures seen, with what kubectl
 /// said. An APIService that is not Available makes it fail (it cannot list that group's
 /// resources), as it fails every client's discovery.
+/// Stopped when dropped too: a failed test's runtime would otherwise wait for it forever.
 pub(crate) struct DiscoveryWatch {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<(usize, Vec<String>)>,
+    task: Option<tokio::task::JoinHandle<(usize, Vec<String>)>>,
 }
 
 impl DiscoveryWatch {
@@ -140,13 +141,17 @@ impl DiscoveryWatch {
                 (checks, failures)
             }
         });
-        DiscoveryWatch { stop, task }
+        DiscoveryWatch {
+            stop,
+            task: Some(task),
+        }
     }
 
     /// Stops watching; fails the test when any check failed.
-    pub(crate) async fn assert_healthy(self, during: &str) -> usize {
+    pub(crate) async fn assert_healthy(mut self, during: &str) -> usize {
         self.stop.store(true, Ordering::SeqCst);
-        let (checks, failures) = self.task.await.unwrap();
+        let task = self.task.take().expect("watching");
+        let (checks, failures) = task.await.unwrap();
         assert!(
             failures.is_empty(),
             "discovery failed {} of {checks} times during {during}:\n{}",
@@ -154,6 +159,12 @@ impl DiscoveryWatch {
             failures.join("\n")
         );
         checks
+    }
+}
+
+impl Drop for DiscoveryWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 
@@ -208,17 +219,29 @@ fn available(api_service: &APIService) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"))
 }
 
-/// The gadgets of `version`, read through the aggregation layer once kubectl gets an answer;
-/// each says which pod served it, for which bundle and for whom.
-async fn served_gadgets(version: &str) -> Value {
-    support::wait_for(&format!("gadgets of {version} served"), RUN_TIMEOUT, || async {
-        let out = gadgets(version, &[]);
-        if out.code == Some(0) {
-            serde_json::from_str::<Value>(&out.stdout).map_err(|e| e.to_string())
-        } else {
-            Err(out.stderr)
-        }
-    })
+/// The gadgets of `version`, read through the aggregation layer once `pod` answers; each says
+/// which pod served it, for which bundle and for whom. After a rollout the old pod answers for a
+/// few more seconds: it serves for its shutdown delay after turning not ready, and the API
+/// server's kept-alive connection reaches it until it exits.
+async fn served_gadgets(version: &str, pod: &Pod) -> Value {
+    let pod = pod.metadata.name.as_deref().unwrap();
+    support::wait_for(
+        &format!("gadgets of {version} served by {pod}"),
+        RUN_TIMEOUT,
+        || async {
+            let out = gadgets(version, &[]);
+            if out.code != Some(0) {
+                return Err(out.stderr);
+            }
+            let list = serde_json::from_str::<Value>(&out.stdout).map_err(|e| e.to_string())?;
+            let by = &list["items"][0]["status"]["servedBy"];
+            if by == pod {
+                Ok(list)
+            } else {
+                Err(format!("served by {by}"))
+            }
+        },
+    )
     .await
 }
 
@@ -395,7 +418,7 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
 
     // Answered by its pod, through the aggregation layer, for the user the front proxy named;
     // kubectl's table comes from the server too.
-    let list = served_gadgets("v1alpha1").await;
+    let list = served_gadgets("v1alpha1", &pod).await;
     assert_served_by(&list, &pod, "0.1.0");
     let table = support::kubectl(&["get", &format!("gadgets.v1alpha1.{GROUP}")]).ok();
     assert!(
@@ -433,8 +456,8 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
             >= ready_since(&pod).unwrap().as_second(),
         "v1's APIService is created once 0.2.0's server runs"
     );
-    assert_served_by(&served_gadgets("v1").await, &pod, "0.2.0");
-    assert_served_by(&served_gadgets("v1alpha1").await, &pod, "0.2.0");
+    assert_served_by(&served_gadgets("v1", &pod).await, &pod, "0.2.0");
+    assert_served_by(&served_gadgets("v1alpha1", &pod).await, &pod, "0.2.0");
     let upgraded_checks = discovery.assert_healthy("the upgrade to 0.2.0").await;
 
     // Upgrade to 0.3.0, which drops v1alpha1: its APIService is deleted before the Deployment
@@ -451,7 +474,7 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
             .is_none()
     );
     let pod = ready_pod(&client, &namespace).await;
-    assert_served_by(&served_gadgets("v1").await, &pod, "0.3.0");
+    assert_served_by(&served_gadgets("v1", &pod).await, &pod, "0.3.0");
     let withdrawn = first_write(
         &audit,
         offset,

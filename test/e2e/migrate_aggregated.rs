@@ -58,11 +58,11 @@ async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back()
     let bundle = ImageBundle::read(&catalog_image, PACKAGE, "0.1.0").await;
     let subscription = support::fresh_name("gadgets");
     let started = std::time::Instant::now();
-    let install = classic::lay_down(
-        &client,
-        &Classic::published(PACKAGE, "0.1.0", bundle).subscription(&subscription),
-    )
-    .await;
+    // Manual: a Subscription at 0.1.0 while 0.2.0 is in its channel is one waiting for approval
+    // (an Automatic one would have upgraded), and the extension stays pinned at 0.1.0.
+    let mut spec = Classic::published(PACKAGE, "0.1.0", bundle).subscription(&subscription);
+    spec.approval = "Manual".into();
+    let install = classic::lay_down(&client, &spec).await;
     let laid_down = started.elapsed();
     let ns = install.namespace.clone();
 
@@ -109,6 +109,7 @@ async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back()
         assert!(out.contains(&adopted), "adopted: {adopted}\n{out}");
     }
     assert!(out.contains("# pods restart: no"), "{out}");
+    assert!(out.contains("stays pinned at 0.1.0"), "{out}");
     assert!(!out.contains("# certificate replaced"), "{out}");
     components::wait_installed(&client, &subscription, "0.1.0").await;
     let convert_checks = discovery.assert_healthy("convert").await;
