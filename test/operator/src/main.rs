@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use olmv1_test_operator::{controller, serve, tls};
+use olmv1_test_operator::{controller, serve, tls, upgradeable};
 use tokio::net::TcpListener;
 
 /// A small webhook operator for olmv1's real-node tests.
@@ -87,6 +87,7 @@ async fn run(args: Args) -> Result<(), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("Kubernetes client: {e}"))?;
+    tokio::spawn(upgradeable::run(client.clone(), args.bundle_version.clone()));
     controller::run(
         client,
         args.bundle_version,
