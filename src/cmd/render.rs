@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::start::{BundleLimitArgs, RegistryOptions, load_registries_conf};
 use crate::bundle::registry_v1::RegistryV1Bundle;
-use crate::bundle::render::{WebhookProvider, render_with_provider};
+use crate::bundle::render::{RenderOptions, WebhookProvider, render_with_options};
 use crate::image::{PullOptions, RegistryConfig, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
@@ -47,6 +47,10 @@ pub struct RenderArgs {
     /// Who provides webhook serving certificates: cert-manager, or OpenShift's service CA.
     #[arg(long, value_enum, default_value = "cert-manager")]
     pub webhook_provider: WebhookProvider,
+    /// Also the OperatorCondition the controller keeps for the bundle (as with its
+    /// --operator-conditions on): the object, its Role and RoleBinding, OPERATOR_CONDITION_NAME.
+    #[arg(long)]
+    pub operator_conditions: bool,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "yaml")]
     pub output: OutputFormat,
@@ -89,8 +93,12 @@ pub async fn run(args: RenderArgs) -> ExitCode {
 pub async fn render_to_string(args: &RenderArgs) -> Result<String, String> {
     let bundle = load_bundle(args).await?;
     let config = inline_config(args)?;
-    let objects = render_with_provider(&bundle, &args.namespace, config.as_ref(), args.webhook_provider)
-        .map_err(|e| e.to_string())?;
+    let options = RenderOptions {
+        webhook_provider: args.webhook_provider,
+        operator_conditions: args.operator_conditions,
+    };
+    let objects =
+        render_with_options(&bundle, &args.namespace, config.as_ref(), options).map_err(|e| e.to_string())?;
     format_objects(&objects, args.output)
 }
 
