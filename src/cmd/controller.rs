@@ -21,7 +21,7 @@ use crate::{
         DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
     },
     controller::{
-        cluster_extension::{self, Context, DependencyMode},
+        cluster_extension::{self, Context, DependencyMode, operator_conditions::OperatorConditionsMode},
         metrics::{Metrics, register_leader},
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
@@ -134,6 +134,12 @@ pub struct ControllerArgs {
         default_value = "service-account"
     )]
     pub install_identity: InstallIdentity,
+    /// OLM classic's OperatorConditions: keep one per installed bundle (its Deployments get
+    /// OPERATOR_CONDITION_NAME, its accounts access to it) and hold upgrades while it says
+    /// Upgradeable=False. `install` creates the CRD when absent, `use` needs it served, `off`
+    /// keeps none (upstream). Default: `use` when the CRD is served at start, else `off`.
+    #[arg(long, env = "OLMV1_OPERATOR_CONDITIONS", value_enum)]
+    pub operator_conditions: Option<OperatorConditionsMode>,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -181,6 +187,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider,
         dependencies,
         install_identity,
+        operator_conditions,
         upgradeable,
         max_jsonl_line_bytes,
         progress_deadline_unit_seconds,
@@ -231,9 +238,13 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
     let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
+    let operator_conditions = cluster_extension::operator_conditions::start(&client, operator_conditions)
+        .await
+        .map_err(|e| e.to_string())?;
     let ctx = Arc::new(Context {
         webhook_provider,
         dependencies,
+        operator_conditions,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
         progress_deadline_unit: Duration::from_secs(progress_deadline_unit_seconds.max(1)),
         ..Context::new(

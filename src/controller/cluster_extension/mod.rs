@@ -1,13 +1,15 @@
 //! Owns the ClusterExtension reconciler: its steps, its reconcile state, status and errors.
 //! May import controller's shared parts and every module below controller; never cmd.
 //!
-//! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> unpack ->
-//! preflights -> apply -> wait for readiness -> status. Each step is a function in [`steps`];
+//! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> hold an
+//! upgrade its OperatorCondition holds -> unpack -> preflights -> apply -> wait for readiness ->
+//! status. Each step is a function in [`steps`];
 //! this module wires them to kube-runtime and writes status once per reconcile.
 
 mod dependencies;
 mod error;
 mod fallback;
+pub mod operator_conditions;
 mod status;
 mod steps;
 mod watches;
@@ -57,6 +59,9 @@ const STATUS_FIELD_MANAGER: &str = "olmv1-status";
 /// scales with the extensions installed: every 5 minutes, 1,000 idle extensions kept a core 3 %
 /// busy (hack/bench-scale.sh, docs/benchmarks.md); every 30 minutes, a sixth of that.
 const RESYNC: Duration = Duration::from_secs(1800);
+/// How soon an extension whose upgrade its OperatorCondition holds is looked at again with
+/// nothing changed (the watch of OperatorConditions brings it back as soon as one changes).
+const HELD_RECHECK: Duration = Duration::from_secs(300);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
 /// How soon a rollout past its deadline is looked at again: the watch on its Deployments and
@@ -103,6 +108,8 @@ pub struct Context {
     pub dependencies: DependencyMode,
     /// The extensions blocked on dependencies, woken when what is installed changes.
     pub dependency_waits: DependencyWaits,
+    /// The OperatorConditions kept for installed bundles (`--operator-conditions`), if on.
+    pub operator_conditions: Option<operator_conditions::OperatorConditions>,
 }
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
@@ -265,6 +272,7 @@ impl Context {
             last_apply: LastApplies::default(),
             dependencies: DependencyMode::default(),
             dependency_waits: DependencyWaits::default(),
+            operator_conditions: None,
         }
     }
 }
@@ -320,6 +328,16 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             }
         }
     });
+    let controller = match ctx
+        .operator_conditions
+        .as_ref()
+        .and_then(|c| watches::operator_conditions(client.clone(), c, &ctx.last_apply))
+    {
+        // What an installed bundle's OperatorCondition says of upgrades changed: a held upgrade
+        // goes, or one about to go is held.
+        Some(conditions) => controller.watches_stream(conditions, |oc| operator_conditions::owner(&oc)),
+        None => controller,
+    };
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         // Catalog content changed (or a catalog came or went): every extension may resolve
@@ -444,6 +462,11 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
     ctx.metrics
         .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
     Ok(match &outcome.result {
+        Ok(steps::Progress::Done) if outcome.held.is_some() => {
+            info!(%name, held = %outcome.held.as_ref().map(ToString::to_string).unwrap_or_default(), "upgrade held");
+            // The OperatorCondition's watch brings it back when it changes; this is a safety net.
+            Action::requeue(HELD_RECHECK)
+        }
         Ok(steps::Progress::Done) => {
             info!(%name, bundle = ?outcome.installed_bundle().map(|b| &b.bundle_name), "reconciled");
             Action::requeue(RESYNC)
@@ -516,6 +539,18 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
                 secondary: None,
             }
         }
+        (Ok(steps::Progress::Done), _) if let Some(held) = &outcome.held => Event {
+            type_: EventType::Normal,
+            reason: olmv1_api::v1::conditions::REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE.into(),
+            note: Some(
+                crate::controller::status::truncate_message(&held.to_string())
+                    .chars()
+                    .take(1024)
+                    .collect(),
+            ),
+            action: "Upgrade".into(),
+            secondary: None,
+        },
         (Ok(steps::Progress::DeadlineExceeded { .. }), _) => Event {
             type_: EventType::Warning,
             reason: REASON_PROGRESS_DEADLINE_EXCEEDED.into(),

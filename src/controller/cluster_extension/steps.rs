@@ -7,9 +7,12 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use olmv1_api::v1::{
-    AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
-    conditions::LABEL_CATALOG_NAME,
+use olmv1_api::{
+    operator_condition::Upgradeability,
+    v1::{
+        AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
+        conditions::LABEL_CATALOG_NAME,
+    },
 };
 use serde_json::Value;
 use tracing::debug;
@@ -19,6 +22,7 @@ use super::{
     dependencies::{self, DependencyCheckError},
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
+    operator_conditions::{self, Found, HeldUpgrade},
 };
 use crate::{
     apply::{
@@ -59,6 +63,9 @@ pub struct Outcome {
     pub deprecation: [ConditionData; 4],
     /// How far the pipeline got.
     pub result: Result<Progress, StepError>,
+    /// The upgrade the installed bundle's OperatorCondition holds, if any (the installed bundle
+    /// was reconciled instead).
+    pub held: Option<HeldUpgrade>,
 }
 
 impl Outcome {
@@ -76,6 +83,7 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         installed: None,
         deprecation: None,
         catalogs: Vec::new(),
+        held: None,
     };
     ctx.last_apply.begin(&ext.name_any());
     let result = state.run().await;
@@ -94,6 +102,8 @@ struct ReconcileState<'a> {
     /// The ClusterCatalogs listed for resolution (other extensions' bundles are looked up in
     /// them).
     catalogs: Vec<ClusterCatalog>,
+    /// The upgrade [`ReconcileState::hold_upgrade`] held.
+    held: Option<HeldUpgrade>,
 }
 
 /// The bundle a reconcile installs: resolved from catalogs, or the installed one kept when no
@@ -157,6 +167,7 @@ impl ReconcileState<'_> {
         let installer = self.choose_installer()?;
         let catalogs = self.list_catalogs().await;
         let target = self.resolve(catalogs).await?;
+        let target = self.hold_upgrade(target, &installer).await?;
         let unpacked = self.unpack(&target).await?;
         self.check_dependencies(&target, &unpacked).await?;
         let rendered = self.render(&target, &unpacked)?;
@@ -198,6 +209,7 @@ impl ReconcileState<'_> {
             record: self.installed,
             deprecation,
             result,
+            held: self.held,
         }
     }
 
@@ -314,6 +326,40 @@ impl ReconcileState<'_> {
         let resolution = self.ctx.dependencies.resolve(&request, &inputs)?;
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
+    }
+
+    /// Step (with `--operator-conditions`): the installed bundle's OperatorCondition, its status
+    /// mirrored, decides whether `target`, another bundle, may replace it; while it is not
+    /// upgradeable the installed bundle is reconciled instead and the hold reported.
+    async fn hold_upgrade(&mut self, target: Target, installer: &Installer) -> Result<Target, StepError> {
+        let (Some(conditions), Some(installed)) = (&self.ctx.operator_conditions, &self.installed) else {
+            return Ok(target);
+        };
+        let (namespace, name) = (&self.ext.spec.namespace, &installed.bundle_name);
+        let upgrading = target.bundle_name != *name;
+        let oc = match conditions.get(namespace, name, &self.ext.name_any()).await {
+            Some(Found::Present(oc)) => oc,
+            Some(Found::Absent) => return Ok(target),
+            None if upgrading => return Err(StepError::OperatorConditionsNotListed),
+            None => return Ok(target),
+        };
+        if oc.mirrored_status("").is_some() {
+            let client = self.installer_client(installer).await?;
+            operator_conditions::mirror_status(&client, &oc).await;
+        }
+        let Upgradeability::Held(hold) = oc.upgradeability() else {
+            return Ok(target);
+        };
+        if !upgrading {
+            return Ok(target);
+        }
+        self.held = Some(HeldUpgrade {
+            bundle: target.bundle_name.clone(),
+            version: target.version.clone(),
+            condition: format!("{namespace}/{name}"),
+            hold,
+        });
+        Ok(Target::installed(installed))
     }
 
     /// Step: pull the bundle image into the digest-keyed cache and load it as registry+v1.
@@ -497,13 +543,12 @@ impl ReconcileState<'_> {
             .as_ref()
             .and_then(|c| c.inline.clone())
             .map(Value::Object);
-        render::render_with_provider(
-            &unpacked.bundle,
-            &ext.spec.namespace,
-            config.as_ref(),
-            self.ctx.webhook_provider,
-        )
-        .map_err(|e| target.error(e))
+        let options = render::RenderOptions {
+            webhook_provider: self.ctx.webhook_provider,
+            operator_conditions: self.ctx.operator_conditions.is_some(),
+        };
+        render::render_with_options(&unpacked.bundle, &ext.spec.namespace, config.as_ref(), options)
+            .map_err(|e| target.error(e))
     }
 
     /// Whether this image was applied for this generation and the same full apply ended ready,

@@ -11,6 +11,7 @@
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
 //! | APIService | metadata, all | discovery kept ([`ClusterLookups::watch_beside_crds`]) |
 //! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_beside_crds`]) |
+//! | OperatorCondition | full, by owner label, only with `--operator-conditions` on | the hold's store and its owners' triggers ([`OperatorConditions::follow`]) |
 
 use std::sync::Arc;
 
@@ -24,17 +25,17 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, reflector::ObjectRef, watcher},
 };
-use olmv1_api::v1::{
-    ClusterCatalog, ClusterExtension,
-    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+use olmv1_api::{
+    operator_condition::OperatorCondition,
+    v1::{ClusterCatalog, ClusterExtension},
 };
 use tracing::warn;
 
-use super::LastApplies;
+use super::{LastApplies, operator_conditions::OperatorConditions};
 use crate::{
     apply::{
         lookups::ClusterLookups,
-        objects::{crd_state, owner_kind_selector, ready_deployment},
+        objects::{crd_state, owner_kind_selector, owner_of, ready_deployment},
         revision::WatchedObject,
     },
     catalog::cache::CachedCatalogClient,
@@ -85,6 +86,20 @@ pub fn crds(
     owned_objects(lookups.follow_crds(events), last_apply)
 }
 
+/// The OperatorConditions the controller applied (only when it keeps them): into their store, and
+/// as triggers of their owners when what they say of upgrades changes. `None` once taken.
+pub fn operator_conditions(
+    client: Client,
+    conditions: &OperatorConditions,
+    last_apply: &LastApplies,
+) -> Option<impl Stream<Item = Result<OperatorCondition, watcher::Error>> + Send + 'static> {
+    let events = watcher(
+        Api::<OperatorCondition>::all(client),
+        crate::watch::config().labels(&owner_kind_selector()),
+    );
+    conditions.follow(events, last_apply)
+}
+
 /// What a Deployment's event says of its owner's last apply.
 pub fn deployment_changed(
     deployment: &Deployment,
@@ -124,15 +139,6 @@ where
             event
         })
         .touched_objects()
-}
-
-/// The ClusterExtension named in an object's owner labels.
-fn owner_of<K: Resource>(object: &K) -> Option<&str> {
-    let labels = object.meta().labels.as_ref()?;
-    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
-        return None;
-    }
-    labels.get(LABEL_OWNER_NAME).map(String::as_str)
 }
 
 /// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
