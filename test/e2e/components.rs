@@ -133,6 +133,8 @@ pub async fn restart_api_server(share: &ClusterShare) {
 struct Components {
     catalogd: Mutex<Option<Child>>,
     controller: Mutex<Option<Child>>,
+    /// The shared controller's arguments beyond [`controller_args`]'s (each restart reuses them).
+    controller_extra: &'static [&'static str],
     /// Where catalogd serves catalogs.
     catalogd_address: String,
     /// Where catalogd and the controller serve `/metrics` and their probes.
@@ -179,8 +181,20 @@ impl Operations {
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
 
-/// Starts catalogd and the controller once for this test process.
+/// The shared controller of the end-to-end tests keeps OLM classic's OperatorConditions, as it
+/// does by default wherever classic's CRD is served (OpenShift): it installs the CRD when absent
+/// (`config/rbac/operator-conditions-install.yaml`), so that every test process sees the same.
+pub const OPERATOR_CONDITIONS_ON: &[&str] = &["--operator-conditions", "install"];
+
+/// Starts catalogd and the controller once for this test process (the controller with
+/// [`OPERATOR_CONDITIONS_ON`]).
 pub fn ensure_running() {
+    ensure_running_with(OPERATOR_CONDITIONS_ON);
+}
+
+/// [`ensure_running`] with `controller_extra` as the shared controller's extra arguments; the
+/// first call of the process decides.
+pub fn ensure_running_with(controller_extra: &'static [&'static str]) {
     COMPONENTS.get_or_init(|| {
         support::kubectl_apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
@@ -202,6 +216,7 @@ pub fn ensure_running() {
             "config/rbac/controller.yaml",
             "config/rbac/catalogd.yaml",
             "config/rbac/metrics.yaml",
+            "config/rbac/operator-conditions-install.yaml",
         ] {
             support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
         }
@@ -212,10 +227,29 @@ pub fn ensure_running() {
         let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
         let metrics_tls = support::TestTls::generate(&scratch_dir("metrics-tls"));
         let controller_operations = Operations::free();
-        let controller = spawn_controller("controller", &controller_operations, &metrics_tls, &[]);
+        let controller = spawn_controller(
+            "controller",
+            &controller_operations,
+            &metrics_tls,
+            controller_extra,
+        );
+        if controller_extra == OPERATOR_CONDITIONS_ON {
+            // Created by the controller as it starts (or there already).
+            let crd = "crd/operatorconditions.operators.coreos.com";
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while !support::kubectl(&["get", crd]).success {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the controller did not install {crd} (see logs/controller.log)"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            support::wait_crds_established(&[crd]);
+        }
         Components {
             catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
+            controller_extra,
             catalogd_address,
             catalogd_operations,
             controller_operations,
@@ -423,7 +457,7 @@ pub fn restart_controller() {
         "controller",
         &components.controller_operations,
         &components.metrics_tls,
-        &[],
+        components.controller_extra,
     ));
 }
 
@@ -491,7 +525,7 @@ impl Drop for SharedComponentsStopped {
                 "controller",
                 &components.controller_operations,
                 &components.metrics_tls,
-                &[],
+                components.controller_extra,
             ));
         }
     }

@@ -368,7 +368,7 @@ async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_
     let mut labelled = Vec::new();
     for (kinds, scope) in [
         (
-            "deployments,configmaps,secrets,services,serviceaccounts,roles,rolebindings",
+            "deployments,configmaps,secrets,services,serviceaccounts,roles,rolebindings,operatorconditions.operators.coreos.com",
             vec!["-n", s.namespace.as_str()],
         ),
         (
