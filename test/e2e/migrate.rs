@@ -841,7 +841,10 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             "{:?}",
             condition.metadata.owner_references
         );
-        assert!(!out.contains("OperatorCondition"), "{out}");
+        assert!(
+            !out.contains(&format!("OperatorCondition {ns}/{} deleted", install.csv)),
+            "{out}"
+        );
         let condition_access: BTreeSet<Grant> = ["get", "update", "patch"]
             .iter()
             .map(|verb| {
