@@ -247,6 +247,17 @@ impl OperatorConditions {
     }
 }
 
+/// Whether `oc`, listed or changed, brings its extension back: what it says of upgrades differs
+/// from what `verdicts` last saw of it (remembered now), or its status needs mirroring. The
+/// controller's own mirror leaves both as they were.
+fn wakes_owner(verdicts: &mut HashMap<(String, String), Upgradeability>, oc: &OperatorCondition) -> bool {
+    let key = (oc.namespace().unwrap_or_default(), oc.name_any());
+    let verdict = oc.upgradeability();
+    let changed = verdicts.get(&key) != Some(&verdict);
+    verdicts.insert(key, verdict);
+    changed || oc.mirrored_status("").is_some()
+}
+
 /// Mirrors `spec.conditions` into `status` as classic does, as the installer (`client`), when
 /// they differ. Best effort: the verdict never depends on it.
 pub async fn mirror_status(client: &Client, oc: &OperatorCondition) {
@@ -300,4 +311,57 @@ impl std::fmt::Display for HeldUpgrade {
 /// The ClusterExtension an OperatorCondition was applied for.
 pub fn owner(oc: &OperatorCondition) -> Option<ObjectRef<ClusterExtension>> {
     owner_of(oc).map(ObjectRef::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn condition(generation: i64, spec: serde_json::Value, status: serde_json::Value) -> OperatorCondition {
+        serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+            "metadata": {"name": "op.v1", "namespace": "ns", "generation": generation},
+            "spec": spec, "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn upgradeable(status: &str, generation: Option<i64>) -> serde_json::Value {
+        let mut c = json!({"type": "Upgradeable", "status": status, "reason": "R", "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        if let Some(g) = generation {
+            c["observedGeneration"] = json!(g);
+        }
+        c
+    }
+
+    /// The watch wakes an extension when its OperatorCondition's word on upgrades changes or
+    /// its status needs mirroring, not on the controller's own mirror write.
+    #[test]
+    fn only_a_new_word_on_upgrades_or_a_status_to_mirror_wakes_the_extension() {
+        let mut verdicts = HashMap::new();
+        // First seen (a start): woken once.
+        let fresh = condition(1, json!({}), json!({}));
+        assert!(wakes_owner(&mut verdicts, &fresh));
+        assert!(!wakes_owner(&mut verdicts, &fresh));
+        // The operator says False (spec, a new generation): woken, its status to mirror.
+        let said = condition(2, json!({"conditions": [upgradeable("False", None)]}), json!({}));
+        assert!(wakes_owner(&mut verdicts, &said));
+        // The controller mirrored it: nothing new.
+        let mirrored = condition(
+            2,
+            json!({"conditions": [upgradeable("False", None)]}),
+            json!({"conditions": [upgradeable("False", Some(2))]}),
+        );
+        assert!(!wakes_owner(&mut verdicts, &mirrored));
+        // The admin overrides it: woken.
+        let overridden = condition(
+            3,
+            json!({"conditions": [upgradeable("False", None)],
+                "overrides": [{"type": "Upgradeable", "status": "True", "reason": "Admin", "message": ""}]}),
+            json!({"conditions": [upgradeable("False", Some(2))]}),
+        );
+        assert!(wakes_owner(&mut verdicts, &overridden));
+    }
 }
