@@ -670,7 +670,11 @@ async fn leftovers(
                 name: o.name_any(),
             };
             if made_for_csv(&value, csv) && !adopted.contains(&r) {
-                left.push((r, recorded(&value)));
+                // List items carry no kind; rollback creates from the body.
+                let mut body = recorded(&value);
+                body["apiVersion"] = json!(api_version);
+                body["kind"] = json!(kind);
+                left.push((r, body));
             }
         }
     }
