@@ -160,6 +160,8 @@ mod tests {
     use futures::StreamExt;
     use kube::api::ObjectMeta;
 
+    use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
+
     use super::*;
     use crate::controller::cluster_extension::Freshness;
 
