@@ -610,8 +610,8 @@ async fn gone(client: &kube::Client, ar: &kube::api::ApiResource, ns: &str, name
 }
 
 /// What classic's roles and bindings for `install`'s CSV grant its accounts: each request as
-/// (ServiceAccount, namespace or cluster-wide, verb, group, resource).
-type Grant = (String, Option<String>, String, String, String);
+/// (ServiceAccount, namespace or cluster-wide, verb, group, resource, object name).
+type Grant = (String, Option<String>, String, String, String, Option<String>);
 
 async fn classic_grants(client: &kube::Client, install: &ClassicInstall) -> BTreeSet<Grant> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
@@ -626,13 +626,20 @@ async fn classic_grants(client: &kube::Client, install: &ClassicInstall) -> BTre
                 for verb in &rule.verbs {
                     for group in rule.api_groups.iter().flatten() {
                         for resource in rule.resources.iter().flatten() {
-                            grants.insert((
-                                subject.name.clone(),
-                                namespace.map(str::to_string),
-                                verb.clone(),
-                                group.clone(),
-                                resource.clone(),
-                            ));
+                            let names: Vec<Option<String>> = match &rule.resource_names {
+                                Some(names) if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+                                _ => vec![None],
+                            };
+                            for name in names {
+                                grants.insert((
+                                    subject.name.clone(),
+                                    namespace.map(str::to_string),
+                                    verb.clone(),
+                                    group.clone(),
+                                    resource.clone(),
+                                    name,
+                                ));
+                            }
                         }
                     }
                 }
@@ -668,7 +675,7 @@ async fn denied(client: &kube::Client, namespace: &str, grants: &BTreeSet<Grant>
     let api = Api::<SubjectAccessReview>::all(client.clone());
     let mut out = Vec::new();
     for grant in grants {
-        let (sa, scope, verb, group, resource) = grant;
+        let (sa, scope, verb, group, resource, name) = grant;
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(format!("system:serviceaccount:{namespace}:{sa}")),
@@ -681,6 +688,7 @@ async fn denied(client: &kube::Client, namespace: &str, grants: &BTreeSet<Grant>
                     verb: Some(verb.clone()),
                     group: Some(group.clone()),
                     resource: Some(resource.clone()),
+                    name: name.clone(),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -858,6 +866,7 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
                     verb.to_string(),
                     "operators.coreos.com".into(),
                     "operatorconditions".into(),
+                    Some(install.csv.clone()),
                 )
             })
             .collect();

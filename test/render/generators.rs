@@ -666,10 +666,11 @@ fn the_operator_condition_is_rendered_as_classic_keeps_it_when_asked() {
             "metadata": {"name": CSV, "namespace": NS},
             "spec": {"deployments": ["webhook-operator.controller-manager"], "serviceAccounts": [SA, SA]}})
     );
-    let role_name = format!("{CSV}-operator-condition");
+    // Named after the package: the same across upgrades.
+    let role_name = "webhook-operator-operator-condition";
     let role = all(&objects, "Role")
         .into_iter()
-        .find(|r| r["metadata"]["name"] == role_name.as_str())
+        .find(|r| r["metadata"]["name"] == role_name)
         .expect("the OperatorCondition's Role");
     assert_eq!(
         role["rules"],
@@ -678,7 +679,7 @@ fn the_operator_condition_is_rendered_as_classic_keeps_it_when_asked() {
     );
     let binding = all(&objects, "RoleBinding")
         .into_iter()
-        .find(|r| r["metadata"]["name"] == role_name.as_str())
+        .find(|r| r["metadata"]["name"] == role_name)
         .expect("the OperatorCondition's RoleBinding");
     assert_eq!(
         binding["subjects"],

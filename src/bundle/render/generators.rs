@@ -451,12 +451,13 @@ fn set_env(container: &mut Container, name: &str, value: &str) {
     }
 }
 
-/// The name of the Role and RoleBinding granting the operator its OperatorCondition
-/// `condition`. Not classic's (`<condition>`): where classic's OperatorCondition controller
-/// runs, it keeps a Role and RoleBinding of that name owned by the OperatorCondition, and would
-/// take olmv1's over.
-pub fn operator_condition_role_name(condition: &str) -> String {
-    format!("{condition}-operator-condition")
+/// The name of the Role and RoleBinding granting the operators of `package` their
+/// OperatorCondition. Not classic's (the OperatorCondition's, `<csv>`): where classic's
+/// OperatorCondition controller runs, it keeps a Role and RoleBinding of that name owned by the
+/// OperatorCondition, and would take olmv1's over. The package's, not the CSV's: the same across
+/// upgrades, so that the installer's grant on them (by name) still holds after one.
+pub fn operator_condition_role_name(package: &str) -> String {
+    format!("{package}-operator-condition")
 }
 
 /// The OperatorCondition OLM classic keeps for the bundle, named as classic names it (the CSV's
@@ -488,7 +489,7 @@ pub fn operator_condition(ctx: &RenderContext<'_>) -> Vec<Value> {
         .into_iter()
         .map(|sa| json!({"kind": "ServiceAccount", "name": sa, "namespace": ctx.install_namespace}))
         .collect();
-    let role = operator_condition_role_name(name);
+    let role = operator_condition_role_name(&ctx.bundle.package_name);
     vec![
         json!({
             "apiVersion": operator_condition::API_VERSION,
