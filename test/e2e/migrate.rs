@@ -801,9 +801,26 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             assert_eq!(watch, None);
         }
         // Classic is gone; what it made for the CSV is the extension's, with no reference to it.
-        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
-        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
-        assert!(gone(&client, &classic::install_plans(), ns, &install.install_plan).await);
+        // (Deleted with Orphan propagation: gone once the garbage collector has orphaned what
+        // they owned.)
+        for (ar, name) in [
+            (classic::subscriptions(), sub),
+            (classic::csvs(), install.csv.as_str()),
+            (classic::install_plans(), install.install_plan.as_str()),
+        ] {
+            support::wait_for(
+                &format!("{} {ns}/{name} gone", ar.kind),
+                components::INSTALL_TIMEOUT,
+                || async {
+                    if gone(&client, &ar, ns, name).await {
+                        Ok(())
+                    } else {
+                        Err("still there")
+                    }
+                },
+            )
+            .await;
+        }
         let d = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
             .get(&install.deployment)
             .await

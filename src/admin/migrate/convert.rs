@@ -14,7 +14,9 @@
 //!    (classic's `csv-cleanup` finalizer deletes the cluster objects those labels name, and the
 //!    operator would lose its cluster permissions before olmv1 grants them). Namespaced objects
 //!    keep classic's labels and owner reference for now: classic's olm-operator finds its
-//!    Deployments by them and would rewrite one it misses;
+//!    Deployments by them and would rewrite one it misses; but the OperatorCondition loses them
+//!    (the garbage collector may not follow its kind yet, and would delete it once the CSV is
+//!    gone);
 //! 5. the CSV deleted with `propagationPolicy: Orphan`: the garbage collector removes the CSV's
 //!    owner references from its dependents instead of deleting them; `csv-cleanup` is left to
 //!    classic for [`CLASSIC_FINALIZE_WAIT`], then removed (classic may not be running);
@@ -789,6 +791,10 @@ async fn adopt(client: &Client, record: &Record, detach: bool) -> Result<usize, 
             )));
         };
         let live = serde_json::to_value(live).unwrap_or_default();
+        // The OperatorCondition is detached at once: a custom resource the garbage collector may
+        // not follow yet (its CRD new), so it would not orphan it with the CSV and would then
+        // delete it for its dangling owner reference. No classic controller rewrites it.
+        let detach = detach || r.kind == olmv1_api::operator_condition::KIND;
         if let Some(patch) = adoption_patch(&live, &record.extension, r.namespace.is_none(), detach) {
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
