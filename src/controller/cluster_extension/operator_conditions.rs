@@ -31,7 +31,7 @@ use olmv1_api::{
 use tracing::{debug, info, warn};
 
 use super::LastApplies;
-use crate::apply::objects::owner_of;
+use crate::apply::ownership::owner_of;
 
 /// How long the start waits for an installed CRD to be served.
 const CRD_SERVED_WAIT: Duration = Duration::from_secs(60);

@@ -35,7 +35,8 @@ use super::{LastApplies, operator_conditions::OperatorConditions};
 use crate::{
     apply::{
         lookups::ClusterLookups,
-        objects::{crd_state, owner_kind_selector, owner_of, ready_deployment},
+        objects::{crd_state, ready_deployment},
+        ownership::{owner_kind_selector, owner_of},
         revision::WatchedObject,
     },
     catalog::cache::CachedCatalogClient,
