@@ -8,6 +8,7 @@ use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client,
@@ -26,6 +27,7 @@ use super::{
 
 const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
 const DEPLOYMENT_API_VERSION: &str = "apps/v1";
+const API_SERVICE_API_VERSION: &str = "apiregistration.k8s.io/v1";
 
 /// The ClusterExtension that owns the objects of a revision.
 #[derive(Clone, Debug)]
@@ -356,10 +358,12 @@ pub async fn prune(
 /// Deletes objects as the given client; objects already gone are fine. Each object is read
 /// first and deleted only while it still carries the owner labels of ClusterExtension `owner`
 /// (with its uid as a precondition): a recorded name that now belongs to someone else is left
-/// alone. CRDs go last so that their instances are removed through their own APIs first.
+/// alone. APIServices go first: one whose server is gone breaks discovery for every client and
+/// blocks namespace deletion, so it never outlives the Deployment serving it. CRDs go last so
+/// that their instances are removed through their own APIs first.
 pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> Result<(), ApplyError> {
     let mut ordered: Vec<&ObjectRef> = objects.iter().collect();
-    ordered.sort_by_key(|o| o.kind == "CustomResourceDefinition");
+    ordered.sort_by_key(|o| deletion_rank(o));
     let mut resources = ResourceCache::default();
     for object in ordered {
         let (group, version) = object
@@ -408,8 +412,18 @@ pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> 
     Ok(())
 }
 
-/// What a readiness check found: the first object still rolling out, if any, and the CRDs and
-/// Deployments it saw ready (all of them when nothing is rolling out).
+/// The order [`delete_all`] deletes in: APIServices, then everything else, then CRDs (stable
+/// within each).
+fn deletion_rank(object: &ObjectRef) -> u8 {
+    match (object.api_version.as_str(), object.kind.as_str()) {
+        (API_SERVICE_API_VERSION, "APIService") => 0,
+        (CRD_API_VERSION, "CustomResourceDefinition") => 2,
+        _ => 1,
+    }
+}
+
+/// What a readiness check found: the first object still rolling out, if any, and the CRDs,
+/// Deployments and APIServices it saw ready (all of them when nothing is rolling out).
 #[derive(Debug)]
 pub struct Rollout {
     /// The first object still rolling out, and why.
@@ -419,7 +433,8 @@ pub struct Rollout {
 }
 
 /// Whether the applied objects are ready: CRDs Established, Deployments Available with every
-/// replica updated; stops at the first thing still rolling out.
+/// replica updated, APIServices Available (the API server reaches their server); stops at the
+/// first thing still rolling out.
 pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Rollout, ApplyError> {
     let mut watched = Vec::new();
     for object in objects {
@@ -445,6 +460,15 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                     .map_err(read_error)?;
                 let waiting = deployment_rollout(&deployment).map(|w| format!("{}: {w}", describe(object)));
                 (deployment.metadata, waiting)
+            }
+            (API_SERVICE_API_VERSION, "APIService") => {
+                let api_service = Api::<APIService>::all(sa_client.clone())
+                    .get(&object.name)
+                    .await
+                    .map_err(read_error)?;
+                let waiting =
+                    api_service_unavailable(&api_service).map(|w| format!("{} {w}", describe(object)));
+                (api_service.metadata, waiting)
             }
             _ => continue,
         };
@@ -490,6 +514,13 @@ pub async fn still_ready(client: &Client, watched: &[WatchedObject]) -> Result<b
                     .first()
                     .and_then(ready_deployment)
             }
+            (API_SERVICE_API_VERSION, "APIService") => Api::<APIService>::all(client.clone())
+                .list(&by_name)
+                .await
+                .map_err(read_error)?
+                .items
+                .first()
+                .and_then(ready_api_service),
             _ => None,
         };
         if now.as_ref() != Some(seen) {
@@ -534,6 +565,47 @@ pub fn ready_deployment(deployment: &Deployment) -> Option<WatchedObject> {
     deployment_rollout(deployment)
         .is_none()
         .then(|| watched_state(object, &deployment.metadata))
+}
+
+/// An APIService's state when it is Available (`None` when it is not).
+pub fn ready_api_service(api_service: &APIService) -> Option<WatchedObject> {
+    let object = ObjectRef {
+        api_version: API_SERVICE_API_VERSION.into(),
+        kind: "APIService".into(),
+        namespace: None,
+        name: api_service.metadata.name.clone()?,
+    };
+    api_service_unavailable(api_service)
+        .is_none()
+        .then(|| watched_state(object, &api_service.metadata))
+}
+
+/// Why an APIService is not Available (its condition's reason and message), or `None` when it
+/// is. An unavailable aggregated API fails discovery for every client and blocks the deletion of
+/// namespaces, so it is reported, never taken as installed.
+fn api_service_unavailable(api_service: &APIService) -> Option<String> {
+    let available = api_service
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .find(|c| c.type_ == "Available");
+    match available {
+        Some(c) if c.status == ConditionStatus::True.as_str() => None,
+        Some(c) => {
+            let mut why = format!(
+                "is not Available ({})",
+                c.reason.as_deref().unwrap_or("no reason")
+            );
+            if let Some(message) = c.message.as_deref().filter(|m| !m.is_empty()) {
+                why.push_str(": ");
+                why.push_str(message);
+            }
+            Some(why)
+        }
+        None => Some("is not Available yet".into()),
+    }
 }
 
 fn watched_state(object: ObjectRef, meta: &ObjectMeta) -> WatchedObject {
@@ -619,6 +691,66 @@ mod tests {
                 .unwrap()
                 .contains("Available")
         );
+    }
+
+    #[test]
+    fn api_services_are_deleted_first_and_crds_last() {
+        let object = |api_version: &str, kind: &str, name: &str| ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: None,
+            name: name.into(),
+        };
+        let mut objects = [
+            object(CRD_API_VERSION, "CustomResourceDefinition", "c"),
+            object(DEPLOYMENT_API_VERSION, "Deployment", "d"),
+            object(API_SERVICE_API_VERSION, "APIService", "v1.a"),
+            object("v1", "Service", "s"),
+            object(API_SERVICE_API_VERSION, "APIService", "v1.b"),
+        ];
+        objects.sort_by_key(deletion_rank);
+        let names: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["v1.a", "v1.b", "d", "s", "c"]);
+    }
+
+    #[test]
+    fn an_api_service_is_ready_only_when_available_and_says_why_not() {
+        use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
+            APIServiceCondition, APIServiceStatus,
+        };
+        let api_service = |status: Option<(&str, &str, &str)>| APIService {
+            metadata: kube::api::ObjectMeta {
+                name: Some("v1.example.com".into()),
+                uid: Some("u".into()),
+                generation: Some(1),
+                ..Default::default()
+            },
+            status: status.map(|(status, reason, message)| APIServiceStatus {
+                conditions: Some(vec![APIServiceCondition {
+                    type_: "Available".into(),
+                    status: status.into(),
+                    reason: Some(reason.into()),
+                    message: Some(message.into()),
+                    last_transition_time: None,
+                }]),
+            }),
+            ..Default::default()
+        };
+        assert!(ready_api_service(&api_service(Some(("True", "Passed", "all checks passed")))).is_some());
+        assert_eq!(
+            api_service_unavailable(&api_service(None)).unwrap(),
+            "is not Available yet"
+        );
+        assert_eq!(
+            api_service_unavailable(&api_service(Some((
+                "False",
+                "MissingEndpoints",
+                "endpoints for service/s in \"ns\" have no addresses"
+            ))))
+            .unwrap(),
+            "is not Available (MissingEndpoints): endpoints for service/s in \"ns\" have no addresses"
+        );
+        assert!(ready_api_service(&api_service(Some(("False", "FailedDiscoveryCheck", "")))).is_none());
     }
 
     #[test]

@@ -54,9 +54,10 @@ fn run_hack(script: &str) -> String {
     out.lines().last().unwrap_or_default().trim().to_string()
 }
 
-/// cert-manager running on the real node and the operator's catalog published, once per test
-/// process; the catalog image's reference.
-async fn published() -> &'static str {
+/// cert-manager running on the real node and the test operator's catalog (packages
+/// webhook-operator and gadget-operator) published, once per test process; the catalog image's
+/// reference.
+pub(crate) async fn published() -> &'static str {
     static CATALOG: OnceCell<String> = OnceCell::const_new();
     CATALOG
         .get_or_init(|| async {

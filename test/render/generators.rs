@@ -447,15 +447,6 @@ fn refusal(mutate: impl FnOnce(&mut RegistryV1Bundle)) -> String {
 #[test]
 fn unsupported_bundles_are_refused_with_upstream_messages() {
     assert_eq!(
-        refusal(|b| b
-            .csv
-            .spec
-            .apiservicedefinitions
-            .owned
-            .push(json!({"name": "v1.example.com"}))),
-        "unsupported bundle: apiServiceDefintions are not supported"
-    );
-    assert_eq!(
         refusal(|b| b.csv.spec.install_modes = vec![InstallMode {
             type_: "MultiNamespace".into(),
             supported: true

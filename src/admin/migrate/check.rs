@@ -216,6 +216,20 @@ pub struct Snapshot {
     pub extensions: Vec<ExtensionView>,
     /// Pod restarts computed by rendering, by (namespace, subscription).
     pub restarts: BTreeMap<(String, String), PodRestart>,
+    /// The serving certificates the rendered bundle's cert-manager Certificates take over, by
+    /// (namespace, subscription).
+    pub certificates: BTreeMap<(String, String), Vec<CertificateVerdict>>,
+}
+
+/// Whether cert-manager keeps a serving certificate classic issued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateVerdict {
+    /// The Deployment it serves.
+    pub deployment: String,
+    /// The Secret, `<namespace>/<name>`.
+    pub secret: String,
+    /// Why cert-manager replaces it; `None` when it keeps it.
+    pub replaced: Option<String>,
 }
 
 /// The bundle properties of an installed CSV, as its [`PROPERTIES_ANNOTATION`] holds them
@@ -633,20 +647,29 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
         }
     }
 
-    if let Some(csv) = csv {
-        // Owned APIServices.
-        for a in &csv.spec.apiservicedefinitions.owned {
-            reasons.push(Reason::block(
-                "OwnedAPIService",
+    // Serving certificates cert-manager replaces instead of keeping.
+    for c in snapshot
+        .certificates
+        .get(&key(&sub.metadata))
+        .into_iter()
+        .flatten()
+    {
+        if let Some(why) = &c.replaced {
+            reasons.push(Reason::note(
+                "CertificateReplaced",
                 format!(
-                    "CSV {} owns the APIService {}.{}: olmv1 does not install APIServices",
-                    csv.metadata.name.as_deref().unwrap_or_default(),
-                    a.version,
-                    a.group.as_deref().unwrap_or(&a.name)
+                    "the serving certificate of Deployment {} in Secret {} cannot be kept: {why}; cert-manager issues a new one into it while the pod runs",
+                    c.deployment, c.secret
                 ),
-                "keep this operator on classic",
+                format!(
+                    "nothing, if the operator reloads its certificate files (the kubelet updates them within a minute); otherwise, once converted: kubectl rollout restart deployment/{} -n {}",
+                    c.deployment, ns
+                ),
             ));
         }
+    }
+
+    if let Some(csv) = csv {
         // OperatorCondition Upgradeable=False.
         let condition = snapshot
             .operator_conditions

@@ -154,6 +154,9 @@ pub struct Record {
     /// Whether converting restarts pods, as `check` computed it.
     #[serde(default)]
     pub pods_restart: String,
+    /// The serving certificates cert-manager replaces, as `check` reported them.
+    #[serde(default)]
+    pub certificates: Vec<String>,
     /// The installer's objects convert applies (empty: the OperatorGroup's ServiceAccount).
     pub installer: Vec<Value>,
     /// The ClusterExtension convert creates.
@@ -182,10 +185,49 @@ pub struct CsvIdentity {
     pub uid: String,
     /// The CRDs it owns (`<plural>.<group>`), which classic labels only by component.
     pub owned_crds: Vec<String>,
+    /// The RoleBindings in `kube-system` classic made for the Deployments serving its
+    /// APIServices (`<deployment>-service-auth-reader`), labelled only `olm.managed`.
+    pub auth_reader_bindings: Vec<String>,
 }
 
+impl CsvIdentity {
+    /// The identity of `csv`.
+    pub fn of(csv: &super::classic::Csv) -> CsvIdentity {
+        let spec = &csv.spec;
+        let mut serving: Vec<&str> = spec
+            .apiservicedefinitions
+            .owned
+            .iter()
+            .map(|a| a.deployment_name.as_str())
+            .collect();
+        serving.sort_unstable();
+        serving.dedup();
+        CsvIdentity {
+            namespace: csv.metadata.namespace.clone().unwrap_or_default(),
+            name: csv.metadata.name.clone().unwrap_or_default(),
+            uid: csv.metadata.uid.clone().unwrap_or_default(),
+            owned_crds: spec
+                .customresourcedefinitions
+                .owned
+                .iter()
+                .map(|d| d.name.clone())
+                .collect(),
+            // Classic's names: `<deployment>-service`, dots kept.
+            auth_reader_bindings: serving
+                .iter()
+                .map(|d| format!("{d}-service-auth-reader"))
+                .collect(),
+        }
+    }
+}
+
+/// The namespace of the RoleBindings an aggregated API server reads its authentication settings
+/// through.
+const KUBE_SYSTEM: &str = "kube-system";
+
 /// Whether classic made `object` for the CSV: an owner reference to it, its `olm.owner*` labels,
-/// or (a CRD) one it owns.
+/// (a CRD) one it owns, or (a RoleBinding in `kube-system`) the auth-reader binding of one of its
+/// APIService Deployments, which classic labels `olm.managed` only.
 pub fn made_for_csv(object: &Value, csv: &CsvIdentity) -> bool {
     let meta = &object["metadata"];
     let referenced = meta["ownerReferences"].as_array().is_some_and(|refs| {
@@ -204,7 +246,17 @@ pub fn made_for_csv(object: &Value, csv: &CsvIdentity) -> bool {
         && meta["name"]
             .as_str()
             .is_some_and(|n| csv.owned_crds.iter().any(|c| c == n));
-    referenced || labelled || owned_crd
+    let auth_reader = object["kind"] == "RoleBinding"
+        && meta["namespace"] == KUBE_SYSTEM
+        && labels["olm.managed"] == "true"
+        && object["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+        && meta["name"]
+            .as_str()
+            .is_some_and(|n| csv.auth_reader_bindings.iter().any(|b| b == n))
+        && object["subjects"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|s| s["namespace"] == csv.namespace.as_str()));
+    referenced || labelled || owned_crd || auth_reader
 }
 
 /// `ObjectRef` of a rendered object, its namespace defaulted to `namespace` when `namespaced`.
@@ -368,6 +420,11 @@ pub async fn load_record(
         .map_err(|e| ConvertError::Invalid(format!("ConfigMap {system_ns}/{record_name}: {e}")))
 }
 
+/// Secrets' API resource.
+fn secret_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
+}
+
 /// The API resource of a kind and whether it is namespaced, found by discovery.
 async fn resource_of(
     client: &Client,
@@ -479,14 +536,7 @@ pub async fn prepare(
     let identity = CsvIdentity {
         namespace: namespace.to_string(),
         name: csv_name.clone(),
-        uid: csv.metadata.uid.clone().unwrap_or_default(),
-        owned_crds: csv
-            .spec
-            .customresourcedefinitions
-            .owned
-            .iter()
-            .map(|d| d.name.clone())
-            .collect(),
+        ..CsvIdentity::of(csv)
     };
     let mut existing = Vec::with_capacity(rendered.len());
     for object in rendered {
@@ -508,6 +558,28 @@ pub async fn prepare(
         };
         let live = api
             .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(&r))))?;
+        existing.push((r, live.map(|l| serde_json::to_value(l).unwrap_or_default())));
+    }
+    // The Secrets olmv1's Certificates write to: classic's serving certificates, taken over in
+    // place (cert-manager keeps or replaces what they hold: check's CertificateReplaced).
+    let secrets: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &secret_resource());
+    for certificate in rendered
+        .iter()
+        .filter(|o| super::read::is_cert_manager_certificate(o))
+    {
+        let Some(secret) = certificate["spec"]["secretName"].as_str() else {
+            continue;
+        };
+        let r = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some(namespace.to_string()),
+            name: secret.to_string(),
+        };
+        let live = secrets
+            .get_opt(secret)
             .await
             .map_err(api_err(format!("reading {}", describe(&r))))?;
         existing.push((r, live.map(|l| serde_json::to_value(l).unwrap_or_default())));
@@ -562,6 +634,12 @@ pub async fn prepare(
             left: left.iter().map(|(r, _)| r.clone()).collect(),
             left_objects: left.into_iter().map(|(_, o)| o).collect(),
             pods_restart: row.pods_restart.to_string(),
+            certificates: row
+                .reasons
+                .iter()
+                .filter(|r| r.code == "CertificateReplaced")
+                .map(|r| format!("{} ({})", r.message, r.fix))
+                .collect(),
             adopted,
             installer: Vec::new(),
             extension_object,
@@ -731,8 +809,9 @@ async fn apply_all(client: &Client, objects: &[Value]) -> Result<(), ConvertErro
 
 /// The merge patch adopting `live` for `extension`: olmv1's owner labels added; when `detach`
 /// (or the object is cluster-scoped, where classic's finalizer selects by label) classic's
-/// `olm.owner*` labels removed; when `detach`, owner references to a CSV removed. `None` when
-/// nothing changes.
+/// `olm.owner*` labels removed; when `detach`, owner references to a CSV removed; a serving
+/// certificate's Secret gets its CA where cert-manager's injector reads it. `None` when nothing
+/// changes.
 pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detach: bool) -> Option<Value> {
     let meta = &live["metadata"];
     let mut labels = serde_json::Map::new();
@@ -762,7 +841,12 @@ pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detac
             patch["metadata"]["ownerReferences"] = json!(kept);
         }
     }
-    if patch["metadata"].as_object().is_some_and(|m| m.is_empty()) {
+    if live["kind"] == "Secret"
+        && let Some(data) = super::certificate::ca_data_patch(live)
+    {
+        patch["data"] = data;
+    }
+    if patch["metadata"].as_object().is_some_and(|m| m.is_empty()) && patch.get("data").is_none() {
         return None;
     }
     // Guarded by the version read: a concurrent write by classic makes the patch fail, not lost.
@@ -1237,6 +1321,8 @@ pub async fn rollback(
         }
     }
     let mut released = 0;
+    let mut handed_back = 0;
+    let mut certificates_removed = Vec::new();
     for r in &objects {
         let api = match api_for(client, r).await {
             Ok(a) => a,
@@ -1253,17 +1339,42 @@ pub async fn rollback(
         else {
             continue;
         };
-        if let Some(patch) = release_patch(&serde_json::to_value(live).unwrap_or_default(), extension) {
+        let live = serde_json::to_value(live).unwrap_or_default();
+        if is_cert_manager_object(r) {
+            // olmv1's, not classic's: classic issues its certificate itself, and a Certificate
+            // left behind would reissue it under classic.
+            delete_if_present(&api, &r.name, false, &describe(r)).await?;
+            certificates_removed.push(describe(r));
+            continue;
+        }
+        if let Some(patch) = release_patch(&live, extension) {
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(api_err(format!("releasing {}", describe(r))))?;
             released += 1;
         }
+        if let Some(patch) = hand_back_patch(&live, &record) {
+            api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(api_err(format!("handing {} back to classic", describe(r))))?;
+            handed_back += 1;
+        }
     }
     report(format!(
         "{} objects kept, olmv1's labels removed ({released} changed)",
-        objects.len()
+        objects.len() - certificates_removed.len()
     ));
+    if handed_back > 0 {
+        report(format!(
+            "{handed_back} APIServices labelled as CSV {}/{}'s again (classic adopts only those)",
+            record.namespace, record.csv
+        ));
+    }
+    for removed in certificates_removed {
+        report(format!(
+            "{removed} deleted (olmv1's: classic issues its own certificate)"
+        ));
+    }
     let restored = restore_replaced(client, &record).await?;
     if !record.left_objects.is_empty() {
         report(format!(
@@ -1394,6 +1505,33 @@ pub fn relabel_patch(live: &Value, recorded: &Value) -> Option<Value> {
     (!labels.is_empty()).then(|| json!({"metadata": {"labels": labels}}))
 }
 
+/// Whether `r` is a cert-manager Certificate or Issuer (olmv1 renders them; classic has none).
+fn is_cert_manager_object(r: &ObjectRef) -> bool {
+    r.api_version.starts_with("cert-manager.io/") && matches!(r.kind.as_str(), "Certificate" | "Issuer")
+}
+
+/// The merge patch giving an APIService back to classic: its `olm.owner*` labels naming the
+/// recorded CSV again (classic refuses to take over an APIService without them: "pre-existing
+/// APIService ... is not adoptable"). `None` for other objects, or when it has them.
+pub fn hand_back_patch(live: &Value, record: &Record) -> Option<Value> {
+    if live["kind"] != "APIService" {
+        return None;
+    }
+    let wanted = [
+        ("olm.owner", record.csv.as_str()),
+        ("olm.owner.namespace", record.namespace.as_str()),
+        ("olm.owner.kind", "ClusterServiceVersion"),
+        ("olm.managed", "true"),
+    ];
+    let labels = &live["metadata"]["labels"];
+    if wanted.iter().all(|(k, v)| labels[*k] == *v) {
+        return None;
+    }
+    let labels: serde_json::Map<String, Value> =
+        wanted.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    Some(json!({"metadata": {"labels": labels}}))
+}
+
 /// The merge patch removing `extension`'s owner labels and owner references from `live`;
 /// `None` when it carries neither.
 pub fn release_patch(live: &Value, extension: &str) -> Option<Value> {
@@ -1429,6 +1567,7 @@ mod tests {
             name: "op.v1".into(),
             uid: "u1".into(),
             owned_crds: vec!["widgets.example.com".into()],
+            auth_reader_bindings: vec!["op-server-service-auth-reader".into()],
         }
     }
 
@@ -1524,6 +1663,44 @@ mod tests {
         let done =
             json!({"metadata": {"labels": owner_labels("ext"), "ownerReferences": [{"kind": "Other"}]}});
         assert_eq!(adoption_patch(&done, "ext", true, true), None);
+        // A serving certificate's Secret gets classic's CA where cert-manager's injector reads it.
+        let secret = json!({"kind": "Secret", "metadata": {"resourceVersion": "3", "labels": owner_labels("ext")},
+            "data": {"tls.crt": "Yw==", "tls.key": "aw==", "olmCAKey": "Q0E="}});
+        assert_eq!(
+            adoption_patch(&secret, "ext", false, true),
+            Some(json!({"metadata": {"resourceVersion": "3"}, "data": {"ca.crt": "Q0E="}}))
+        );
+    }
+
+    #[test]
+    fn classics_auth_reader_binding_is_known_by_its_name_role_and_subjects() {
+        let binding = |name: &str, role: &str, subject_ns: &str| {
+            json!({"kind": "RoleBinding", "metadata": {"name": name, "namespace": "kube-system",
+                "labels": {"olm.managed": "true"}},
+                "roleRef": {"kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": subject_ns}]})
+        };
+        let reader = "extension-apiserver-authentication-reader";
+        assert!(made_for_csv(
+            &binding("op-server-service-auth-reader", reader, "ns"),
+            &csv()
+        ));
+        // Another Deployment's, another role, another namespace's account: not classic's for it.
+        assert!(!made_for_csv(
+            &binding("other-service-auth-reader", reader, "ns"),
+            &csv()
+        ));
+        assert!(!made_for_csv(
+            &binding("op-server-service-auth-reader", "admin", "ns"),
+            &csv()
+        ));
+        assert!(!made_for_csv(
+            &binding("op-server-service-auth-reader", reader, "other"),
+            &csv()
+        ));
+        let mut unlabelled = binding("op-server-service-auth-reader", reader, "ns");
+        unlabelled["metadata"]["labels"] = json!({});
+        assert!(!made_for_csv(&unlabelled, &csv()));
     }
 
     #[test]
@@ -1605,10 +1782,28 @@ mod tests {
             left: Vec::new(),
             left_objects: Vec::new(),
             pods_restart: "no".into(),
+            certificates: Vec::new(),
             installer: Vec::new(),
             extension_object: json!({}),
         };
         assert!(automatic(&record));
+        let api_service = json!({"kind": "APIService", "metadata": {"name": "v1.example.com",
+            "labels": {"olm.managed": "true"}}});
+        assert_eq!(
+            hand_back_patch(&api_service, &record),
+            Some(
+                json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+                "olm.owner.kind": "ClusterServiceVersion", "olm.managed": "true"}}})
+            )
+        );
+        let mut handed_back = api_service.clone();
+        handed_back["metadata"]["labels"] =
+            hand_back_patch(&api_service, &record).unwrap()["metadata"]["labels"].clone();
+        assert_eq!(hand_back_patch(&handed_back, &record), None, "once is enough");
+        assert_eq!(
+            hand_back_patch(&json!({"kind": "Service", "metadata": {}}), &record),
+            None
+        );
         let mut manual = record.clone();
         manual.subscription["spec"]["installPlanApproval"] = json!("Manual");
         assert!(!automatic(&manual));

@@ -333,6 +333,12 @@ pub fn plan_text(record: &Record) -> Result<String, serde_saphyr::SerializeError
             escape_value(&record.pods_restart)
         ));
     }
+    for certificate in &record.certificates {
+        text.push_str(&format!(
+            "# certificate replaced: {}\n",
+            escape_value(certificate)
+        ));
+    }
     if !record.left.is_empty() {
         text.push_str(&format!(
             "# replaced: {} roles and bindings classic made for {} under names olmv1 does not render (it grants the same under its own): adopted now, deleted once the extension is Installed\n",

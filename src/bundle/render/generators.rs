@@ -1,8 +1,9 @@
 //! The generators, in upstream's order: ServiceAccounts, Roles/RoleBindings,
 //! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, the OperatorCondition with its Role and
-//! RoleBinding (when asked), Deployments, validating and mutating
-//! webhook configurations, webhook Services, the certificate provider's objects (cert-manager
-//! Issuers and Certificates; none for OpenShift's service CA).
+//! RoleBinding (when asked), Deployments, validating and mutating webhook configurations, the
+//! Services of webhook- and APIService-serving Deployments, owned APIServices with their
+//! authentication bindings, the certificate provider's objects (cert-manager Issuers and
+//! Certificates; none for OpenShift's service CA).
 //!
 //! Where upstream iterates a Go set (service accounts, cert-provider objects) its order is random;
 //! here it is sorted by name, so output is deterministic.
@@ -19,8 +20,8 @@ use olmv1_api::operator_condition::{self, ENV_OPERATOR_CONDITION_NAME};
 use serde_json::{Map, Value, json};
 
 use crate::bundle::csv::{
-    PermissionRule, StrategyDeployment, StrategyPermissions, WEBHOOK_CONVERSION, WEBHOOK_MUTATING,
-    WEBHOOK_VALIDATING, WebhookDescription,
+    ApiServiceDescription, PermissionRule, StrategyDeployment, StrategyPermissions, WEBHOOK_CONVERSION,
+    WEBHOOK_MUTATING, WEBHOOK_VALIDATING, WebhookDescription,
 };
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::config::DeploymentConfig;
@@ -41,6 +42,19 @@ pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 
 const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
+const API_REGISTRATION_API_VERSION: &str = "apiregistration.k8s.io/v1";
+/// Where the API server keeps the client CA and request-header settings an aggregated API server
+/// reads (its `extension-apiserver-authentication` ConfigMap).
+pub const KUBE_SYSTEM: &str = "kube-system";
+/// The ClusterRole letting an aggregated API server review tokens and access (TokenReview,
+/// SubjectAccessReview): delegated authentication and authorization.
+pub const AUTH_DELEGATOR_CLUSTER_ROLE: &str = "system:auth-delegator";
+/// The Role in `kube-system` letting an aggregated API server read the
+/// `extension-apiserver-authentication` ConfigMap.
+pub const AUTH_READER_ROLE: &str = "extension-apiserver-authentication-reader";
+/// OLM classic's APIService priorities (upstream's generator keeps them).
+const API_SERVICE_GROUP_PRIORITY_MINIMUM: i32 = 2000;
+const API_SERVICE_VERSION_PRIORITY: i32 = 15;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const ADMISSION_API_VERSION: &str = "admissionregistration.k8s.io/v1";
 const CERT_MANAGER_API_VERSION: &str = "cert-manager.io/v1";
@@ -133,9 +147,29 @@ impl RenderContext<'_> {
     fn webhooks(&self) -> &[WebhookDescription] {
         &self.bundle.csv.spec.webhookdefinitions
     }
+
+    fn api_services(&self) -> &[ApiServiceDescription] {
+        &self.bundle.csv.spec.apiservicedefinitions.owned
+    }
+
+    /// Deployments that serve an owned APIService.
+    fn api_service_deployments(&self) -> BTreeSet<&str> {
+        self.api_services()
+            .iter()
+            .map(|a| a.deployment_name.as_str())
+            .collect()
+    }
+
+    /// Deployments that need a serving certificate: those serving webhooks or APIServices.
+    fn certificate_deployments(&self) -> BTreeSet<&str> {
+        let mut deployments = self.api_service_deployments();
+        deployments.extend(self.webhooks().iter().map(|w| w.deployment_name.as_str()));
+        deployments
+    }
 }
 
-/// Names of the webhook Service and certificate of one deployment (`render.CertProvisionerFor`).
+/// Names of the serving Service and certificate of one deployment (`render.CertProvisionerFor`);
+/// OLM classic names them the same (`<deployment>-service`, `<service>-cert`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertNames {
     /// `<deployment with . as ->-service`, cut to upstream's budget.
@@ -178,7 +212,8 @@ pub fn generate(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     objects.extend(deployments(ctx)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_VALIDATING)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_MUTATING)?);
-    objects.extend(webhook_services(ctx)?);
+    objects.extend(services(ctx)?);
+    objects.extend(api_services(ctx)?);
     if ctx.webhook_provider == WebhookProvider::CertManager {
         objects.extend(cert_manager_objects(ctx)?);
     }
@@ -381,13 +416,10 @@ pub fn others(ctx: &RenderContext<'_>) -> Vec<Value> {
 
 /// The CSV's deployments in the install namespace: CSV annotations merged into the pod template
 /// (template wins), `olm.targetNamespaces` / `olm.operatorNamespace`, `revisionHistoryLimit: 1`,
-/// the deployment configuration, and certificate volumes on webhook-serving deployments.
+/// the deployment configuration, and certificate volumes on webhook- and APIService-serving
+/// deployments.
 pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let webhook_deployments: BTreeSet<&str> = ctx
-        .webhooks()
-        .iter()
-        .map(|w| w.deployment_name.as_str())
-        .collect();
+    let certificate_deployments = ctx.certificate_deployments();
     let csv_annotations = ctx.bundle.csv.annotations();
     let mut out = Vec::new();
     for StrategyDeployment { name, spec, label } in &ctx.bundle.csv.spec.install.spec.deployments {
@@ -417,7 +449,7 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
                 set_env(container, ENV_OPERATOR_CONDITION_NAME, ctx.csv_name());
             }
         }
-        if webhook_deployments.contains(name.as_str()) {
+        if certificate_deployments.contains(name.as_str()) {
             let names = webhook_service_name(name)?;
             let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
             ensure_cert_volumes(pod, &names.cert);
@@ -758,9 +790,10 @@ pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Ve
     Ok(out)
 }
 
-/// One Service per webhook-serving deployment (in CSV deployment order), ports deduplicated and
-/// sorted by port then target port, selecting the deployment's `matchLabels`.
-pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+/// One Service per webhook- or APIService-serving deployment (in CSV deployment order), ports
+/// deduplicated and sorted by port then target port, selecting the deployment's `matchLabels`.
+/// An APIService's port is its `containerPort` (443 when unset), behind the same port.
+pub fn services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let mut ports_by_deployment: BTreeMap<&str, Vec<(i32, IntOrString)>> = BTreeMap::new();
     for wh in ctx.webhooks() {
         let port = if wh.container_port > 0 {
@@ -772,6 +805,13 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         let ports = ports_by_deployment.entry(&wh.deployment_name).or_default();
         if !ports.contains(&(port, target.clone())) {
             ports.push((port, target));
+        }
+    }
+    for api in ctx.api_services() {
+        let port = api.port();
+        let ports = ports_by_deployment.entry(&api.deployment_name).or_default();
+        if !ports.contains(&(port, IntOrString::Int(port))) {
+            ports.push((port, IntOrString::Int(port)));
         }
     }
     let mut out = Vec::new();
@@ -809,15 +849,15 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
-/// A self-signed cert-manager Issuer and a Certificate per webhook-serving deployment.
+/// A self-signed cert-manager Issuer and a Certificate per webhook- or APIService-serving
+/// deployment. The certificate of a deployment serving an APIService has an ECDSA P-256 key, the
+/// key OLM classic generates for it: cert-manager keeps a certificate classic issued (same names,
+/// same key type) when `olmv1 migrate convert` takes it over, instead of replacing it under the
+/// running server.
 pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let deployments: BTreeSet<&str> = ctx
-        .webhooks()
-        .iter()
-        .map(|w| w.deployment_name.as_str())
-        .collect();
+    let api_service_deployments = ctx.api_service_deployments();
     let mut out = Vec::new();
-    for deployment in deployments {
+    for deployment in ctx.certificate_deployments() {
         let names = webhook_service_name(deployment)?;
         let issuer = object_name_for_base_and_suffix(&names.cert, "selfsigned-issuer");
         let ns = ctx.install_namespace;
@@ -828,7 +868,7 @@ pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, Strin
             "spec": {"selfSigned": {}},
         }));
         let host = format!("{}.{ns}", names.service);
-        out.push(json!({
+        let mut certificate = json!({
             "apiVersion": CERT_MANAGER_API_VERSION,
             "kind": "Certificate",
             "metadata": {"name": names.cert, "namespace": ns},
@@ -841,9 +881,95 @@ pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, Strin
                 "duration": CERT_DURATION,
                 "renewBefore": CERT_RENEW_BEFORE,
             },
+        });
+        if api_service_deployments.contains(deployment) {
+            certificate["spec"]["privateKey"] = json!({"algorithm": "ECDSA", "size": 256});
+        }
+        out.push(certificate);
+    }
+    Ok(out)
+}
+
+/// Per owned APIService (in CSV order) the APIService `<version>.<group>` served by the
+/// deployment's Service, its CA injected by the certificate provider; and, once per serving
+/// deployment, what an aggregated API server needs to authenticate and authorize the requests the
+/// API server proxies (OLM classic's names): ClusterRoleBinding
+/// `<service>-system:auth-delegator` to `system:auth-delegator` and RoleBinding
+/// `kube-system/<service>-auth-reader` to `extension-apiserver-authentication-reader`, both for
+/// the deployment's service account. (Upstream's generator emits the bindings once per APIService,
+/// twice when one deployment serves two.)
+pub fn api_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let accounts: BTreeMap<&str, &str> = ctx
+        .bundle
+        .csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| {
+            let account = d
+                .spec
+                .template
+                .spec
+                .as_ref()
+                .and_then(|p| p.service_account_name.as_deref())
+                .unwrap_or_default();
+            (d.name.as_str(), sa_name_or_default(account))
+        })
+        .collect();
+    let ns = ctx.install_namespace;
+    let mut bound = BTreeSet::new();
+    let mut out = Vec::new();
+    for api in ctx.api_services() {
+        let names = webhook_service_name(&api.deployment_name)?;
+        let (key, value) = ctx.webhook_provider.ca_injection(ns, &names);
+        out.push(json!({
+            "apiVersion": API_REGISTRATION_API_VERSION,
+            "kind": "APIService",
+            "metadata": {"name": api.api_service_name(), "annotations": {key: value}},
+            "spec": {
+                "group": api.group,
+                "version": api.version,
+                "groupPriorityMinimum": API_SERVICE_GROUP_PRIORITY_MINIMUM,
+                "versionPriority": API_SERVICE_VERSION_PRIORITY,
+                "service": {"namespace": ns, "name": names.service, "port": api.port()},
+            },
+        }));
+        if !bound.insert(names.service.clone()) {
+            continue;
+        }
+        let account = accounts
+            .get(api.deployment_name.as_str())
+            .copied()
+            .unwrap_or("default");
+        let subjects = json!([{"kind": "ServiceAccount", "name": account, "namespace": ns}]);
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": auth_delegator_binding_name(&names.service)},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": AUTH_DELEGATOR_CLUSTER_ROLE},
+            "subjects": subjects,
+        }));
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "RoleBinding",
+            "metadata": {"name": auth_reader_binding_name(&names.service), "namespace": KUBE_SYSTEM},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": AUTH_READER_ROLE},
+            "subjects": subjects,
         }));
     }
     Ok(out)
+}
+
+/// `<service>-system:auth-delegator` (OLM classic's `AuthDelegatorClusterRoleBindingName`).
+pub fn auth_delegator_binding_name(service: &str) -> String {
+    format!("{service}-{AUTH_DELEGATOR_CLUSTER_ROLE}")
+}
+
+/// `<service>-auth-reader` (OLM classic's `AuthReaderRoleBindingName`).
+pub fn auth_reader_binding_name(service: &str) -> String {
+    format!("{service}-auth-reader")
 }
 
 fn insert_some<T: serde::Serialize>(map: &mut Map<String, Value>, key: &str, value: &Option<T>) {

@@ -5,8 +5,10 @@
 //!
 //! [`render`] is a pure function: refusals (`applier/provider.go`), configuration validation,
 //! bundle validators, target namespaces (`render/render.go`) and the generators
-//! (`render/registryv1/generators`) in upstream's order. Webhook certificates come from cert-manager
-//! (upstream's default) or OpenShift's service CA ([`WebhookProvider`]); with
+//! (`render/registryv1/generators`) in upstream's order. Webhook and APIService certificates come
+//! from cert-manager (upstream's default) or OpenShift's service CA ([`WebhookProvider`]). Owned
+//! APIServices are rendered as OLM classic lays them out (upstream's generator exists but its
+//! applier still refuses them: `apiServiceDefintions are not supported`). With
 //! [`RenderOptions::operator_conditions`], the OperatorCondition OLM classic keeps for a bundle.
 
 pub mod config;
@@ -107,12 +109,6 @@ pub fn render_with_options(
     options: RenderOptions,
 ) -> Result<Vec<Value>, RenderError> {
     let csv = &bundle.csv;
-    if !csv.spec.apiservicedefinitions.owned.is_empty() {
-        // Upstream's spelling, kept verbatim.
-        return Err(RenderError::Unsupported(
-            "apiServiceDefintions are not supported".to_string(),
-        ));
-    }
     if ![
         INSTALL_MODE_ALL_NAMESPACES,
         INSTALL_MODE_SINGLE_NAMESPACE,

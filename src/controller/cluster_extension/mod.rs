@@ -287,11 +287,12 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let controller = Controller::new(extensions, crate::watch::config());
     let store = controller.store();
     let catalog_store = store.clone();
-    // Discovery and review answers are kept while these watches run (they end with the process);
-    // CRDs come through the controller's one CRD watch (`watches::crds`).
+    // Review answers are kept while these watches run (they end with the process); discovery
+    // follows the controller's one CRD and one APIService watch (`watches::crds`,
+    // `watches::api_services`).
     tokio::spawn({
         let (lookups, client) = (ctx.lookups.clone(), client.clone());
-        async move { lookups.watch_beside_crds(client).await }
+        async move { lookups.watch_rbac(client).await }
     });
     // An API appeared or went: extensions waiting on a served API are looked at again, once
     // discovery has caught up.
@@ -361,6 +362,11 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .watches_stream(watches::crds(client.clone(), &ctx.lookups, &ctx.last_apply), {
             let last_apply = ctx.last_apply.clone();
             move |object| watches::crd_changed(&object, &last_apply)
+        })
+        // An owned APIService turning unavailable (its server gone) is reported.
+        .watches_stream(watches::api_services(client.clone(), &ctx.lookups, &ctx.last_apply), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| watches::api_service_changed(&object, &last_apply)
         })
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())

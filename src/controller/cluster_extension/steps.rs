@@ -178,7 +178,10 @@ impl ReconcileState<'_> {
         let installer_client = self.installer_client(&installer).await?;
         self.preflights(&target, &unpacked, &installer, &installer_client, &rendered)
             .await?;
-        let applied = self.apply(&target, &installer_client, &rendered).await?;
+        self.withdraw_dropped_api_services(&target, &installer_client, &rendered)
+            .await?;
+        let (to_apply, held) = hold_new_api_services(self.previous_objects(), rendered);
+        let applied = self.apply(&target, &installer_client, &to_apply).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
         self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
             .await?;
@@ -186,7 +189,19 @@ impl ReconcileState<'_> {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
-        self.wait_for_readiness(&target, &installer_client, fingerprint)
+        if !held.is_empty() {
+            match self
+                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), false)
+                .await?
+            {
+                Progress::Done => {
+                    self.publish_api_services(&target, &installer_client, &held)
+                        .await?
+                }
+                waiting => return Ok(waiting),
+            }
+        }
+        self.wait_for_readiness(&target, &installer_client, fingerprint, true)
             .await
     }
 
@@ -641,6 +656,24 @@ impl ReconcileState<'_> {
         Ok(())
     }
 
+    /// Step: an upgrade that drops an owned APIService deletes it before anything is applied: the
+    /// new Deployment may no longer serve it, and an APIService left without its server breaks
+    /// discovery for every client (the prune after the apply would come too late).
+    async fn withdraw_dropped_api_services(
+        &self,
+        target: &Target,
+        installer_client: &Client,
+        rendered: &[Value],
+    ) -> Result<(), StepError> {
+        let dropped = dropped_api_services(self.previous_objects(), rendered);
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        objects::delete_all(installer_client, &self.ext.name_any(), &dropped)
+            .await
+            .map_err(|e| target.error(e))
+    }
+
     /// Step: apply as the installer (CRDs first, objects owned by others refused).
     async fn apply(
         &self,
@@ -651,6 +684,31 @@ impl ReconcileState<'_> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
+    }
+
+    /// Step (only once everything else is rolled out): apply the APIServices new to this
+    /// extension and record them; readiness then waits for them to be Available. An APIService
+    /// applied before its server runs would be unavailable meanwhile, failing discovery for every
+    /// client.
+    async fn publish_api_services(
+        &mut self,
+        target: &Target,
+        installer_client: &Client,
+        held: &[Value],
+    ) -> Result<(), StepError> {
+        let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
+            .await
+            .map_err(|e| target.error(e))?;
+        if let Some(record) = self.installed.clone() {
+            let mut recorded = record.objects.clone();
+            recorded.extend(applied.iter().filter(|o| !record.objects.contains(o)).cloned());
+            self.store(InstalledRevision {
+                objects: recorded,
+                ..record
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// Step: write the revision record, prune what the previous revision had and this one lacks,
@@ -699,16 +757,18 @@ impl ReconcileState<'_> {
         Ok(())
     }
 
-    /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
-    /// ends ready is remembered, so that the next reconcile with nothing new makes no request,
-    /// and marked in the revision record (written only when the mark changes), so that a
-    /// restarted controller can check it with reads instead of applying again. Content never
-    /// ready yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
+    /// Step: wait for readiness (CRDs Established, Deployments rolled out, APIServices
+    /// Available). A full apply (`complete`: nothing held back) that ends ready is remembered, so
+    /// that the next reconcile with nothing new makes no request, and marked in the revision
+    /// record (written only when the mark changes), so that a restarted controller can check it
+    /// with reads instead of applying again. Content never ready yet that waits past
+    /// `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
+        complete: bool,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
@@ -727,6 +787,10 @@ impl ReconcileState<'_> {
                 started,
                 Timestamp::now(),
             ));
+        }
+        if !complete {
+            // Ready so far, with APIServices still to apply: nothing is remembered as done.
+            return Ok(Progress::Done);
         }
         if !self
             .ctx
@@ -874,6 +938,45 @@ fn read_dependencies_yaml(dir: &std::path::Path, max_file_bytes: u64) -> Result<
     }
 }
 
+/// `rendered` split into what is applied now and the APIServices `previous` does not have yet,
+/// which wait until everything else is rolled out.
+fn hold_new_api_services(previous: &[ObjectRef], rendered: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    let installed: std::collections::BTreeSet<&str> = previous
+        .iter()
+        .filter(|o| is_api_service(&o.api_version, &o.kind))
+        .map(|o| o.name.as_str())
+        .collect();
+    rendered.into_iter().partition(|o| {
+        !is_api_service(
+            o["apiVersion"].as_str().unwrap_or_default(),
+            o["kind"].as_str().unwrap_or_default(),
+        ) || installed.contains(o["metadata"]["name"].as_str().unwrap_or_default())
+    })
+}
+
+fn is_api_service(api_version: &str, kind: &str) -> bool {
+    kind == "APIService" && api_version.starts_with("apiregistration.k8s.io/")
+}
+
+/// The APIServices of `previous` that `rendered` no longer has.
+fn dropped_api_services(previous: &[ObjectRef], rendered: &[Value]) -> Vec<ObjectRef> {
+    let kept: std::collections::BTreeSet<&str> = rendered
+        .iter()
+        .filter(|o| {
+            is_api_service(
+                o["apiVersion"].as_str().unwrap_or_default(),
+                o["kind"].as_str().unwrap_or_default(),
+            )
+        })
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    previous
+        .iter()
+        .filter(|o| is_api_service(&o.api_version, &o.kind) && !kept.contains(o.name.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// What a record lists while a prune is pending: everything applied, then what the previous
 /// revision had and this one lacks (still to be deleted).
 fn tracked_until_pruned(applied: &[ObjectRef], previous: &[ObjectRef]) -> Vec<ObjectRef> {
@@ -921,6 +1024,67 @@ mod tests {
             namespace: Some("ns".into()),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn an_upgrade_withdraws_the_api_services_it_no_longer_renders_and_nothing_else() {
+        let api_service = |name: &str| ObjectRef {
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            namespace: None,
+            name: name.into(),
+        };
+        let previous = [
+            api_service("v1alpha1.example.com"),
+            api_service("v1.example.com"),
+            object("Deployment", "server"),
+        ];
+        let rendered = [
+            serde_json::json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": "v1.example.com"}}),
+            // Same name, another kind: not the APIService.
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "v1alpha1.example.com"}}),
+        ];
+        assert_eq!(
+            dropped_api_services(&previous, &rendered),
+            vec![api_service("v1alpha1.example.com")]
+        );
+        assert!(
+            dropped_api_services(&previous[2..], &[]).is_empty(),
+            "a dropped Deployment is the prune's"
+        );
+    }
+
+    #[test]
+    fn api_services_new_to_the_extension_wait_and_installed_ones_are_applied_with_the_rest() {
+        let api_service = |name: &str| {
+            serde_json::json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name}})
+        };
+        let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "server"}});
+        let previous = [ObjectRef {
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            namespace: None,
+            name: "v1alpha1.example.com".into(),
+        }];
+        let rendered = vec![
+            deployment.clone(),
+            api_service("v1alpha1.example.com"),
+            api_service("v1.example.com"),
+        ];
+        let (now, held) = hold_new_api_services(&previous, rendered.clone());
+        assert_eq!(now, vec![deployment.clone(), api_service("v1alpha1.example.com")]);
+        assert_eq!(held, vec![api_service("v1.example.com")]);
+        let (now, held) = hold_new_api_services(&[], rendered);
+        assert_eq!(
+            now,
+            vec![deployment],
+            "a first install applies its APIServices last"
+        );
+        assert_eq!(held.len(), 2);
     }
 
     #[test]

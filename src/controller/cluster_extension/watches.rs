@@ -9,8 +9,8 @@
 //! | ClusterCatalog | full | every extension's trigger; the catalog cache's forgetting of deleted catalogs |
 //! | Deployment | full, by owner label | owned rollouts and drift ([`LastApplies`]) |
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
-//! | APIService | metadata, all | discovery kept ([`ClusterLookups::watch_beside_crds`]) |
-//! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_beside_crds`]) |
+//! | APIService | full, all (their availability is in their status) | discovery kept by [`ClusterLookups`]; owned APIServices' availability ([`LastApplies`]) |
+//! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_rbac`]) |
 //! | OperatorCondition | full, by owner label, only with `--operator-conditions` on | the hold's store and its owners' triggers ([`OperatorConditions::follow`]) |
 
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client, Resource,
@@ -35,7 +36,7 @@ use super::{LastApplies, operator_conditions::OperatorConditions};
 use crate::{
     apply::{
         lookups::ClusterLookups,
-        objects::{crd_state, ready_deployment},
+        objects::{crd_state, ready_api_service, ready_deployment},
         ownership::{owner_kind_selector, owner_of},
         revision::WatchedObject,
     },
@@ -85,6 +86,26 @@ pub fn crds(
         crate::watch::config(),
     );
     owned_objects(lookups.follow_crds(events), last_apply)
+}
+
+/// Every APIService (a few dozen in a cluster; whole, for their availability): followed by
+/// `lookups` (discovery), and as triggers of the owners of those the controller applied.
+pub fn api_services(
+    client: Client,
+    lookups: &ClusterLookups,
+    last_apply: &LastApplies,
+) -> impl Stream<Item = Result<APIService, watcher::Error>> + Send + 'static {
+    let events = watcher(Api::<APIService>::all(client), crate::watch::config());
+    owned_objects(lookups.follow_api_services(events), last_apply)
+}
+
+/// What an APIService's event says of its owner's last apply: one no longer Available forgets
+/// it, so the next reconcile checks readiness and reports it.
+pub fn api_service_changed(
+    api_service: &APIService,
+    last_apply: &LastApplies,
+) -> Option<ObjectRef<ClusterExtension>> {
+    owner_changed(api_service, ready_api_service(api_service), last_apply)
 }
 
 /// The OperatorConditions the controller applied (only when it keeps them): into their store, and
