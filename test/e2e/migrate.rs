@@ -429,11 +429,7 @@ async fn each_blocking_case_is_named_with_what_to_do() {
     assert_eq!(row["podsRestart"], "no", "{row:#}");
 
     let row = check_row(&api);
-    assert_eq!(
-        codes(&row),
-        BTreeSet::<String>::new(),
-        "{row:#}"
-    );
+    assert_eq!(codes(&row), BTreeSet::<String>::new(), "{row:#}");
     // Upgradeable=False is a note: convert keeps the OperatorCondition, olmv1 holds upgrades.
     let not_upgradeable = reason(&row, "NotUpgradeable");
     assert_eq!(not_upgradeable["blocking"], false, "{row:#}");
