@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::start::{
-    OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf, parse_bind_address,
-    shutdown_signal, start_operations_servers,
+    LeaderTimingArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
+    parse_bind_address, shutdown_signal, start_operations_servers,
 };
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve, tls_acceptor};
@@ -99,6 +99,9 @@ pub struct ClusterArgs {
     /// Namespace of the leader election Lease.
     #[arg(long, default_value = "olmv1-system")]
     pub leader_election_namespace: String,
+    /// The leader election's durations.
+    #[command(flatten)]
+    pub leader_timings: LeaderTimingArgs,
     /// Reconcile only the ClusterCatalogs matching this label selector (all by default).
     #[arg(long, default_value = "")]
     pub selector: String,
@@ -287,13 +290,11 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     registry_config.min_tls_version = profile.client_min_version();
     let credentials = registry_config.credentials.clone();
     let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
-    let replica = Replica::connect(
-        "catalogd",
-        args.leader_elect,
-        &args.leader_election_namespace,
-        LEASE_NAME,
-    )
-    .await?;
+    let elect = args
+        .leader_elect
+        .then(|| args.leader_timings.timings())
+        .transpose()?;
+    let replica = Replica::connect("catalogd", elect, &args.leader_election_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
     let settings = CatalogdSettings {
         base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
@@ -363,6 +364,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     if let Some(lost) = lost {
         return Err(lost);
     }
+    replica.release().await;
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) => Err(format!("catalog server task failed: {e}")),

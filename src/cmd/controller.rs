@@ -8,8 +8,8 @@ use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
 use super::start::{
-    BundleLimitArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
-    parse_bind_address, read_ca_files, start_operations_servers,
+    BundleLimitArgs, LeaderTimingArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs,
+    load_registries_conf, parse_bind_address, read_ca_files, start_operations_servers,
 };
 use crate::{
     apply::{
@@ -71,6 +71,9 @@ pub struct ControllerArgs {
     /// Elect a leader on a Lease before reconciling (for more than one replica).
     #[arg(long, env = "OLMV1_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
+    /// The leader election's durations.
+    #[command(flatten)]
+    pub leader_timings: LeaderTimingArgs,
     /// How many ClusterExtensions are reconciled at once.
     #[arg(long, env = "OLMV1_CONCURRENCY", default_value_t = 4)]
     pub concurrency: u16,
@@ -145,6 +148,10 @@ pub struct ControllerArgs {
     /// field's minimum of 10 stays for users).
     #[arg(long, default_value_t = cluster_extension::PROGRESS_DEADLINE_UNIT.as_secs(), hide = true)]
     pub progress_deadline_unit_seconds: u64,
+    /// Seconds between drift checks of the objects of kinds the controller does not watch (1,800;
+    /// shorter values are for tests).
+    #[arg(long, default_value_t = cluster_extension::DRIFT_CHECK.as_secs(), hide = true)]
+    pub drift_check_seconds: u64,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -169,6 +176,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         tls_key,
         tls,
         leader_elect,
+        leader_timings,
         concurrency,
         cache_dir,
         bundle_cache_grace,
@@ -184,9 +192,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         upgradeable,
         max_jsonl_line_bytes,
         progress_deadline_unit_seconds,
+        drift_check_seconds,
     } = args;
     let profile = tls.profile()?;
-    let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
+    let elect = leader_elect.then(|| leader_timings.timings()).transpose()?;
+    let replica = Replica::connect("controller", elect, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
 
     let catalog_client =
@@ -236,6 +246,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         dependencies,
         bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
         progress_deadline_unit: Duration::from_secs(progress_deadline_unit_seconds.max(1)),
+        drift_check: Duration::from_secs(drift_check_seconds.max(1)),
         ..Context::new(
             client.clone(),
             identities,
@@ -259,6 +270,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         _ = cluster_extension::run(ctx, concurrency) => {
             gating.abort();
             info!("controllers stopped");
+            replica.release().await;
         }
         lost = replica.lost() => return Err(lost),
         stopped = server => return Err(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),

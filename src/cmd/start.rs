@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use crate::{
     catalog::server::{TlsFiles, tls_acceptor},
     image::{RegistriesConf, RegistryConfig, UnpackLimits},
-    leader::{LeaderElector, Leadership, identify, replica_identity},
+    leader::{LeaderElector, LeaderTimings, Leadership, identify, replica_identity},
     operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
     tls_profile::TlsProfile,
 };
@@ -116,6 +116,39 @@ pub fn read_ca_files(files: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
         .iter()
         .map(|file| std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display())))
         .collect()
+}
+
+/// The leader election's durations (with `--leader-elect`); upstream's by default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaderTimingArgs {
+    /// Seconds a Lease is valid without renewal: how long the other replicas wait before one
+    /// takes over from a leader that stopped renewing.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_LEASE_DURATION_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.lease_duration.as_secs())]
+    pub leader_election_lease_duration_seconds: u64,
+    /// Seconds the leader keeps reconciling after its last successful renewal; shorter than the
+    /// lease duration, so that it stops before another replica may start.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.renew_deadline.as_secs())]
+    pub leader_election_renew_deadline_seconds: u64,
+    /// Seconds between the leader's renewals (one request each) and between the other replicas'
+    /// reads of the Lease; shorter than the renew deadline.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.retry_period.as_secs())]
+    pub leader_election_retry_period_seconds: u64,
+}
+
+impl LeaderTimingArgs {
+    /// The timings these flags describe, if the leader stops before another may take over.
+    pub fn timings(&self) -> Result<LeaderTimings, String> {
+        let s = std::time::Duration::from_secs;
+        LeaderTimings::new(
+            s(self.leader_election_lease_duration_seconds),
+            s(self.leader_election_renew_deadline_seconds),
+            s(self.leader_election_retry_period_seconds),
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 /// Upstream's TLS profile flags (`--tls-profile` and the custom profile's three).
@@ -241,8 +274,14 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` before leading.
-    pub async fn connect(component: &str, elect: bool, namespace: &str, lease: &str) -> Result<Self, String> {
+    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` with those
+    /// timings before leading.
+    pub async fn connect(
+        component: &str,
+        elect: Option<LeaderTimings>,
+        namespace: &str,
+        lease: &str,
+    ) -> Result<Self, String> {
         let identity = replica_identity(component);
         crate::tls_profile::install_default_provider();
         let mut config = Config::infer()
@@ -251,7 +290,7 @@ impl Replica {
         config.proxy_url = api_server_proxy(config.proxy_url.take());
         identify(&mut config, component, &identity);
         let build_error = |e| format!("cannot build a Kubernetes client: {e}");
-        let leadership = if elect {
+        let leadership = if elect.is_some() {
             Leadership::elected()
         } else {
             Leadership::unelected()
@@ -259,7 +298,7 @@ impl Replica {
         // The reconcilers' client stops with the Lease (see leader.rs); the elector's does not.
         let client = leadership.client(config.clone()).map_err(build_error)?;
         let elector = match elect {
-            true => {
+            Some(timings) => {
                 let lease_client = Client::try_from(config.clone()).map_err(build_error)?;
                 Some(LeaderElector::new(
                     lease_client,
@@ -267,9 +306,10 @@ impl Replica {
                     lease,
                     &identity,
                     leadership.clone(),
+                    timings,
                 ))
             }
-            false => None,
+            None => None,
         };
         Ok(Self {
             identity,
@@ -287,6 +327,14 @@ impl Replica {
         };
         tracing::info!(identity = %self.identity, "waiting for leadership");
         elector.acquire().await.map_err(|e| e.to_string())
+    }
+
+    /// Gives the Lease up (a graceful stop, after the last reconcile): another replica takes over
+    /// at its next retry. Nothing without election.
+    pub async fn release(&self) {
+        if let Some(elector) = &self.elector {
+            elector.release().await;
+        }
     }
 
     /// Completes with the message to exit with when leadership is lost; never without election.
