@@ -300,6 +300,9 @@ const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
 const PROGRESS_DEADLINE_UNIT: &str = "3";
 
+/// `--drift-check-seconds` of the controllers the tests start.
+const DRIFT_CHECK_SECONDS: &str = "10";
+
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
 fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
     spawn_controller_as("controller", name, operations, tls, extra)
@@ -347,6 +350,9 @@ pub fn controller_args(
         // Short, so that a rollout reaches its deadline (10 minutes at least) in 30 seconds.
         "--progress-deadline-unit-seconds",
         PROGRESS_DEADLINE_UNIT,
+        // Short, so that drift on the kinds the controller does not watch is found in seconds.
+        "--drift-check-seconds",
+        DRIFT_CHECK_SECONDS,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);

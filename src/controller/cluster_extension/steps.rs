@@ -25,7 +25,7 @@ use crate::{
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -169,13 +169,14 @@ impl ReconcileState<'_> {
             .await?;
         let applied = self.apply(&target, &installer_client, &rendered).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
+        let objects = applied.iter().map(|a| a.object.clone()).collect();
+        self.record_and_prune(&target, &unpacked, &installer_client, objects, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
-        self.wait_for_readiness(&target, &installer_client, fingerprint)
+        self.wait_for_readiness(&target, &installer_client, fingerprint, applied)
             .await
     }
 
@@ -602,7 +603,7 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         rendered: &[Value],
-    ) -> Result<Vec<ObjectRef>, StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
@@ -657,13 +658,15 @@ impl ReconcileState<'_> {
     /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
     /// ends ready is remembered, so that the next reconcile with nothing new makes no request,
     /// and marked in the revision record (written only when the mark changes), so that a
-    /// restarted controller can check it with reads instead of applying again. Content never
+    /// restarted controller can check it with reads instead of applying again, and the drift
+    /// check can compare the objects of unwatched kinds with what `applied` left. Content never
     /// ready yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
+        applied: Vec<AppliedObject>,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
@@ -694,6 +697,10 @@ impl ReconcileState<'_> {
             let ready = Some(ReadyMark {
                 fingerprint,
                 watched: rollout.watched,
+                applied: applied
+                    .into_iter()
+                    .filter(|a| !objects::is_watched_kind(&a.object))
+                    .collect(),
             });
             let rollout = None;
             self.store(InstalledRevision {
@@ -936,6 +943,7 @@ mod tests {
         installed.ready = Some(ReadyMark {
             fingerprint: "a".into(),
             watched: vec![],
+            applied: vec![],
         });
         assert_eq!(rollout_start(Some(&installed), "a"), None);
         assert!(rollout_start(None, "a").is_some());

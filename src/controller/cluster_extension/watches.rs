@@ -11,6 +11,9 @@
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
 //! | APIService | metadata, all | discovery kept ([`ClusterLookups::watch_beside_crds`]) |
 //! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_beside_crds`]) |
+//!
+//! The owned objects of every other kind are not watched: the drift check ([`super::drift`])
+//! compares them with their last apply every 30 minutes, with a few lists for all extensions.
 
 use std::sync::Arc;
 
