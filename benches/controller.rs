@@ -46,13 +46,9 @@ async fn run() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
 
-    for file in [
-        "config/manager/namespace.yaml",
-        "config/rbac/controller.yaml",
-        "config/rbac/catalogd.yaml",
-    ] {
-        support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
-    }
+    // The components' namespace, identities and RBAC, as the install manifest has them.
+    let rbac = support::install_manifest_rbac("default");
+    support::kubectl_apply(&json!({"apiVersion": "v1", "kind": "List", "items": rbac}).to_string()).ok();
     // One catalog with a package per extension, each with its own CRD group.
     let packages: Vec<String> = (0..=extensions).map(|i| format!("bench{i}")).collect();
     let run_id = support::fresh_name("b");

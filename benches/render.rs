@@ -150,8 +150,8 @@ fn child_load_and_render(dir: &Path) {
     let objects = render(&bundle, "operators", None)
         .or_else(|_| render_for_watch_namespace(&bundle, "operators", Some("operators")))
         .expect("render largest bundle");
-    let text =
-        olmv1::cmd::render::format_objects(&objects, olmv1::cmd::render::OutputFormat::Yaml).expect("format");
+    let text = olmv1::admin::render::format_objects(&objects, olmv1::admin::render::OutputFormat::Yaml)
+        .expect("format");
     std::hint::black_box(text);
     println!("{} {}", vm_hwm_kib(), baseline);
 }

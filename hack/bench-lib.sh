@@ -88,12 +88,13 @@ stop_olmv1() {
 pid_of() { cat "$OLMV1_ENV_DIR/pids/$1.pid"; }
 
 # olmv1 catalogd as the cluster admin, on free ports, caching in $1; with the allocator settings
-# its Deployment has (config/manager/catalogd.yaml), so that the figures are those of the product.
+# its Deployment has (charts/olmv1/templates/catalogd.yaml), so that the figures are those of the
+# product.
 start_catalogd() {
   local port tunables
   port=$(free_port)
-  tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/config/manager/catalogd.yaml" | sed -n 's/^ *value: //p')
-  [[ -n $tunables ]] || bench_die "config/manager/catalogd.yaml sets no GLIBC_TUNABLES"
+  tunables=$(grep -A1 'name: GLIBC_TUNABLES' "$repo/charts/olmv1/templates/catalogd.yaml" | sed -n 's/^ *value: //p')
+  [[ -n $tunables ]] || bench_die "charts/olmv1/templates/catalogd.yaml sets no GLIBC_TUNABLES"
   GLIBC_TUNABLES=$tunables start_olmv1 catalogd --catalogs-server-addr "127.0.0.1:$port" \
     --external-address "127.0.0.1:$port" --cache-dir "$1" --metrics-bind-address "127.0.0.1:$(free_port)" \
     --health-probe-bind-address 127.0.0.1:0

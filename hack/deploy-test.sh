@@ -129,7 +129,7 @@ kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-openshift.
   die "the OpenShift install manifest is refused (server-side dry run)"
 [[ $(grep -c -- '- --global-pull-secret=openshift-config/pull-secret$' "$OLMV1_ENV_DIR/olmv1-openshift.yaml") == 2 ]] ||
   die "the OpenShift install manifest does not give both components the global pull secret"
-# So is upstream's model (config/controller-identity): the controller installs with its own
+# So is upstream's model (the controller-identity variant): the controller installs with its own
 # identity, bound to cluster-admin; the default manifest above never binds it.
 kubectl apply --server-side --dry-run=server -f "$OLMV1_ENV_DIR/olmv1-controller-identity.yaml" >/dev/null ||
   die "the controller-identity install manifest is refused (server-side dry run)"

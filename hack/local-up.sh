@@ -477,11 +477,11 @@ wait_ready kube-controller-manager "the default ServiceAccount" kubectl get serv
 log "nodes Ready, default ServiceAccount present ($((SECONDS - started))s)"
 
 # ---------------------------------------------------------------------------------------------
-# The project's CRDs: the committed config/crd/olm.operatorframework.io_*.yaml (a test keeps them
-# equal to `olmv1 crd`), or `olmv1 crd` itself when they are not there.
+# The project's CRDs: the chart's charts/olmv1/crds/olm.operatorframework.io_*.yaml (a test keeps
+# them equal to `olmv1 crd`), or `olmv1 crd` itself when they are not there.
 if [[ "${OLMV1_SKIP_CRDS:-}" != 1 ]]; then
   shopt -s nullglob
-  crd_files=("$repo"/config/crd/olm.operatorframework.io_*.yaml)
+  crd_files=("$repo"/charts/olmv1/crds/olm.operatorframework.io_*.yaml)
   shopt -u nullglob
   if ((${#crd_files[@]})); then
     for f in "${crd_files[@]}"; do kubectl apply --server-side -f "$f" >/dev/null; done

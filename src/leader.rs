@@ -1,5 +1,5 @@
 //! Owns leader election on a coordination.k8s.io Lease, so that only one replica reconciles.
-//! May import go_format only (a bottom layer beside image), and third-party crates.
+//! May import api_requests only (a bottom layer beside image), and third-party crates.
 //!
 //! The leader stops writing before any other replica may take over: every client of a leading
 //! process passes through a [`Leadership`] guard that refuses requests once the last successful
@@ -179,7 +179,7 @@ impl Leadership {
 
     /// A client from `config` whose requests are refused with [`NotLeader`] while this process
     /// does not hold the lease. Each request it sends is counted for the reconcile that makes it
-    /// ([`crate::controller::metrics::count_api_requests`]).
+    /// ([`crate::api_requests::count`]).
     pub fn client(&self, config: Config) -> Result<Client, kube::Error> {
         Ok(ClientBuilder::try_from(config)?.with_layer(&self.guard()).build())
     }
@@ -192,7 +192,7 @@ impl Leadership {
         let leadership = self.clone();
         tower::filter::FilterLayer::new(move |request| {
             if leadership.holds() {
-                crate::controller::metrics::note_api_request();
+                crate::api_requests::note();
                 Ok(request)
             } else {
                 Err(NotLeader)

@@ -2,11 +2,13 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod api_requests;
 pub mod apply;
 pub mod backoff;
 pub mod bundle;
 pub mod catalog;
 pub mod cmd;
+pub mod components;
 pub mod confined;
 pub mod controller;
 pub mod dependencies;
@@ -28,14 +30,14 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" | "api_requests" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,
             "dependencies" => 4,
             "controller" | "operations" => 5,
             // The admin commands judge as the controller does (its dependency check's view).
-            "admin" => 6,
+            "admin" | "components" => 6,
             "cmd" => 7,
             _ => return None,
         })

@@ -17,7 +17,7 @@ use kube::{
 };
 use olmv1::{
     apply::{
-        objects::owner_labels,
+        ownership::owner_labels,
         revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
     },
     catalog::Property,

@@ -5,7 +5,30 @@
 use std::{collections::BTreeSet, fmt::Write as _};
 
 use super::upgrades::Upgrades;
-use crate::catalog::PackageIndex;
+use crate::{
+    catalog::PackageIndex,
+    resolve::{CatalogInput, ResolveRequest},
+};
+
+/// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that
+/// carries the installed bundle (when none does any more, the catalog of the first version
+/// reachable now, else the first with the package); `None` when no catalog has the package.
+pub fn upgrade_graph(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    upgrades: &Upgrades,
+) -> Option<String> {
+    let catalog = upgrades
+        .installed
+        .catalog
+        .as_ref()
+        .or(upgrades.reachable.first().map(|t| &t.catalog));
+    let package = catalogs
+        .iter()
+        .filter(|c| catalog.is_none_or(|name| c.name == *name))
+        .find_map(|c| c.index.package(&request.package))?;
+    Some(upgrade_dot(package, &request.channels, upgrades))
+}
 
 /// `dot` source for `package` (one catalog's view) and its upgrade answer.
 pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgrades) -> String {

@@ -9,13 +9,20 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::dependencies::BundleRequirements;
+use super::{
+    Report, Reporter,
+    cluster::SourcedCatalog,
+    dependencies::BundleRequirements,
+    table::{MAX_CELL_CHARS, Table, Tone},
+    terminal::escape_value,
+};
 use crate::{
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{
         Bundle, CatalogError, PROPERTY_BUNDLE_OBJECT, PROPERTY_MAX_OPENSHIFT_VERSION, PackageIndex,
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
+    image::{PullOptions, pull_and_read},
     resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
@@ -70,6 +77,71 @@ pub enum ManifestSource {
     Image,
     /// Not read.
     None,
+}
+
+/// Why `search` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A catalog's content could not be read.
+    #[error("catalog {catalog:?}: {source}")]
+    Catalog {
+        /// The catalog.
+        catalog: String,
+        /// Why.
+        #[source]
+        source: CatalogError,
+    },
+}
+
+impl SearchError {
+    /// Malformed catalog content does not mend on retry.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// `olmv1 search`'s rows: the packages matching `text` of every catalog whose content was read,
+/// by package then catalog. With `pull`, the bundle image of each newest bundle whose catalog
+/// carries no manifests is pulled and read; a failed pull is reported as a warning (its row then
+/// says the manifests were not read).
+pub async fn search_catalogs(
+    catalogs: &[SourcedCatalog],
+    text: &str,
+    dependencies: DependencyMode,
+    pull: Option<&PullOptions>,
+    report: Reporter<'_>,
+) -> Result<Vec<PackageSummary>, SearchError> {
+    let mut rows: Vec<PackageSummary> = Vec::new();
+    for c in catalogs {
+        let Some(content) = &c.content else { continue };
+        let found = search(&c.input, content, text, dependencies).map_err(|source| SearchError::Catalog {
+            catalog: c.input.name.clone(),
+            source,
+        })?;
+        rows.extend(found);
+    }
+    if let Some(pull) = pull {
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.manifests_from == ManifestSource::None)
+        {
+            let Some(image) = row.newest_image.clone() else {
+                continue;
+            };
+            match pull_and_read(&image, pull, RegistryV1Bundle::from_dir).await {
+                Ok((_, loaded)) => match loaded {
+                    Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
+                    Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
+                },
+                Err(e) => report(Report::Warning(format!(
+                    "warning: pulling bundle image {image:?}: {}",
+                    escape_value(&e.to_string())
+                ))),
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
+    Ok(rows)
 }
 
 /// Whether `package` matches `text` (case-insensitive substring of its name; empty matches all).
@@ -246,4 +318,104 @@ pub fn describe_bundle(row: &mut PackageSummary, loaded: &RegistryV1Bundle, from
         row.not_installable_reason = Some(e.to_string());
     }
     row.installable = row.not_installable_reason.is_none();
+}
+
+/// The text form's table: one row per package and catalog (REQUIRES only when a newest bundle
+/// declares dependencies).
+pub fn table(rows: &[PackageSummary]) -> Table {
+    // REQUIRES only when a newest bundle declares dependencies.
+    let requires = rows.iter().any(|r| !r.requirements.is_empty());
+    let mut header = vec![
+        "PACKAGE",
+        "CATALOG",
+        "CHANNEL",
+        "NEWEST",
+        "MODES",
+        "WEBHOOKS",
+        "MAX OCP",
+        "DEPRECATED",
+        "OLM V1",
+    ];
+    if requires {
+        header.push("REQUIRES");
+    }
+    let mut t = Table::new(&header);
+    for r in rows {
+        let modes: Vec<&str> = r
+            .install_modes
+            .iter()
+            .map(|m| match m.as_str() {
+                "AllNamespaces" => "All",
+                "SingleNamespace" => "Single",
+                "OwnNamespace" => "Own",
+                "MultiNamespace" => "Multi",
+                other => other,
+            })
+            .collect();
+        let deprecated = match (&r.deprecated, r.deprecated_entries) {
+            (Some(_), _) => ("package".to_string(), Tone::Warn),
+            (None, 0) => ("-".to_string(), Tone::Plain),
+            (None, n) => (format!("{n} entries"), Tone::Warn),
+        };
+        let verdict = match &r.not_installable_reason {
+            None if r.manifests_from == ManifestSource::None => {
+                ("unknown (manifests not read)".to_string(), Tone::Warn)
+            }
+            // `--dependencies=check`: installs once what REQUIRES names is installed.
+            None if !r.requirements.is_empty() => {
+                ("yes, once REQUIRES are installed".to_string(), Tone::Good)
+            }
+            None => ("yes".to_string(), Tone::Good),
+            Some(reason) => (
+                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
+                Tone::Bad,
+            ),
+        };
+        let mut row = vec![
+            (r.package.clone(), Tone::Plain),
+            (r.catalog.clone(), Tone::Plain),
+            (
+                r.default_channel.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                r.newest_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            (
+                if modes.is_empty() {
+                    "-".into()
+                } else {
+                    modes.join(",")
+                },
+                Tone::Plain,
+            ),
+            (if r.webhooks { "yes".into() } else { "-".into() }, Tone::Plain),
+            (
+                r.max_openshift_version.clone().unwrap_or_else(|| "-".into()),
+                Tone::Plain,
+            ),
+            deprecated,
+            verdict,
+        ];
+        if requires {
+            let tone = match r.requirements.requires_error {
+                Some(_) => Tone::Bad,
+                None => Tone::Plain,
+            };
+            row.push((r.requirements.cell(), tone));
+        }
+        t.toned_row(row);
+    }
+    t
+}
+
+/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
+fn first_line(text: &str, width: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > width {
+        format!("{}...", line.chars().take(width - 3).collect::<String>())
+    } else {
+        line.to_string()
+    }
 }

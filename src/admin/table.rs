@@ -1,9 +1,9 @@
 //! Aligned text tables for people; colour only when the output is a terminal; cells escaped
-//! (see `terminal`) and wrapped at a bounded width.
+//! (`crate::escape`) and wrapped at a bounded width.
 
 use std::fmt::Write as _;
 
-use super::terminal::escape_value;
+use crate::escape::escape_value;
 
 /// How a cell is highlighted (only on a terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
-use super::dependencies::BundleRequirements;
+use super::{
+    dependencies::BundleRequirements,
+    table::{Table, Tone},
+    terminal::{TerminalText, escape_value as value},
+};
 use crate::{
     resolve::{
         CatalogInput, DependencyMode, InstalledBundle, PackageFilter, PreparedRequest, ResolveError,
@@ -333,4 +337,74 @@ pub fn upgrades(
         paths,
         unreachable,
     })
+}
+
+/// The text form: the installed bundle, then one table of reachable, stepped and unreachable
+/// versions.
+pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
+    out.push_str(&format!(
+        "{} installed: {} {} ({})\n",
+        value(&u.package),
+        value(&u.installed.bundle),
+        value(&u.installed.version),
+        match &u.installed.catalog {
+            Some(c) => format!("catalog {}", value(c)),
+            None => "no selected catalog carries it any more".to_string(),
+        }
+    ));
+    let mut t = Table::new(&["VERSION", "BUNDLE", "CATALOG", "HOW"]);
+    let deprecated = |d: bool| if d { " (deprecated)" } else { "" };
+    // `--dependencies=check`: the version installs once what it requires is installed.
+    let requires = |r: &[String]| match r {
+        [] => String::new(),
+        r => format!(" (requires {})", r.join(", ")),
+    };
+    for r in &u.reachable {
+        t.toned_row(vec![
+            (r.version.clone(), Tone::Good),
+            (r.bundle.clone(), Tone::Plain),
+            (r.catalog.clone(), Tone::Plain),
+            (
+                format!(
+                    "reachable now{}{}",
+                    deprecated(r.deprecated),
+                    requires(&r.requires)
+                ),
+                Tone::Good,
+            ),
+        ]);
+    }
+    for p in &u.paths {
+        let steps: Vec<&str> = p.steps.iter().map(|s| s.version.as_str()).collect();
+        t.toned_row(vec![
+            (p.target.version.clone(), Tone::Plain),
+            (p.target.bundle.clone(), Tone::Plain),
+            (p.target.catalog.clone(), Tone::Plain),
+            (
+                format!(
+                    "{} step(s): {}{}{}",
+                    steps.len(),
+                    steps.join(" -> "),
+                    deprecated(p.target.deprecated),
+                    requires(&p.target.requires)
+                ),
+                Tone::Warn,
+            ),
+        ]);
+    }
+    for x in &u.unreachable {
+        t.toned_row(vec![
+            (x.version.clone(), Tone::Plain),
+            (x.bundle.clone(), Tone::Plain),
+            (x.catalog.clone(), Tone::Plain),
+            (format!("unreachable: {}", x.message), Tone::Bad),
+        ]);
+    }
+    if t.is_empty() {
+        out.push_str("no other version is reachable and none is later\n");
+    } else {
+        out.push_table(&t, colour);
+    }
+    out
 }

@@ -1,9 +1,13 @@
 //! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
-//! deprecations and what each bundle requires, per catalog.
+//! deprecations and what each bundle requires, per catalog; and their text form.
 
 use serde::Serialize;
 
-use super::dependencies::BundleRequirements;
+use super::{
+    dependencies::BundleRequirements,
+    table::{Table, Tone},
+    terminal::{TerminalText, escape_value as value},
+};
 use crate::catalog::{Deprecation, PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 
 /// A package as one catalog has it.
@@ -115,4 +119,79 @@ pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
         deprecated: message(deprecation, SCHEMA_PACKAGE, ""),
         channels,
     }
+}
+
+/// The text form: per catalog a header line, then one table of every channel's entries.
+pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
+    let mut out = TerminalText::new();
+    for (i, p) in found.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\n");
+        }
+        out.push_str(&format!(
+            "{} in catalog {} (default channel {})\n",
+            value(&p.package),
+            value(&p.catalog),
+            value(p.default_channel.as_deref().unwrap_or("-"))
+        ));
+        if let Some(m) = &p.deprecated {
+            out.push_str(&format!("deprecated: {}\n", value(m)));
+        }
+        // REQUIRES only for packages whose bundles declare dependencies.
+        let requires = p
+            .channels
+            .iter()
+            .flat_map(|ch| &ch.entries)
+            .any(|e| !e.requirements.is_empty());
+        let mut header = vec![
+            "CHANNEL",
+            "BUNDLE",
+            "VERSION",
+            "REPLACES",
+            "SKIPS",
+            "SKIP RANGE",
+            "DEPRECATED",
+        ];
+        if requires {
+            header.push("REQUIRES");
+        }
+        let mut t = Table::new(&header);
+        for ch in &p.channels {
+            let channel = match &ch.deprecated {
+                Some(_) => (format!("{} (deprecated)", ch.name), Tone::Warn),
+                None => (ch.name.clone(), Tone::Plain),
+            };
+            for e in &ch.entries {
+                let mut row = vec![
+                    channel.clone(),
+                    (e.bundle.clone(), Tone::Plain),
+                    (e.version.clone().unwrap_or_else(|| "?".into()), Tone::Plain),
+                    (e.replaces.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
+                    (
+                        if e.skips.is_empty() {
+                            "-".into()
+                        } else {
+                            e.skips.join(",")
+                        },
+                        Tone::Plain,
+                    ),
+                    (e.skip_range.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
+                    match &e.deprecated {
+                        Some(_) => ("yes".into(), Tone::Warn),
+                        None => ("-".into(), Tone::Plain),
+                    },
+                ];
+                if requires {
+                    let tone = match e.requirements.requires_error {
+                        Some(_) => Tone::Bad,
+                        None => Tone::Plain,
+                    };
+                    row.push((e.requirements.cell(), tone));
+                }
+                t.toned_row(row);
+            }
+        }
+        out.push_table(&t, colour);
+    }
+    out
 }

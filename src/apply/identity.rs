@@ -135,8 +135,8 @@ impl InstallIdentity {
 
 impl Installer {
     /// The account the permission preflight reviews before an apply. None for the controller:
-    /// upstream's model grants it everything a bundle may hold (config/controller-identity),
-    /// and it has no preflight either.
+    /// upstream's model grants it everything a bundle may hold (the controller-identity install
+    /// manifest), and it has no preflight either.
     pub fn reviewed_account(&self) -> Option<&ServiceAccountRef> {
         match self {
             Self::ServiceAccount(account) => Some(account),

@@ -6,6 +6,7 @@
 pub mod identity;
 pub mod lookups;
 pub mod objects;
+pub mod ownership;
 pub mod preflight;
 pub mod revision;
 

@@ -1,7 +1,7 @@
 //! Server-side apply of a revision's objects as the service account, pruning, readiness and
 //! uninstall.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::{
@@ -14,17 +14,16 @@ use kube::{
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
     discovery::{self, Scope},
 };
-use olmv1_api::v1::conditions::{ConditionStatus, LABEL_OWNER_KIND, LABEL_OWNER_NAME};
+use olmv1_api::v1::conditions::ConditionStatus;
 use serde_json::Value;
 
 use super::{
     ApplyError,
     lookups::ClusterLookups,
+    ownership::{FIELD_MANAGER, is_owned_by, owner_kind_selector, owner_labels},
     revision::{AppliedObject, ObjectRef, WatchedObject},
 };
 
-/// The field manager of every server-side apply olmv1 makes to bundle content.
-pub const FIELD_MANAGER: &str = "olmv1";
 const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
 const DEPLOYMENT_API_VERSION: &str = "apps/v1";
 
@@ -159,26 +158,6 @@ fn gvk_of(object: &Value) -> Result<GroupVersionKind, ApplyError> {
 
 fn is_crd(object: &Value) -> bool {
     object["kind"] == "CustomResourceDefinition" && object["apiVersion"] == CRD_API_VERSION
-}
-
-/// The label selector of everything the controller labels as a ClusterExtension's.
-pub fn owner_kind_selector() -> String {
-    format!("{LABEL_OWNER_KIND}=ClusterExtension")
-}
-
-/// The owner labels of ClusterExtension `extension`: on every object applied for it and on its
-/// revision record.
-pub fn owner_labels(extension: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (LABEL_OWNER_KIND.to_string(), "ClusterExtension".to_string()),
-        (LABEL_OWNER_NAME.to_string(), extension.to_string()),
-    ])
-}
-
-/// Whether `labels` are the owner labels of ClusterExtension `extension`.
-pub fn is_owned_by(labels: Option<&BTreeMap<String, String>>, extension: &str) -> bool {
-    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    label(LABEL_OWNER_KIND) == Some("ClusterExtension") && label(LABEL_OWNER_NAME) == Some(extension)
 }
 
 /// Labels an object as the owner's and points its ownerReferences at the ClusterExtension, so

@@ -132,7 +132,7 @@ mod store {
     };
 
     use super::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE};
-    use crate::apply::objects::{is_owned_by, owner_kind_selector, owner_labels};
+    use crate::apply::ownership::{FIELD_MANAGER, is_owned_by, owner_kind_selector, owner_labels};
 
     /// Errors reading or writing revision records.
     #[derive(Debug, thiserror::Error)]
@@ -299,7 +299,7 @@ mod store {
                 data: Some(BTreeMap::from([(RECORD_KEY.to_string(), ByteString(json))])),
                 ..Default::default()
             };
-            let params = PatchParams::apply(crate::apply::objects::FIELD_MANAGER).force();
+            let params = PatchParams::apply(FIELD_MANAGER).force();
             self.secrets
                 .patch(&record_name(extension), &params, &Patch::Apply(&secret))
                 .await

@@ -1,26 +1,21 @@
-//! `olmv1 catalogd`: runs the catalog server, either reconciling ClusterCatalogs from a cluster
-//! (default) or serving local FBC directories (`olmv1 catalogd serve`).
+//! `olmv1 catalogd`: the flags of the catalog server, which either reconciles ClusterCatalogs
+//! from a cluster (default) or serves local FBC directories (`olmv1 catalogd serve`); both run
+//! in `components::catalogd`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::start::{
-    LeaderTimingArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs, load_registries_conf,
-    parse_bind_address, shutdown_signal, start_operations_servers,
-};
+use super::start::{LeaderTimingArgs, TlsProfileArgs, load_registries_conf, parse_bind_address};
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
-use crate::catalog::server::{CatalogStore, ServeLimits, TlsFiles, serve, tls_acceptor};
-use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
-use crate::controller::metrics::{ConditionMetrics, ReconcileMetrics, register_leader};
-use crate::image::pull_secret::{self, PullSecretArgs};
-use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
-use olmv1_api::v1::conditions::{TYPE_PROGRESSING, TYPE_SERVING};
-
-/// The leader election Lease of catalogd (upstream's name).
-const LEASE_NAME: &str = "catalogd-operator-lock";
+use crate::catalog::server::{ServeLimits, TlsFiles};
+use crate::components::{
+    catalogd::{self, ClusterSettings, StandaloneSettings},
+    shutdown_signal,
+};
+use crate::image::pull_secret::PullSecretArgs;
+use crate::image::{RegistryConfig, RegistryOptions, UnpackLimits};
 
 /// Arguments of `olmv1 catalogd`.
 #[derive(clap::Args, Debug)]
@@ -235,149 +230,54 @@ pub async fn run(args: CatalogdArgs) -> ExitCode {
 
 async fn run_standalone(args: ServeArgs) -> Result<(), String> {
     let profile = args.tls.profile()?;
-    let tls = tls_files(args.tls_cert, args.tls_key);
-    let acceptor = catalog_acceptor(tls.as_ref(), &profile)?;
-    let temp;
-    let root = match args.cache_dir {
-        Some(dir) => dir,
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("olmv1-catalogd-")
-                .tempdir()
-                .map_err(|e| format!("creating a temporary directory: {e}"))?;
-            temp.path().to_path_buf()
-        }
+    let catalogs = args
+        .catalogs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(name, dir)| (name.to_string(), PathBuf::from(dir)))
+                .ok_or_else(|| format!("--catalog {pair:?} must be NAME=DIR"))
+        })
+        .collect::<Result<_, _>>()?;
+    let settings = StandaloneSettings {
+        listen: args.listen,
+        catalogs,
+        tls: tls_files(args.tls_cert, args.tls_key),
+        profile,
+        cache_dir: args.cache_dir,
+        max_file_bytes: args.max_file_bytes,
+        serve_limits: args.limits.limits(),
+        max_jsonl_line_bytes: args.limits.max_jsonl_line_bytes,
     };
-    let store = Arc::new(
-        CatalogStore::new(&root)
-            .map_err(|e| format!("preparing {}: {e}", root.display()))?
-            .with_max_line_bytes(args.limits.max_jsonl_line_bytes),
-    );
-    for pair in &args.catalogs {
-        let (name, dir) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("--catalog {pair:?} must be NAME=DIR"))?;
-        let (store, name, dir) = (store.clone(), name.to_string(), PathBuf::from(dir));
-        let started = std::time::Instant::now();
-        let max_file_bytes = args.max_file_bytes;
-        let stored = tokio::task::spawn_blocking(move || store.store_from_dir(&name, &dir, max_file_bytes))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        tracing::info!(
-            catalog = %stored.name, metas = stored.meta_count, bytes = stored.jsonl_len(),
-            elapsed_ms = started.elapsed().as_millis() as u64, "catalog stored"
-        );
-    }
-    let listener = bind(&args.listen).await?;
-    announce(&listener, tls.is_some());
-    serve(listener, store, acceptor, args.limits.limits(), shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())
+    catalogd::serve_directories(settings, announce, shutdown_signal()).await
 }
 
 async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
     let profile = args.tls.profile()?;
-    let tls = tls_files(args.tls_cert, args.tls_key);
-    let acceptor = catalog_acceptor(tls.as_ref(), &profile)?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let store = Arc::new(
-        CatalogStore::new(&args.cache_dir.join("catalogs"))
-            .map_err(|e| format!("preparing {}: {e}", args.cache_dir.display()))?
-            .with_max_line_bytes(args.limits.max_jsonl_line_bytes),
-    );
-    let mut registry_config = args.registry.registry_config()?;
-    registry_config.min_tls_version = profile.client_min_version();
-    let credentials = registry_config.credentials.clone();
-    let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
-    let elect = args
-        .leader_elect
-        .then(|| args.leader_timings.timings())
-        .transpose()?;
-    let replica = Replica::connect("catalogd", elect, &args.leader_election_namespace, LEASE_NAME).await?;
-    let client = replica.client.clone();
-    let settings = CatalogdSettings {
-        base_url: format!("{scheme}://{}", args.external_address.trim_end_matches('/')),
-        image_cache_dir: args.cache_dir.join("unpack"),
+    let settings = ClusterSettings {
+        catalogs_server_addr: args.catalogs_server_addr,
+        metrics_addr: args.metrics_addr,
+        probe_addr: args.probe_addr,
+        metrics_insecure: args.metrics_insecure,
+        external_address: args.external_address,
+        cache_dir: args.cache_dir,
+        tls: tls_files(args.tls_cert, args.tls_key),
+        profile,
+        registry: args.registry.registry_config()?,
         unpack_limits: UnpackLimits {
             max_total_bytes: args.registry.max_unpacked_bytes,
             max_entries: args.registry.max_unpacked_entries,
             max_file_bytes: args.registry.max_file_bytes,
         },
-        poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
+        serve_limits: args.limits.limits(),
+        max_jsonl_line_bytes: args.limits.max_jsonl_line_bytes,
+        pull_secrets: args.pull_secrets.sources(),
+        leader_election: args.leader_timings.election(args.leader_elect)?,
+        leader_election_namespace: args.leader_election_namespace,
         selector: args.selector,
+        poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),
     };
-    let mut metrics_registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(ReconcileMetrics::register(
-        &mut metrics_registry,
-        "olmv1_clustercatalog",
-    ));
-    let conditions = Arc::new(ConditionMetrics::register(
-        &mut metrics_registry,
-        "olmv1_clustercatalog",
-        &[TYPE_SERVING, TYPE_PROGRESSING],
-    ));
-    register_leader(&mut metrics_registry, "catalogd", replica.leadership.clone());
-    let operations = OperationsSettings {
-        probe_addr: args.probe_addr,
-        metrics_addr: args.metrics_addr,
-        metrics_insecure: args.metrics_insecure,
-        tls: tls.as_ref(),
-        profile: &profile,
-    };
-    let (readiness, operations) =
-        start_operations_servers(operations, metrics_registry, &replica.config).await?;
-    let context = Arc::new(
-        Context::new(client.clone(), store.clone(), Arc::new(registry), settings)
-            .with_metrics(metrics)
-            .with_condition_metrics(conditions),
-    );
-    let listener = bind(&args.catalogs_server_addr).await?;
-    announce(&listener, tls.is_some());
-    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(
-        listener,
-        store,
-        acceptor,
-        args.limits.limits(),
-        async move {
-            let _ = server_stopped.await;
-        },
-    ));
-    tokio::select! {
-        acquired = replica.acquire() => acquired?,
-        () = shutdown_signal() => {
-            let _ = stop_server.send(());
-            return Ok(());
-        }
-    }
-    // Registry credentials from the pull secrets, kept current (shared with `registry`).
-    pull_secret::start(&client, args.pull_secrets.sources(), &credentials).await;
-    readiness.set_ready(true);
-    // The controller stops on SIGINT/SIGTERM; then the server drains.
-    let lost = tokio::select! {
-        () = cluster_catalog::run(context) => None,
-        lost = replica.lost() => Some(lost),
-        stopped = operations => Some(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),
-    };
-    let _ = stop_server.send(());
-    if let Some(lost) = lost {
-        return Err(lost);
-    }
-    replica.release().await;
-    match server.await {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("catalog server task failed: {e}")),
-    }
-}
-
-/// The catalog server's TLS under `profile` (none without a certificate).
-fn catalog_acceptor(
-    tls: Option<&TlsFiles>,
-    profile: &crate::tls_profile::TlsProfile,
-) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
-    tls.map(|files| tls_acceptor(files, profile).map_err(|e| format!("catalog server: {e}")))
-        .transpose()
+    catalogd::run_cluster(settings, announce).await
 }
 
 fn tls_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<TlsFiles> {
@@ -387,25 +287,6 @@ fn tls_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<TlsFiles> {
     })
 }
 
-/// Binds `addr`; Go-style `:PORT` means every interface.
-async fn bind(addr: &str) -> Result<tokio::net::TcpListener, String> {
-    let addr = if addr.starts_with(':') {
-        format!("0.0.0.0{addr}")
-    } else {
-        addr.to_string()
-    };
-    let socket: SocketAddr = addr
-        .parse()
-        .map_err(|e| format!("invalid listen address {addr:?}: {e}"))?;
-    tokio::net::TcpListener::bind(socket)
-        .await
-        .map_err(|e| format!("listening on {addr}: {e}"))
-}
-
-fn announce(listener: &tokio::net::TcpListener, tls: bool) {
-    if let Ok(addr) = listener.local_addr() {
-        let scheme = if tls { "https" } else { "http" };
-        tracing::info!(address = %addr, "catalog server listening");
-        println!("serving catalogs on {scheme}://{addr}/catalogs/");
-    }
+fn announce(url: &str) {
+    outln!("serving catalogs on {url}");
 }

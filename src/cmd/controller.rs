@@ -1,35 +1,23 @@
-//! `olmv1 controller`: runs the ClusterExtension controller and the Upgradeable reconciler, with
-//! leader election, `/healthz` `/readyz`, `/metrics` (HTTPS for authorised callers), and graceful
-//! shutdown.
+//! `olmv1 controller`: the flags of the ClusterExtension controller and the Upgradeable
+//! reconciler, which run in `components::controller` (leader election, `/healthz` `/readyz`,
+//! `/metrics` over HTTPS for authorised callers, graceful shutdown).
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use prometheus_client::registry::Registry;
-use tracing::{error, info};
+use tracing::error;
 
-use super::start::{
-    BundleLimitArgs, LeaderTimingArgs, OperationsSettings, RegistryOptions, Replica, TlsProfileArgs,
-    load_registries_conf, parse_bind_address, read_ca_files, start_operations_servers,
-};
+use super::start::{BundleLimitArgs, LeaderTimingArgs, TlsProfileArgs, parse_bind_address};
 use crate::{
-    apply::{
-        identity::{InstallIdentity, InstallerClients, ServiceAccountClients},
-        revision::RevisionStore,
-    },
+    apply::identity::InstallIdentity,
     bundle::render::WebhookProvider,
-    catalog::{
-        DEFAULT_MAX_JSONL_LINE_BYTES, cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles,
-    },
+    catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, server::TlsFiles},
+    components::controller::{self, ControllerSettings},
     controller::{
-        cluster_extension::{self, Context, DependencyMode},
-        metrics::{Metrics, register_leader},
-        upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
+        cluster_extension::{self, DependencyMode},
+        upgradeable::UpgradeableArgs,
     },
-    image::{self, cache::PullOptions, pull_secret::PullSecretArgs},
+    image::pull_secret::PullSecretArgs,
 };
-
-/// The leader election Lease of the controller.
-const LEASE_NAME: &str = "olmv1-controller";
 
 /// Arguments of `olmv1 controller`.
 #[derive(clap::Args, Debug)]
@@ -129,7 +117,7 @@ pub struct ControllerArgs {
     /// Whose identity writes bundle content: each extension's spec.serviceAccount
     /// (`service-account`, least privilege; an extension without one is not installed), or the
     /// controller's own (`controller`, upstream v1.11's model: spec.serviceAccount is ignored;
-    /// needs the RBAC of config/controller-identity).
+    /// needs the RBAC of the controller-identity install manifest).
     #[arg(
         long,
         env = "OLMV1_INSTALL_IDENTITY",
@@ -167,113 +155,33 @@ pub async fn run(args: ControllerArgs) -> ExitCode {
 }
 
 async fn run_controller(args: ControllerArgs) -> Result<(), String> {
-    let ControllerArgs {
-        system_namespace,
-        metrics_addr,
-        probe_addr,
-        metrics_insecure,
-        tls_cert,
-        tls_key,
-        tls,
-        leader_elect,
-        leader_timings,
-        concurrency,
-        cache_dir,
-        bundle_cache_grace,
-        insecure_registries,
-        ca_files,
-        auth_file,
-        registries_conf,
-        pull_secrets,
-        bundle_limits,
-        webhook_provider,
-        dependencies,
-        install_identity,
-        upgradeable,
-        max_jsonl_line_bytes,
-        progress_deadline_unit_seconds,
-        drift_check_seconds,
-    } = args;
-    let profile = tls.profile()?;
-    let elect = leader_elect.then(|| leader_timings.timings()).transpose()?;
-    let replica = Replica::connect("controller", elect, &system_namespace, LEASE_NAME).await?;
-    let client = replica.client.clone();
-
-    let catalog_client =
-        CatalogClient::with_min_tls_version(&read_ca_files(&ca_files)?, profile.client_min_version())
-            .map_err(|e| e.to_string())?
-            .with_max_line_bytes(max_jsonl_line_bytes);
-    let mut registry_config = RegistryOptions {
-        insecure_registries,
-        ca_paths: ca_files.iter().map(PathBuf::as_path).collect(),
-        auth_file: auth_file.as_deref(),
-    }
-    .config()?;
-    registry_config.min_tls_version = profile.client_min_version();
-    registry_config.registries_conf = load_registries_conf(registries_conf.as_deref())?;
-    let pull = PullOptions {
-        registry: registry_config,
-        limits: bundle_limits.limits(),
-        ..PullOptions::new(cache_dir)
+    let settings = ControllerSettings {
+        profile: args.tls.profile()?,
+        system_namespace: args.system_namespace,
+        metrics_addr: args.metrics_addr,
+        probe_addr: args.probe_addr,
+        metrics_insecure: args.metrics_insecure,
+        metrics_tls: args
+            .tls_cert
+            .zip(args.tls_key)
+            .map(|(cert, key)| TlsFiles { cert, key }),
+        leader_election: args.leader_timings.election(args.leader_elect)?,
+        concurrency: args.concurrency,
+        cache_dir: args.cache_dir,
+        bundle_cache_grace: Duration::from_secs(args.bundle_cache_grace),
+        insecure_registries: args.insecure_registries,
+        ca_files: args.ca_files,
+        auth_file: args.auth_file,
+        registries_conf: args.registries_conf,
+        pull_secrets: args.pull_secrets.sources(),
+        bundle_limits: args.bundle_limits.limits(),
+        webhook_provider: args.webhook_provider,
+        dependencies: args.dependencies,
+        install_identity: args.install_identity,
+        upgradeable: args.upgradeable,
+        max_jsonl_line_bytes: args.max_jsonl_line_bytes,
+        progress_deadline_unit: Duration::from_secs(args.progress_deadline_unit_seconds.max(1)),
+        drift_check: Duration::from_secs(args.drift_check_seconds.max(1)),
     };
-    let upgradeable_config = UpgradeableConfig::from_args(&upgradeable, system_namespace.clone())
-        .map_err(|e| format!("invalid --cluster-version: {e}"))?;
-
-    let mut registry = Registry::default();
-    let metrics = Arc::new(Metrics::register(&mut registry));
-    register_leader(&mut registry, "controller", replica.leadership.clone());
-    let upgradeable_metrics = UpgradeableMetrics::register(&mut registry);
-    let metrics_tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
-    let operations = OperationsSettings {
-        probe_addr,
-        metrics_addr,
-        metrics_insecure,
-        tls: metrics_tls.as_ref(),
-        profile: &profile,
-    };
-    let (readiness, server) = start_operations_servers(operations, registry, &replica.config).await?;
-
-    replica.acquire().await?;
-
-    // Registry credentials from the pull secrets, kept current (shared with `pull`).
-    image::pull_secret::start(&client, pull_secrets.sources(), &pull.registry.credentials).await;
-    let service_accounts =
-        ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
-            .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
-    let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
-    let ctx = Arc::new(Context {
-        webhook_provider,
-        dependencies,
-        bundle_cache_grace: Duration::from_secs(bundle_cache_grace),
-        progress_deadline_unit: Duration::from_secs(progress_deadline_unit_seconds.max(1)),
-        drift_check: Duration::from_secs(drift_check_seconds.max(1)),
-        ..Context::new(
-            client.clone(),
-            identities,
-            RevisionStore::new(client.clone(), &system_namespace),
-            Arc::new(CachedCatalogClient::new(catalog_client)),
-            pull,
-            metrics,
-        )
-    });
-    readiness.set_ready(true);
-    info!(%system_namespace, ?install_identity, "olmv1 controller started");
-
-    let gating = tokio::spawn(upgradeable::run(
-        client.clone(),
-        upgradeable_config,
-        upgradeable_metrics,
-        ctx.lookups.discovery_changes(),
-    ));
-    tokio::select! {
-        // The ClusterExtension controller stops on SIGTERM/SIGINT after finishing its reconciles.
-        _ = cluster_extension::run(ctx, concurrency) => {
-            gating.abort();
-            info!("controllers stopped");
-            replica.release().await;
-        }
-        lost = replica.lost() => return Err(lost),
-        stopped = server => return Err(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),
-    }
-    Ok(())
+    controller::run(settings).await
 }

@@ -1,12 +1,13 @@
 //! `olmv1 image`: publishes a directory as an OCI image to a registry, with no Docker.
 
 use secrecy::SecretString;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::start::RegistryOptions;
-use crate::image::{Credential, ImageReference, PushOptions, RuntimeConfig, push_dir};
+use crate::image::{
+    self, RuntimeConfig,
+    push::{PushRequest, parse_labels},
+};
 
 /// Subcommands of `olmv1 image`.
 #[derive(clap::Subcommand, Debug)]
@@ -75,23 +76,15 @@ pub struct RuntimeArgs {
     pub workdir: Option<String>,
 }
 
-impl RuntimeArgs {
-    fn into_config(self) -> Result<RuntimeConfig, String> {
-        parse_labels(&self.env).map_err(|e| format!("--env: {e}"))?;
-        if let Some(user) = &self.user
-            && !user
-                .split(':')
-                .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Err(format!("--user {user:?} must be a numeric UID or UID:GID"));
+impl From<RuntimeArgs> for RuntimeConfig {
+    fn from(args: RuntimeArgs) -> Self {
+        RuntimeConfig {
+            entrypoint: args.entrypoint,
+            cmd: args.cmd,
+            user: args.user,
+            env: args.env,
+            working_dir: args.workdir,
         }
-        Ok(RuntimeConfig {
-            entrypoint: self.entrypoint,
-            cmd: self.cmd,
-            user: self.user,
-            env: self.env,
-            working_dir: self.workdir,
-        })
     }
 }
 
@@ -114,47 +107,18 @@ pub async fn run(cmd: ImageCommand) -> ExitCode {
 async fn push(args: PushArgs) -> Result<String, String> {
     let labels = parse_labels(&args.labels)?;
     let password = read_password(&args)?;
-    let runtime = args.runtime.into_config()?;
-    let image = ImageReference::parse(&args.reference).map_err(|e| e.to_string())?;
-    let registry = RegistryOptions {
-        insecure_registries: args
-            .insecure
-            .then(|| image.registry.clone())
-            .into_iter()
-            .collect(),
-        ca_paths: args.ca_file.as_deref().into_iter().collect(),
-        auth_file: args.auth_file.as_deref(),
-    }
-    .config()?;
-    if let (Some(username), Some(password)) = (args.username.clone(), password) {
-        registry.credentials.insert(
-            image.registry.clone(),
-            Credential {
-                username,
-                password: secrecy::ExposeSecret::expose_secret(&password).to_string(),
-            },
-        );
-    }
-    let options = PushOptions {
-        registry,
+    let request = PushRequest {
         labels,
+        login: args.username.clone().zip(password),
+        dir: args.dir,
+        reference: args.reference,
         prefix: args.prefix,
-        runtime,
+        runtime: args.runtime.into(),
+        insecure: args.insecure,
+        ca_file: args.ca_file,
+        auth_file: args.auth_file,
     };
-    let pushed = push_dir(&args.dir, &args.reference, &options)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(pushed.digest_ref)
-}
-
-/// Parses `KEY=VALUE` pairs.
-fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
-    raw.iter()
-        .map(|pair| match pair.split_once('=') {
-            Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
-            _ => Err(format!("label {pair:?} must be KEY=VALUE")),
-        })
-        .collect()
+    image::push::push(request).await
 }
 
 /// The password from --password, --password-stdin or --password-file (first line, no newline).
@@ -181,35 +145,4 @@ fn read_password(args: &PushArgs) -> Result<Option<SecretString>, String> {
         return Err("the password read is empty".to_string());
     }
     Ok(Some(SecretString::from(line)))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn labels_parse() {
-        let labels = super::parse_labels(&["a=b=c".into(), "x=".into()]).unwrap();
-        assert_eq!(labels["a"], "b=c");
-        assert_eq!(labels["x"], "");
-        assert!(super::parse_labels(&["novalue".into()]).is_err());
-    }
-
-    #[test]
-    fn runtime_config_checks_user_and_env() {
-        let args = |user: &str, env: &str| super::RuntimeArgs {
-            user: Some(user.into()),
-            env: vec![env.into()],
-            ..Default::default()
-        };
-        let config = args("65532:65532", "PATH=/usr/local/bin").into_config().unwrap();
-        assert_eq!(config.user.as_deref(), Some("65532:65532"));
-        assert_eq!(config.env, ["PATH=/usr/local/bin"]);
-        let err = args("nonroot", "A=b").into_config().unwrap_err();
-        assert_eq!(err, r#"--user "nonroot" must be a numeric UID or UID:GID"#);
-        assert!(
-            args("1000", "NOEQUALS")
-                .into_config()
-                .unwrap_err()
-                .starts_with("--env: ")
-        );
-    }
 }

@@ -1,6 +1,6 @@
 //! `olmv1 migrate check|catalogs|convert|rollback`: the way out of OLM classic (see
-//! `admin::migrate`; convert's orchestration is `admin::migrate::run`). The flags, the tables of
-//! check and catalogs, and the exit codes.
+//! `admin::migrate`; convert's orchestration is `admin::migrate::run`, the tables of check and
+//! catalogs `admin::migrate::report`). The flags and the exit codes.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -10,15 +10,13 @@ use super::{
 };
 use crate::admin::{
     migrate::{
-        catalogs::{self, Action, CatalogPlan, Scope},
-        check::{CheckRow, Verdict, check},
+        catalogs::{self, Scope},
         convert::rollback,
-        read::read_snapshot,
+        read::check_cluster,
+        report::{render_catalogs, render_check},
         run::{self, ConvertOptions, ConvertScope},
     },
     sources::CatalogSources,
-    table::{Table, Tone},
-    terminal::TerminalText,
 };
 
 /// `olmv1 migrate`.
@@ -224,23 +222,14 @@ async fn run_check(args: CheckArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(COMMAND, &e),
     };
-    let reach = CatalogSources::from(&args.reach);
-    let (pull, http) = match reach
-        .pull_options_checked()
-        .and_then(|pull| Ok((pull, reach.catalog_client()?)))
-    {
-        Ok(found) => found,
-        Err(e) => return fail(COMMAND, &e.to_string()),
-    };
     let scope = args
         .namespace
         .as_deref()
         .map(|ns| (ns, args.subscription.as_deref()));
-    let snapshot = match read_snapshot(&client, &http, &pull, scope).await {
-        Ok(s) => s,
+    let rows = match check_cluster(&client, &(&args.reach).into(), scope).await {
+        Ok(rows) => rows,
         Err(e) => return fail(COMMAND, &e.to_string()),
     };
-    let rows = check(&snapshot, scope);
     if let (Some(ns), Some(name), true) = (&args.namespace, &args.subscription, rows.is_empty()) {
         return fail(COMMAND, &format!("Subscription {ns}/{name} not found"));
     }
@@ -253,64 +242,6 @@ async fn run_check(args: CheckArgs) -> ExitCode {
     }
     super::write_terminal(&render_check(&rows, colour()));
     ExitCode::SUCCESS
-}
-
-/// The text form of `migrate check`: the table, then each row's reasons with what to do.
-pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
-    let mut t = Table::new(&[
-        "NAMESPACE",
-        "SUBSCRIPTION",
-        "PACKAGE",
-        "INSTALLED",
-        "VERSION",
-        "CATALOG",
-        "VERDICT",
-        "PODS RESTART",
-    ]);
-    let mut notes = String::new();
-    for r in rows {
-        let catalog = match (&r.catalog_source, &r.cluster_catalog) {
-            (Some(s), Some(c)) => format!("{s} -> {c}"),
-            (Some(s), None) => format!("{s} -> none"),
-            (None, _) => r
-                .extension
-                .clone()
-                .map_or("-".into(), |e| format!("ClusterExtension {e}")),
-        };
-        let tone = match r.verdict {
-            Verdict::Eligible | Verdict::Migrated => Tone::Good,
-            Verdict::Blocked => Tone::Bad,
-            Verdict::Conflict => Tone::Warn,
-        };
-        t.toned_row(vec![
-            (r.namespace.clone(), Tone::Plain),
-            (r.subscription.clone(), Tone::Plain),
-            (r.package.clone(), Tone::Plain),
-            (r.installed_csv.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
-            (r.version.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
-            (catalog, Tone::Plain),
-            (r.verdict.to_string(), tone),
-            (r.pods_restart.to_string(), Tone::Plain),
-        ]);
-        for reason in &r.reasons {
-            notes.push_str(&format!(
-                "{}/{}: {}{}: {}\n  fix: {}\n",
-                r.namespace,
-                r.subscription,
-                if reason.blocking { "" } else { "note: " },
-                reason.code,
-                reason.message,
-                reason.fix
-            ));
-        }
-    }
-    let mut out = TerminalText::new();
-    out.push_table(&t, colour);
-    if !notes.is_empty() {
-        out.push_str("\n");
-        out.push_str(&notes);
-    }
-    out
 }
 
 async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
@@ -361,56 +292,4 @@ async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// The text form of `migrate catalogs`.
-pub fn render_catalogs(lines: &[CatalogPlan], dry_run: bool, delete: bool, colour: bool) -> TerminalText {
-    let mut t = Table::new(&[
-        "CATALOGSOURCE",
-        "CLUSTERCATALOG",
-        "IMAGE",
-        "PRIORITY",
-        "POLL",
-        "ACTION",
-    ]);
-    let mut notes = String::new();
-    for l in lines {
-        let (action, tone) = match (&l.action, dry_run) {
-            (Action::Create, false) => ("created".to_string(), Tone::Good),
-            (Action::Create, true) => ("would create".to_string(), Tone::Good),
-            (Action::Update, false) => ("updated".to_string(), Tone::Good),
-            (Action::Update, true) => ("would update".to_string(), Tone::Good),
-            (Action::Served(by), _) => (format!("served by {by}"), Tone::Plain),
-            (Action::Skip(_), _) => ("skipped".to_string(), Tone::Bad),
-        };
-        let action = match (&l.action, delete) {
-            (Action::Skip(_), _) | (_, false) => action,
-            (_, true) if dry_run => format!("{action}; would delete the CatalogSource"),
-            (_, true) => format!("{action}; CatalogSource deleted"),
-        };
-        t.toned_row(vec![
-            (l.catalog_source.clone(), Tone::Plain),
-            (l.cluster_catalog.clone(), Tone::Plain),
-            (l.image.clone(), Tone::Plain),
-            (l.priority.to_string(), Tone::Plain),
-            (
-                l.poll_interval_minutes.map_or("-".into(), |m| format!("{m}m")),
-                Tone::Plain,
-            ),
-            (action, tone),
-        ]);
-        if let Action::Skip(why) = &l.action {
-            notes.push_str(&format!("{}: {why}\n", l.catalog_source));
-        }
-        for n in &l.notes {
-            notes.push_str(&format!("{}: {n}\n", l.catalog_source));
-        }
-    }
-    let mut out = TerminalText::new();
-    out.push_table(&t, colour);
-    if !notes.is_empty() {
-        out.push_str("\n");
-        out.push_str(&notes);
-    }
-    out
 }

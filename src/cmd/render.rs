@@ -1,24 +1,12 @@
 //! `olmv1 render`: prints the manifests a registry+v1 bundle would apply, as upstream OLM v1
-//! renders them, with no cluster.
+//! renders them, with no cluster (loaded, rendered and formatted by `admin::render`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::Value;
-
-use super::start::{BundleLimitArgs, RegistryOptions, load_registries_conf};
-use crate::bundle::registry_v1::RegistryV1Bundle;
-use crate::bundle::render::{WebhookProvider, render_with_provider};
-use crate::image::{PullOptions, RegistryConfig, pull_to_dir};
-
-/// Output formats of `olmv1 render`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// A YAML stream, one document per object.
-    Yaml,
-    /// A `v1` `List` holding the objects.
-    Json,
-}
+use super::start::BundleLimitArgs;
+use crate::admin::render::{OutputFormat, RenderOptions, render_to_string};
+use crate::bundle::render::WebhookProvider;
 
 /// Arguments of `olmv1 render`.
 #[derive(clap::Args, Debug)]
@@ -73,7 +61,23 @@ pub struct RenderArgs {
 
 /// Runs `olmv1 render`: exit status 0 with the objects on stdout, or 1 with one error on stderr.
 pub async fn run(args: RenderArgs) -> ExitCode {
-    match render_to_string(&args).await {
+    let options = RenderOptions {
+        bundle: args.bundle,
+        catalog: args.catalog,
+        bundle_name: args.bundle_name,
+        namespace: args.namespace,
+        watch_namespace: args.watch_namespace,
+        config: args.config,
+        webhook_provider: args.webhook_provider,
+        output: args.output,
+        cache_dir: args.cache_dir,
+        insecure_registry: args.insecure_registry,
+        ca_file: args.ca_file,
+        auth_file: args.auth_file,
+        registries_conf: args.registries_conf,
+        limits: args.limits.limits(),
+    };
+    match render_to_string(&options).await {
         Ok(text) => {
             out!("{text}");
             ExitCode::SUCCESS
@@ -82,123 +86,5 @@ pub async fn run(args: RenderArgs) -> ExitCode {
             errln!("olmv1 render: {message}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// Loads, renders and formats; the error is one sentence.
-pub async fn render_to_string(args: &RenderArgs) -> Result<String, String> {
-    let bundle = load_bundle(args).await?;
-    let config = inline_config(args)?;
-    let objects = render_with_provider(&bundle, &args.namespace, config.as_ref(), args.webhook_provider)
-        .map_err(|e| e.to_string())?;
-    format_objects(&objects, args.output)
-}
-
-async fn load_bundle(args: &RenderArgs) -> Result<RegistryV1Bundle, String> {
-    if let (Some(catalog), Some(name)) = (&args.catalog, &args.bundle_name) {
-        return load_from_catalog(catalog, name);
-    }
-    let Some(source) = &args.bundle else {
-        return Err("one of --bundle or --catalog is required".to_string());
-    };
-    let limits = args.limits.limits();
-    let path = Path::new(source);
-    if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
-        return RegistryV1Bundle::from_dir_within(path, limits.max_file_bytes)
-            .map_err(|e| format!("bundle {source:?}: {e}"));
-    }
-    if let Err(crate::image::ImageError::InvalidReference { reason, .. }) =
-        crate::image::ImageReference::parse(source)
-    {
-        return Err(format!(
-            "bundle {source:?}: no such directory, and not an image reference either ({reason})"
-        ));
-    }
-    let options = PullOptions {
-        registry: RegistryConfig {
-            registries_conf: load_registries_conf(args.registries_conf.as_deref())?,
-            ..RegistryOptions {
-                insecure_registries: args.insecure_registry.clone(),
-                ca_paths: args.ca_file.as_deref().into_iter().collect(),
-                auth_file: args.auth_file.as_deref(),
-            }
-            .config()?
-        },
-        limits,
-        ..PullOptions::new(cache_dir(args))
-    };
-    let pulled = pull_to_dir(source, &options).await.map_err(|e| e.to_string())?;
-    RegistryV1Bundle::from_dir_within(&pulled.dir, limits.max_file_bytes)
-        .map_err(|e| format!("bundle image {source:?}: {e}"))
-}
-
-fn cache_dir(args: &RenderArgs) -> PathBuf {
-    if let Some(dir) = &args.cache_dir {
-        return dir.clone();
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("olmv1").join("images")
-}
-
-/// Finds bundle `name` in the catalog directory and loads it from its `olm.bundle.object`s.
-fn load_from_catalog(catalog: &Path, name: &str) -> Result<RegistryV1Bundle, String> {
-    let mut found: Option<crate::catalog::Bundle> = None;
-    crate::catalog::for_each_dir_meta(catalog, |meta| {
-        if found.is_none() && &*meta.schema == crate::catalog::SCHEMA_BUNDLE && &*meta.name == name {
-            let bundle: crate::catalog::Bundle =
-                serde_json::from_slice(&meta.blob).map_err(|e| crate::catalog::CatalogError::Malformed {
-                    location: meta.location(),
-                    message: e.to_string(),
-                })?;
-            found = Some(bundle);
-        }
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
-    let bundle = found.ok_or_else(|| format!("bundle {name:?} not found in catalog {catalog:?}"))?;
-    RegistryV1Bundle::from_catalog_bundle(&bundle.package, &bundle.name, &bundle.properties)
-        .map_err(|e| e.to_string())
-}
-
-/// `--config` (JSON text or `@file`) with `--watch-namespace` folded in.
-fn inline_config(args: &RenderArgs) -> Result<Option<Value>, String> {
-    let mut config = match &args.config {
-        None => None,
-        Some(text) => {
-            let text = match text.strip_prefix('@') {
-                Some(file) => std::fs::read_to_string(file)
-                    .map_err(|e| format!("reading --config file {file:?}: {e}"))?,
-                None => text.clone(),
-            };
-            Some(
-                serde_json::from_str::<Value>(&text)
-                    .map_err(|e| format!("--config is not valid JSON: {e}"))?,
-            )
-        }
-    };
-    if let Some(ns) = &args.watch_namespace {
-        match config.get_or_insert_with(|| serde_json::json!({})) {
-            Value::Object(map) => {
-                map.insert("watchNamespace".to_string(), Value::String(ns.clone()));
-            }
-            _ => return Err("--watch-namespace needs --config to be a JSON object".to_string()),
-        }
-    }
-    Ok(config)
-}
-
-/// A YAML stream (`---` before each object) or a JSON `List`.
-pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String, String> {
-    match format {
-        OutputFormat::Json => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            crate::admin::terminal::to_json_pretty(&list)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string())
-        }
-        OutputFormat::Yaml => crate::admin::terminal::yaml_stream(objects).map_err(|e| e.to_string()),
     }
 }

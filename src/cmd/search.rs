@@ -2,15 +2,11 @@
 
 use std::process::ExitCode;
 
+use super::print_report;
 use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, warn_unreadable};
-use crate::{
-    admin::{
-        search::{ManifestSource, PackageSummary, describe_bundle, search},
-        table::{MAX_CELL_CHARS, Table, Tone},
-        terminal::TerminalText,
-    },
-    bundle::registry_v1::RegistryV1Bundle,
-    image::pull_and_read,
+use crate::admin::{
+    search::{search_catalogs, table},
+    terminal::TerminalText,
 };
 
 /// Arguments of `olmv1 search`.
@@ -39,36 +35,19 @@ pub async fn run(args: SearchArgs) -> ExitCode {
     };
     warn_unreadable("search", &catalogs);
     let text = args.text.unwrap_or_default();
-    let mut rows: Vec<PackageSummary> = Vec::new();
-    for c in &catalogs {
-        let Some(content) = &c.content else { continue };
-        match search(&c.input, content, &text, args.dependencies.mode) {
-            Ok(found) => rows.extend(found),
-            Err(e) => return fail("search", &format!("catalog {:?}: {e}", c.input.name)),
-        }
-    }
-    if !args.no_pull {
-        let pull = args.sources.pull_options();
-        for row in rows
-            .iter_mut()
-            .filter(|r| r.manifests_from == ManifestSource::None)
-        {
-            let Some(image) = row.newest_image.clone() else {
-                continue;
-            };
-            match pull_and_read(&image, &pull, RegistryV1Bundle::from_dir).await {
-                Ok((_, loaded)) => match loaded {
-                    Ok(bundle) => describe_bundle(row, &bundle, ManifestSource::Image),
-                    Err(e) => row.not_installable_reason = Some(format!("bundle image {image:?}: {e}")),
-                },
-                Err(e) => errln!(
-                    "olmv1 search: warning: pulling bundle image {image:?}: {}",
-                    crate::admin::terminal::escape_value(&e.to_string())
-                ),
-            }
-        }
-    }
-    rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
+    let pull = (!args.no_pull).then(|| args.sources.pull_options());
+    let rows = match search_catalogs(
+        &catalogs,
+        &text,
+        args.dependencies.mode,
+        pull.as_ref(),
+        &mut print_report("search"),
+    )
+    .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return fail("search", &e.to_string()),
+    };
     if args.output == Output::Json {
         return print_json(&rows);
     }
@@ -80,102 +59,4 @@ pub async fn run(args: SearchArgs) -> ExitCode {
     text.push_table(&table(&rows), colour());
     super::write_terminal(&text);
     ExitCode::SUCCESS
-}
-
-fn table(rows: &[PackageSummary]) -> Table {
-    // REQUIRES only when a newest bundle declares dependencies.
-    let requires = rows.iter().any(|r| !r.requirements.is_empty());
-    let mut header = vec![
-        "PACKAGE",
-        "CATALOG",
-        "CHANNEL",
-        "NEWEST",
-        "MODES",
-        "WEBHOOKS",
-        "MAX OCP",
-        "DEPRECATED",
-        "OLM V1",
-    ];
-    if requires {
-        header.push("REQUIRES");
-    }
-    let mut t = Table::new(&header);
-    for r in rows {
-        let modes: Vec<&str> = r
-            .install_modes
-            .iter()
-            .map(|m| match m.as_str() {
-                "AllNamespaces" => "All",
-                "SingleNamespace" => "Single",
-                "OwnNamespace" => "Own",
-                "MultiNamespace" => "Multi",
-                other => other,
-            })
-            .collect();
-        let deprecated = match (&r.deprecated, r.deprecated_entries) {
-            (Some(_), _) => ("package".to_string(), Tone::Warn),
-            (None, 0) => ("-".to_string(), Tone::Plain),
-            (None, n) => (format!("{n} entries"), Tone::Warn),
-        };
-        let verdict = match &r.not_installable_reason {
-            None if r.manifests_from == ManifestSource::None => {
-                ("unknown (manifests not read)".to_string(), Tone::Warn)
-            }
-            // `--dependencies=check`: installs once what REQUIRES names is installed.
-            None if !r.requirements.is_empty() => {
-                ("yes, once REQUIRES are installed".to_string(), Tone::Good)
-            }
-            None => ("yes".to_string(), Tone::Good),
-            Some(reason) => (
-                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
-                Tone::Bad,
-            ),
-        };
-        let mut row = vec![
-            (r.package.clone(), Tone::Plain),
-            (r.catalog.clone(), Tone::Plain),
-            (
-                r.default_channel.clone().unwrap_or_else(|| "-".into()),
-                Tone::Plain,
-            ),
-            (
-                r.newest_version.clone().unwrap_or_else(|| "-".into()),
-                Tone::Plain,
-            ),
-            (
-                if modes.is_empty() {
-                    "-".into()
-                } else {
-                    modes.join(",")
-                },
-                Tone::Plain,
-            ),
-            (if r.webhooks { "yes".into() } else { "-".into() }, Tone::Plain),
-            (
-                r.max_openshift_version.clone().unwrap_or_else(|| "-".into()),
-                Tone::Plain,
-            ),
-            deprecated,
-            verdict,
-        ];
-        if requires {
-            let tone = match r.requirements.requires_error {
-                Some(_) => Tone::Bad,
-                None => Tone::Plain,
-            };
-            row.push((r.requirements.cell(), tone));
-        }
-        t.toned_row(row);
-    }
-    t
-}
-
-/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
-fn first_line(text: &str, width: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > width {
-        format!("{}...", line.chars().take(width - 3).collect::<String>())
-    } else {
-        line.to_string()
-    }
 }

@@ -143,15 +143,17 @@ impl From<&RequestArgs> for RequestOverrides {
             installed: args.installed.clone(),
             version: args.version.clone(),
             channels: args.channels.clone(),
-            upgrade_constraint_policy: args.upgrade_constraint_policy.as_deref().map(|p| {
-                if p == "SelfCertified" {
-                    UpgradeConstraintPolicy::SelfCertified
-                } else {
-                    UpgradeConstraintPolicy::CatalogProvided
-                }
-            }),
+            upgrade_constraint_policy: upgrade_constraint_policy(args.upgrade_constraint_policy.as_deref()),
         }
     }
+}
+
+/// `--upgrade-constraint-policy` (its value parser admits the two names).
+pub fn upgrade_constraint_policy(flag: Option<&str>) -> Option<UpgradeConstraintPolicy> {
+    flag.map(|p| match p {
+        "SelfCertified" => UpgradeConstraintPolicy::SelfCertified,
+        _ => UpgradeConstraintPolicy::CatalogProvided,
+    })
 }
 
 /// What `explain` and `upgrades` start from ([`request::load_request`]).

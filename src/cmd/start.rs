@@ -1,21 +1,12 @@
-//! Start-up shared by the commands: logging, the parent watch, the replica's identity, clients and
-//! leader loop, registry options, the TLS profile, the operations servers (`/healthz` `/readyz`;
-//! `/metrics`), signals.
+//! Start-up shared by the commands: logging, the parent watch, and the flags of more than one
+//! command (bundle limits, the TLS profile, listen addresses, registries.conf). The components'
+//! own start-up (replica, leader loop, operations servers) is `crate::components`.
 
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-};
-
-use kube::{Client, Config};
-use prometheus_client::registry::Registry;
-use tokio::task::JoinHandle;
+use std::{net::SocketAddr, path::Path};
 
 use crate::{
-    catalog::server::{TlsFiles, tls_acceptor},
-    image::{RegistriesConf, RegistryConfig, UnpackLimits},
-    leader::{LeaderElector, LeaderTimings, Leadership, identify, replica_identity},
-    operations::{MetricsAccess, Readiness, access::AccessReviewer, serve_metrics, serve_probes},
+    image::{RegistriesConf, UnpackLimits},
+    leader::LeaderTimings,
     tls_profile::TlsProfile,
 };
 
@@ -46,36 +37,6 @@ pub fn exit_with_parent() {
             }
         }
     });
-}
-
-/// How a command reaches registries: hosts allowed plain HTTP, extra CAs, an auth file.
-#[derive(Debug, Default)]
-pub struct RegistryOptions<'a> {
-    /// Registries (`host[:port]`) allowed plain HTTP.
-    pub insecure_registries: Vec<String>,
-    /// PEM files or directories of extra trusted CAs.
-    pub ca_paths: Vec<&'a Path>,
-    /// A Docker/Podman auth file (`{"auths":{...}}`).
-    pub auth_file: Option<&'a Path>,
-}
-
-impl RegistryOptions<'_> {
-    /// The registry configuration these options describe; the error names the unreadable file.
-    pub fn config(self) -> Result<RegistryConfig, String> {
-        let mut config = RegistryConfig {
-            insecure_registries: self.insecure_registries,
-            ..RegistryConfig::default()
-        };
-        for path in self.ca_paths {
-            config
-                .add_ca_path(path)
-                .map_err(|e| format!("cannot read CA file {}: {e}", path.display()))?;
-        }
-        if let Some(path) = self.auth_file {
-            config.add_auth_file(path)?;
-        }
-        Ok(config)
-    }
 }
 
 /// The registries configuration a command pulls with: `flag`, else `CONTAINERS_REGISTRIES_CONF`,
@@ -110,14 +71,6 @@ impl BundleLimitArgs {
     }
 }
 
-/// Reads each CA file (PEM).
-pub fn read_ca_files(files: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
-    files
-        .iter()
-        .map(|file| std::fs::read(file).map_err(|e| format!("cannot read CA file {}: {e}", file.display())))
-        .collect()
-}
-
 /// The leader election's durations (with `--leader-elect`); upstream's by default.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LeaderTimingArgs {
@@ -139,14 +92,19 @@ pub struct LeaderTimingArgs {
 }
 
 impl LeaderTimingArgs {
-    /// The timings these flags describe, if the leader stops before another may take over.
-    pub fn timings(&self) -> Result<LeaderTimings, String> {
+    /// With `elect`, the timings these flags describe, if the leader stops before another may
+    /// take over; `None` without election.
+    pub fn election(&self, elect: bool) -> Result<Option<LeaderTimings>, String> {
+        if !elect {
+            return Ok(None);
+        }
         let s = std::time::Duration::from_secs;
         LeaderTimings::new(
             s(self.leader_election_lease_duration_seconds),
             s(self.leader_election_renew_deadline_seconds),
             s(self.leader_election_retry_period_seconds),
         )
+        .map(Some)
         .map_err(|e| e.to_string())
     }
 }
@@ -193,222 +151,4 @@ pub fn parse_bind_address(addr: &str) -> Result<SocketAddr, String> {
     };
     full.parse()
         .map_err(|e| format!("invalid listen address {addr:?}: {e}"))
-}
-
-/// Where and how the operations servers listen.
-pub struct OperationsSettings<'a> {
-    /// `/healthz` and `/readyz`, plain HTTP.
-    pub probe_addr: SocketAddr,
-    /// `/metrics`.
-    pub metrics_addr: SocketAddr,
-    /// Serve `/metrics` in plain HTTP to anyone, whatever the address.
-    pub metrics_insecure: bool,
-    /// The metrics server's certificate: HTTPS, callers reviewed by the API server.
-    pub tls: Option<&'a TlsFiles>,
-    /// The TLS profile of the metrics server.
-    pub profile: &'a TlsProfile,
-}
-
-impl OperationsSettings<'_> {
-    fn access(&self, config: &Config) -> Result<MetricsAccess, String> {
-        if self.metrics_insecure {
-            return Ok(MetricsAccess::Open);
-        }
-        if let Some(files) = self.tls {
-            let tls = tls_acceptor(files, self.profile).map_err(|e| format!("metrics server: {e}"))?;
-            // Its own client: every replica serves metrics, leading or not.
-            let client = Client::try_from(config.clone())
-                .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
-            let reviewer = std::sync::Arc::new(AccessReviewer::new(client));
-            return Ok(MetricsAccess::Reviewed { tls, reviewer });
-        }
-        match self.metrics_addr.ip().is_loopback() {
-            true => Ok(MetricsAccess::Open),
-            false => Err(format!(
-                "--metrics-bind-address {} is reachable from other hosts: give --tls-cert and --tls-key \
-                 (HTTPS, callers the API server allows get /metrics) or --metrics-insecure (plain HTTP, anyone)",
-                self.metrics_addr
-            )),
-        }
-    }
-}
-
-/// Starts the probe and metrics servers; the process is not ready until
-/// [`Readiness::set_ready`]. The task ends (with the reason) only when a server stops.
-pub async fn start_operations_servers(
-    settings: OperationsSettings<'_>,
-    registry: Registry,
-    config: &Config,
-) -> Result<(Readiness, JoinHandle<String>), String> {
-    let access = settings.access(config)?;
-    let bind = |addr: SocketAddr| async move {
-        tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("listening on {addr}: {e}"))
-    };
-    let probes = bind(settings.probe_addr).await?;
-    let metrics = bind(settings.metrics_addr).await?;
-    let readiness = Readiness::default();
-    let served = readiness.clone();
-    let servers = tokio::spawn(async move {
-        tokio::select! {
-            result = serve_probes(probes, served) => format!("the probe server stopped: {result:?}"),
-            () = serve_metrics(metrics, registry, access) => "the metrics server stopped".to_string(),
-        }
-    });
-    Ok((readiness, servers))
-}
-
-/// A replica's connection to the cluster: its identity, a client that stops with the Lease, and
-/// the elector (when it elects) on a client of its own.
-pub struct Replica {
-    /// The pod name (or host name, or `olmv1-<component>-<pid>`).
-    pub identity: String,
-    /// The configuration, naming the replica in its User-Agent.
-    pub config: Config,
-    /// Whether this replica may send requests now.
-    pub leadership: Leadership,
-    /// The client every reconcile uses: refused while this replica does not lead.
-    pub client: Client,
-    elector: Option<LeaderElector>,
-}
-
-impl Replica {
-    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` with those
-    /// timings before leading.
-    pub async fn connect(
-        component: &str,
-        elect: Option<LeaderTimings>,
-        namespace: &str,
-        lease: &str,
-    ) -> Result<Self, String> {
-        let identity = replica_identity(component);
-        crate::tls_profile::install_default_provider();
-        let mut config = Config::infer()
-            .await
-            .map_err(|e| format!("cannot find a Kubernetes configuration: {e}"))?;
-        config.proxy_url = api_server_proxy(config.proxy_url.take());
-        identify(&mut config, component, &identity);
-        let build_error = |e| format!("cannot build a Kubernetes client: {e}");
-        let leadership = if elect.is_some() {
-            Leadership::elected()
-        } else {
-            Leadership::unelected()
-        };
-        // The reconcilers' client stops with the Lease (see leader.rs); the elector's does not.
-        let client = leadership.client(config.clone()).map_err(build_error)?;
-        let elector = match elect {
-            Some(timings) => {
-                let lease_client = Client::try_from(config.clone()).map_err(build_error)?;
-                Some(LeaderElector::new(
-                    lease_client,
-                    namespace,
-                    lease,
-                    &identity,
-                    leadership.clone(),
-                    timings,
-                ))
-            }
-            None => None,
-        };
-        Ok(Self {
-            identity,
-            config,
-            leadership,
-            client,
-            elector,
-        })
-    }
-
-    /// Waits until this replica leads (at once when it does not elect).
-    pub async fn acquire(&self) -> Result<(), String> {
-        let Some(elector) = &self.elector else {
-            return Ok(());
-        };
-        tracing::info!(identity = %self.identity, "waiting for leadership");
-        elector.acquire().await.map_err(|e| e.to_string())
-    }
-
-    /// Gives the Lease up (a graceful stop, after the last reconcile): another replica takes over
-    /// at its next retry. Nothing without election.
-    pub async fn release(&self) {
-        if let Some(elector) = &self.elector {
-            elector.release().await;
-        }
-    }
-
-    /// Completes with the message to exit with when leadership is lost; never without election.
-    pub async fn lost(&self) -> String {
-        match &self.elector {
-            Some(elector) => format!("{}; exiting so another replica can lead", elector.hold().await),
-            None => std::future::pending().await,
-        }
-    }
-}
-
-/// The proxy to the API server: only the one the kubeconfig names (`proxy-url`). kube also
-/// takes `HTTPS_PROXY` from the environment, which the Deployments set for registries and
-/// catalog servers (see `egress`); in-cluster configuration never has a proxy.
-fn api_server_proxy(inferred: Option<http::Uri>) -> Option<http::Uri> {
-    inferred?;
-    let kubeconfig = kube::config::Kubeconfig::read().ok()?;
-    kubeconfig_proxy_url(&kubeconfig)?.parse().ok()
-}
-
-/// The `proxy-url` of the current context's cluster.
-fn kubeconfig_proxy_url(kubeconfig: &kube::config::Kubeconfig) -> Option<String> {
-    let current = kubeconfig.current_context.as_deref()?;
-    let context = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| c.name == current)?
-        .context
-        .as_ref()?;
-    let cluster = kubeconfig.clusters.iter().find(|c| c.name == context.cluster)?;
-    cluster
-        .cluster
-        .as_ref()?
-        .proxy_url
-        .clone()
-        .filter(|url| !url.is_empty())
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn kubeconfig(current: &str, proxy: Option<&str>) -> kube::config::Kubeconfig {
-        let proxy = proxy.map(|p| format!("\n    proxy-url: {p}")).unwrap_or_default();
-        let yaml = format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: {current}\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443{proxy}\n- name: other\n  cluster:\n    server: https://10.0.0.2:6443\n    proxy-url: http://other-proxy:3128\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
-        );
-        kube::config::Kubeconfig::from_yaml(&yaml).expect("a valid kubeconfig")
-    }
-
-    #[test]
-    fn only_the_current_clusters_proxy_url_reaches_the_api_server() {
-        assert_eq!(
-            kubeconfig_proxy_url(&kubeconfig("ctx", Some("http://proxy.corp:3128"))).as_deref(),
-            Some("http://proxy.corp:3128")
-        );
-        // No proxy-url: none, whatever HTTPS_PROXY says (kube would take it).
-        assert_eq!(kubeconfig_proxy_url(&kubeconfig("ctx", None)), None);
-        assert_eq!(kubeconfig_proxy_url(&kubeconfig("missing", None)), None);
-    }
 }

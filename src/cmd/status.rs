@@ -1,22 +1,10 @@
 //! `olmv1 status [EXTENSION]`: every extension's installed bundle, the resolver's target now,
-//! its conditions and the versions it can upgrade to now.
+//! its conditions and the versions it can upgrade to now (computed and shown by `admin::status`).
 
 use std::process::ExitCode;
 
-use kube::ResourceExt;
-use olmv1_api::v1::{ClusterExtension, conditions::ConditionStatus};
-use serde::Serialize;
-
 use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, kube_client, print_json};
-use crate::{
-    admin::{
-        cluster::{self, SourcedCatalog},
-        table::{Table, Tone},
-        terminal::{TerminalText, escape_value as value},
-        upgrades::upgrades,
-    },
-    resolve::{CatalogInput, DependencyMode, ResolveRequest},
-};
+use crate::admin::status::{render_text, status};
 
 /// Arguments of `olmv1 status`.
 #[derive(clap::Args, Debug)]
@@ -32,213 +20,26 @@ pub struct StatusArgs {
     pub output: Output,
 }
 
-/// One extension's summary (the JSON form).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExtensionStatus {
-    /// ClusterExtension name.
-    pub name: String,
-    /// The package.
-    pub package: String,
-    /// The install namespace.
-    pub namespace: String,
-    /// Installed bundle name, if any.
-    pub installed_bundle: Option<String>,
-    /// Installed version, if any.
-    pub installed_version: Option<String>,
-    /// The bundle the resolver picks now, if it picks one.
-    pub target_bundle: Option<String>,
-    /// Its version.
-    pub target_version: Option<String>,
-    /// The resolver's message when it picks nothing.
-    pub target_error: Option<String>,
-    /// The conditions: type, status, reason, message.
-    pub conditions: Vec<ConditionSummary>,
-    /// Versions reachable now (`olmv1 upgrades`), highest first.
-    pub upgrades: Vec<String>,
-}
-
-/// One condition.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConditionSummary {
-    /// Type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
-}
-
-/// The summary of one extension against the catalogs, resolved as `dependencies` says.
-pub fn summarize(
-    ext: &ClusterExtension,
-    catalogs: &[CatalogInput],
-    dependencies: DependencyMode,
-) -> ExtensionStatus {
-    let installed = cluster::installed_bundle(ext);
-    let package = ext
-        .spec
-        .source
-        .catalog
-        .as_ref()
-        .map(|c| c.package_name.clone())
-        .unwrap_or_default();
-    let (target, error, reachable) = match ResolveRequest::from_cluster_extension(ext, installed.clone()) {
-        Err(e) => (None, Some(e.to_string()), Vec::new()),
-        Ok(request) => {
-            let reachable = match &request.installed {
-                Some(_) => upgrades(&request, catalogs, dependencies)
-                    .map(|u| u.reachable.into_iter().map(|t| t.version).collect())
-                    .unwrap_or_default(),
-                None => Vec::new(),
-            };
-            match dependencies.resolve(&request, catalogs) {
-                Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
-                Err(e) => (None, Some(e.to_string()), reachable),
-            }
-        }
-    };
-    ExtensionStatus {
-        name: ext.name_any(),
-        package,
-        namespace: ext.spec.namespace.clone(),
-        installed_bundle: installed.as_ref().map(|i| i.name.clone()),
-        installed_version: installed.map(|i| i.version),
-        target_bundle: target.as_ref().map(|t| t.0.clone()),
-        target_version: target.map(|t| t.1),
-        target_error: error,
-        conditions: ext
-            .status
-            .iter()
-            .flat_map(|s| &s.conditions)
-            .map(|c| ConditionSummary {
-                type_: c.type_.clone(),
-                status: c.status.clone(),
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-            })
-            .collect(),
-        upgrades: reachable,
-    }
-}
-
 /// Runs `olmv1 status`.
 pub async fn run(args: StatusArgs) -> ExitCode {
     let client = match kube_client().await {
         Ok(c) => c,
         Err(e) => return fail("status", &e),
     };
-    let extensions = match &args.extension {
-        Some(name) => cluster::cluster_extension(&client, name).await.map(|e| vec![e]),
-        None => cluster::cluster_extensions(&client).await,
-    };
-    let extensions = match extensions {
-        Ok(e) => e,
+    let rows = match status(
+        &client,
+        args.extension.as_deref(),
+        &(&args.sources).into(),
+        args.dependencies.mode,
+    )
+    .await
+    {
+        Ok(rows) => rows,
         Err(e) => return fail("status", &e.to_string()),
     };
-    let catalogs: Vec<SourcedCatalog> = match args.sources.load().await {
-        Ok(c) => c,
-        Err(e) => return fail("status", &e),
-    };
-    let inputs: Vec<CatalogInput> = catalogs.into_iter().map(|c| c.input).collect();
-    let rows: Vec<ExtensionStatus> = extensions
-        .iter()
-        .map(|e| summarize(e, &inputs, args.dependencies.mode))
-        .collect();
     if args.output == Output::Json {
         return print_json(&rows);
     }
     super::write_terminal(&render_text(&rows, colour()));
     ExitCode::SUCCESS
-}
-
-fn condition<'a>(s: &'a ExtensionStatus, type_: &str) -> Option<&'a ConditionSummary> {
-    s.conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// The text form: one table row per extension, then the messages of failing conditions.
-pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
-    let mut t = Table::new(&[
-        "NAME",
-        "PACKAGE",
-        "INSTALLED",
-        "TARGET",
-        "INSTALLED?",
-        "PROGRESSING",
-        "UPGRADES",
-    ]);
-    let mut notes = String::new();
-    for r in rows {
-        let installed_cond = condition(r, "Installed");
-        let progressing = condition(r, "Progressing");
-        let tone = |c: Option<&ConditionSummary>, good: &str| match c {
-            Some(c) if c.status == good => Tone::Good,
-            Some(_) => Tone::Bad,
-            None => Tone::Plain,
-        };
-        let cell = |c: Option<&ConditionSummary>| {
-            c.map_or("-".to_string(), |c| format!("{} ({})", c.status, c.reason))
-        };
-        t.toned_row(vec![
-            (r.name.clone(), Tone::Plain),
-            (r.package.clone(), Tone::Plain),
-            (
-                r.installed_version.clone().unwrap_or_else(|| "-".into()),
-                Tone::Plain,
-            ),
-            match (&r.target_version, &r.target_error) {
-                (Some(v), _) => (v.clone(), Tone::Plain),
-                (None, _) => ("none".into(), Tone::Bad),
-            },
-            (
-                cell(installed_cond),
-                tone(installed_cond, ConditionStatus::True.as_str()),
-            ),
-            (
-                cell(progressing),
-                tone(progressing, ConditionStatus::True.as_str()),
-            ),
-            (
-                if r.upgrades.is_empty() {
-                    "-".into()
-                } else {
-                    r.upgrades.join(",")
-                },
-                if r.upgrades.is_empty() {
-                    Tone::Plain
-                } else {
-                    Tone::Good
-                },
-            ),
-        ]);
-        for c in &r.conditions {
-            let bad = (c.type_ == "Installed" && c.status != ConditionStatus::True.as_str())
-                || (c.type_ == "Progressing" && c.reason != "Succeeded")
-                || (c.type_.ends_with("Deprecated") && c.status == ConditionStatus::True.as_str());
-            if bad && !c.message.is_empty() {
-                // One line per condition: its message quotes catalog text (deprecation
-                // messages, several joined by newlines, are shown with `\x0a` between them).
-                notes.push_str(&format!(
-                    "{} {}: {}\n",
-                    value(&r.name),
-                    value(&c.type_),
-                    value(&c.message)
-                ));
-            }
-        }
-        if let Some(e) = &r.target_error {
-            notes.push_str(&format!("{} resolution: {}\n", value(&r.name), value(e)));
-        }
-    }
-    let mut out = TerminalText::new();
-    out.push_table(&t, colour);
-    if !notes.is_empty() {
-        out.push_str("\n");
-        out.push_str(&notes);
-    }
-    out
 }

@@ -3,11 +3,7 @@
 use std::process::ExitCode;
 
 use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
-use crate::admin::{
-    table::{Table, Tone},
-    terminal::{TerminalText, escape_value as value},
-    versions::{PackageVersions, versions},
-};
+use crate::admin::versions::{PackageVersions, render_text, versions};
 
 /// Arguments of `olmv1 versions`.
 #[derive(clap::Args, Debug)]
@@ -45,79 +41,4 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
     }
     super::write_terminal(&render_text(&found, colour()));
     ExitCode::SUCCESS
-}
-
-/// The text form: per catalog a header line, then one table of every channel's entries.
-pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
-    let mut out = TerminalText::new();
-    for (i, p) in found.iter().enumerate() {
-        if i > 0 {
-            out.push_str("\n");
-        }
-        out.push_str(&format!(
-            "{} in catalog {} (default channel {})\n",
-            value(&p.package),
-            value(&p.catalog),
-            value(p.default_channel.as_deref().unwrap_or("-"))
-        ));
-        if let Some(m) = &p.deprecated {
-            out.push_str(&format!("deprecated: {}\n", value(m)));
-        }
-        // REQUIRES only for packages whose bundles declare dependencies.
-        let requires = p
-            .channels
-            .iter()
-            .flat_map(|ch| &ch.entries)
-            .any(|e| !e.requirements.is_empty());
-        let mut header = vec![
-            "CHANNEL",
-            "BUNDLE",
-            "VERSION",
-            "REPLACES",
-            "SKIPS",
-            "SKIP RANGE",
-            "DEPRECATED",
-        ];
-        if requires {
-            header.push("REQUIRES");
-        }
-        let mut t = Table::new(&header);
-        for ch in &p.channels {
-            let channel = match &ch.deprecated {
-                Some(_) => (format!("{} (deprecated)", ch.name), Tone::Warn),
-                None => (ch.name.clone(), Tone::Plain),
-            };
-            for e in &ch.entries {
-                let mut row = vec![
-                    channel.clone(),
-                    (e.bundle.clone(), Tone::Plain),
-                    (e.version.clone().unwrap_or_else(|| "?".into()), Tone::Plain),
-                    (e.replaces.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
-                    (
-                        if e.skips.is_empty() {
-                            "-".into()
-                        } else {
-                            e.skips.join(",")
-                        },
-                        Tone::Plain,
-                    ),
-                    (e.skip_range.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
-                    match &e.deprecated {
-                        Some(_) => ("yes".into(), Tone::Warn),
-                        None => ("-".into(), Tone::Plain),
-                    },
-                ];
-                if requires {
-                    let tone = match e.requirements.requires_error {
-                        Some(_) => Tone::Bad,
-                        None => Tone::Plain,
-                    };
-                    row.push((e.requirements.cell(), tone));
-                }
-                t.toned_row(row);
-            }
-        }
-        out.push_table(&t, colour);
-    }
-    out
 }

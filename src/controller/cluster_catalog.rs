@@ -5,6 +5,7 @@
 //! 1% jitter; digests never. A failed poll keeps serving the last good content.
 
 use crate::controller::{
+    finalizer::finalizer,
     metrics::{ConditionMetrics, ReconcileMetrics},
     status::set_condition,
 };
@@ -17,7 +18,7 @@ use futures::StreamExt;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::finalizer::{self, Event as Finalizer};
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
     ConditionStatus, FINALIZER_DELETE_SERVER_CACHE, LABEL_CATALOG_NAME, REASON_AVAILABLE, REASON_BLOCKED,
@@ -66,7 +67,7 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The finalizer helper refused the object (no name, or a malformed finalizer name).
+    /// Adding or removing the finalizer failed, or the helper refused the object (no name).
     #[error("ClusterCatalog {name:?}: {message}")]
     Finalizer {
         /// The catalog.
@@ -196,6 +197,8 @@ pub async fn run(context: Arc<Context>) {
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
+            // error_policy logged the failures, with the catalog's name; a trigger for a catalog
+            // already deleted has nothing to do.
             if let Err(e) = result {
                 tracing::debug!(error = %e, "ClusterCatalog reconcile ended with an error");
             }
@@ -234,6 +237,7 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
             Finalizer::Apply(catalog) => serve(&api, &catalog, &context).await,
             Finalizer::Cleanup(catalog) => {
                 context.forget(&catalog.name_any());
+                tracing::info!(catalog = %catalog.name_any(), "ClusterCatalog deleted: its content is no longer served");
                 Ok(Action::await_change())
             }
         }
@@ -241,9 +245,6 @@ pub async fn reconcile(catalog: Arc<ClusterCatalog>, context: Arc<Context>) -> R
     .await
     .map_err(|error| match error {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(source) | finalizer::Error::RemoveFinalizer(source) => {
-            Error::Kube { name, source }
-        }
         other => Error::Finalizer {
             name,
             message: other.to_string(),
@@ -602,25 +603,12 @@ async fn label_with_name(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) ->
 /// Drops the server-cache finalizer from a catalog made Unavailable (the one case
 /// `kube::runtime::finalizer` does not cover: a live object that must not keep it).
 async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), Error> {
-    let finalizers: Vec<String> = catalog
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER_DELETE_SERVER_CACHE)
-        .cloned()
-        .collect();
-    let name = catalog.name_any();
-    // The resourceVersion makes this fail on a concurrent change instead of dropping a finalizer.
-    let patch = json!({
-        "metadata": { "finalizers": finalizers, "resourceVersion": catalog.resource_version() }
-    });
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    crate::controller::finalizer::remove(api, catalog, FINALIZER_DELETE_SERVER_CACHE)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Kube { name, source }),
-    }
+        .map_err(|e| Error::Finalizer {
+            name: catalog.name_any(),
+            message: format!("failed to remove finalizer: {e}"),
+        })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub mod cluster_catalog;
 pub mod cluster_extension;
+pub mod finalizer;
 pub mod metrics;
 pub mod status;
 pub mod upgradeable;

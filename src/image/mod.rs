@@ -23,7 +23,7 @@ pub use cache::{PullOptions, PulledImage, pull_and_read, pull_to_dir, pull_with_
 pub use mirrors::{RegistriesConf, RegistriesConfError};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;
-pub use registry::{Credential, Credentials, Platform, RegistryClient, RegistryConfig};
+pub use registry::{Credential, Credentials, Platform, RegistryClient, RegistryConfig, RegistryOptions};
 pub use unpack::{UnpackError, UnpackLimits};
 
 /// Why pulling or pushing an image failed. Every message names the image and the cause.

@@ -59,6 +59,89 @@ pub struct PushedImage {
     pub digest: String,
 }
 
+impl RuntimeConfig {
+    /// Refuses what a cluster could not check or run: a user that is not a numeric `UID[:GID]`
+    /// (runAsNonRoot checks numbers), an environment entry that is not `KEY=VALUE`.
+    pub fn check(&self) -> Result<(), String> {
+        parse_labels(&self.env).map_err(|e| format!("--env: {e}"))?;
+        if let Some(user) = &self.user
+            && !user
+                .split(':')
+                .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(format!("--user {user:?} must be a numeric UID or UID:GID"));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `KEY=VALUE` pairs (image labels, environment entries).
+pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
+    raw.iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+            _ => Err(format!("label {pair:?} must be KEY=VALUE")),
+        })
+        .collect()
+}
+
+/// What `olmv1 image push` publishes, and how it reaches the registry.
+pub struct PushRequest {
+    /// The directory whose content becomes the image's file system.
+    pub dir: PathBuf,
+    /// The target reference.
+    pub reference: String,
+    /// Config labels.
+    pub labels: BTreeMap<String, String>,
+    /// Where the directory's content lands inside the image.
+    pub prefix: String,
+    /// How a container runtime starts the image.
+    pub runtime: RuntimeConfig,
+    /// Plain HTTP to this registry.
+    pub insecure: bool,
+    /// PEM file or directory of extra trusted CAs.
+    pub ca_file: Option<PathBuf>,
+    /// Docker/Podman auth file.
+    pub auth_file: Option<PathBuf>,
+    /// User name and password for Basic or token auth, over the auth file's.
+    pub login: Option<(String, secrecy::SecretString)>,
+}
+
+/// Pushes `request.dir` as a one-layer image; returns its digest reference.
+pub async fn push(request: PushRequest) -> Result<String, String> {
+    request.runtime.check()?;
+    let image = ImageReference::parse(&request.reference).map_err(|e| e.to_string())?;
+    let registry = super::RegistryOptions {
+        insecure_registries: request
+            .insecure
+            .then(|| image.registry.clone())
+            .into_iter()
+            .collect(),
+        ca_paths: request.ca_file.as_deref().into_iter().collect(),
+        auth_file: request.auth_file.as_deref(),
+    }
+    .config()?;
+    if let Some((username, password)) = request.login {
+        registry.credentials.insert(
+            image.registry.clone(),
+            super::Credential {
+                username,
+                password: secrecy::ExposeSecret::expose_secret(&password).to_string(),
+            },
+        );
+    }
+    let options = PushOptions {
+        registry,
+        labels: request.labels,
+        prefix: request.prefix,
+        runtime: request.runtime,
+    };
+    let pushed = push_dir(&request.dir, &request.reference, &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pushed.digest_ref)
+}
+
 /// Pushes `dir` to `reference` (a tag, or a digest which must then match) as one gzip layer.
 pub async fn push_dir(dir: &Path, reference: &str, options: &PushOptions) -> Result<PushedImage, ImageError> {
     let image = ImageReference::parse(reference)?;
@@ -277,6 +360,32 @@ fn io_error(image: &ImageReference, dir: &Path, source: io::Error) -> ImageError
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn labels_parse() {
+        let labels = parse_labels(&["a=b=c".into(), "x=".into()]).unwrap();
+        assert_eq!(labels["a"], "b=c");
+        assert_eq!(labels["x"], "");
+        assert!(parse_labels(&["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn runtime_config_checks_user_and_env() {
+        let config = |user: &str, env: &str| RuntimeConfig {
+            user: Some(user.into()),
+            env: vec![env.into()],
+            ..Default::default()
+        };
+        config("65532:65532", "PATH=/usr/local/bin").check().unwrap();
+        let err = config("nonroot", "A=b").check().unwrap_err();
+        assert_eq!(err, r#"--user "nonroot" must be a numeric UID or UID:GID"#);
+        assert!(
+            config("1000", "NOEQUALS")
+                .check()
+                .unwrap_err()
+                .starts_with("--env: ")
+        );
+    }
+
     use super::*;
 
     #[test]

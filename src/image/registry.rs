@@ -104,6 +104,37 @@ impl Default for RegistryConfig {
     }
 }
 
+/// How a command reaches registries, as its flags name them: hosts allowed plain HTTP, extra
+/// CAs, an auth file.
+#[derive(Debug, Default)]
+pub struct RegistryOptions<'a> {
+    /// Registries (`host[:port]`) allowed plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// PEM files or directories of extra trusted CAs.
+    pub ca_paths: Vec<&'a Path>,
+    /// A Docker/Podman auth file (`{"auths":{...}}`).
+    pub auth_file: Option<&'a Path>,
+}
+
+impl RegistryOptions<'_> {
+    /// The registry configuration these options describe; the error names the unreadable file.
+    pub fn config(self) -> Result<RegistryConfig, String> {
+        let mut config = RegistryConfig {
+            insecure_registries: self.insecure_registries,
+            ..RegistryConfig::default()
+        };
+        for path in self.ca_paths {
+            config
+                .add_ca_path(path)
+                .map_err(|e| format!("cannot read CA file {}: {e}", path.display()))?;
+        }
+        if let Some(path) = self.auth_file {
+            config.add_auth_file(path)?;
+        }
+        Ok(config)
+    }
+}
+
 impl RegistryConfig {
     /// Adds the PEM certificates in `path` (a file, or every file of a directory) to the trusted CAs.
     pub fn add_ca_path(&mut self, path: &Path) -> std::io::Result<()> {

@@ -21,7 +21,13 @@ use axum::{
 };
 use prometheus_client::{encoding::text::encode, registry::Registry};
 
-use crate::catalog::server::{ServeLimits, serve_app};
+use std::net::SocketAddr;
+
+use kube::{Client, Config};
+use tokio::task::JoinHandle;
+
+use crate::catalog::server::{ServeLimits, TlsFiles, serve_app, tls_acceptor};
+use crate::tls_profile::TlsProfile;
 use access::{AccessReviewer, Decision};
 
 /// Readiness shared between the controllers and the probe server.
@@ -144,4 +150,68 @@ async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) 
             .into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// Where and how the operations servers listen.
+pub struct OperationsSettings<'a> {
+    /// `/healthz` and `/readyz`, plain HTTP.
+    pub probe_addr: SocketAddr,
+    /// `/metrics`.
+    pub metrics_addr: SocketAddr,
+    /// Serve `/metrics` in plain HTTP to anyone, whatever the address.
+    pub metrics_insecure: bool,
+    /// The metrics server's certificate: HTTPS, callers reviewed by the API server.
+    pub tls: Option<&'a TlsFiles>,
+    /// The TLS profile of the metrics server.
+    pub profile: &'a TlsProfile,
+}
+
+impl OperationsSettings<'_> {
+    fn access(&self, config: &Config) -> Result<MetricsAccess, String> {
+        if self.metrics_insecure {
+            return Ok(MetricsAccess::Open);
+        }
+        if let Some(files) = self.tls {
+            let tls = tls_acceptor(files, self.profile).map_err(|e| format!("metrics server: {e}"))?;
+            // Its own client: every replica serves metrics, leading or not.
+            let client = Client::try_from(config.clone())
+                .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+            let reviewer = std::sync::Arc::new(AccessReviewer::new(client));
+            return Ok(MetricsAccess::Reviewed { tls, reviewer });
+        }
+        match self.metrics_addr.ip().is_loopback() {
+            true => Ok(MetricsAccess::Open),
+            false => Err(format!(
+                "--metrics-bind-address {} is reachable from other hosts: give --tls-cert and --tls-key \
+                 (HTTPS, callers the API server allows get /metrics) or --metrics-insecure (plain HTTP, anyone)",
+                self.metrics_addr
+            )),
+        }
+    }
+}
+
+/// Starts the probe and metrics servers; the process is not ready until
+/// [`Readiness::set_ready`]. The task ends (with the reason) only when a server stops.
+pub async fn start_servers(
+    settings: OperationsSettings<'_>,
+    registry: Registry,
+    config: &Config,
+) -> Result<(Readiness, JoinHandle<String>), String> {
+    let access = settings.access(config)?;
+    let bind = |addr: SocketAddr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listening on {addr}: {e}"))
+    };
+    let probes = bind(settings.probe_addr).await?;
+    let metrics = bind(settings.metrics_addr).await?;
+    let readiness = Readiness::default();
+    let served = readiness.clone();
+    let servers = tokio::spawn(async move {
+        tokio::select! {
+            result = serve_probes(probes, served) => format!("the probe server stopped: {result:?}"),
+            () = serve_metrics(metrics, registry, access) => "the metrics server stopped".to_string(),
+        }
+    });
+    Ok((readiness, servers))
 }

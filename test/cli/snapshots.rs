@@ -6,9 +6,8 @@
 use std::{fmt::Write as _, path::PathBuf, sync::Arc};
 
 use olmv1::{
-    admin::{upgrades::upgrades, versions::versions},
+    admin::{upgrades, versions},
     catalog::CatalogIndex,
-    cmd,
     resolve::{CatalogInput, DependencyMode, InstalledBundle, ResolveRequest},
 };
 use olmv1_api::v1::UpgradeConstraintPolicy;
@@ -41,7 +40,10 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
     let _ = writeln!(out, "# {catalog}: {} packages", index.len());
     for package in index.packages() {
         let _ = writeln!(out, "\n## package {}\n", package.name);
-        out.push_str(&cmd::versions::render_text(&[versions(catalog, package)], false));
+        out.push_str(&versions::render_text(
+            &[versions::versions(catalog, package)],
+            false,
+        ));
         let Some(default) = package
             .default_channel
             .as_deref()
@@ -72,8 +74,8 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
                 }),
             };
             let _ = writeln!(out, "\nupgrades from {} in {}:", entry.name, default.name);
-            match upgrades(&request, &inputs, DependencyMode::default()) {
-                Ok(u) => out.push_str(&cmd::upgrades::render_text(&u, false)),
+            match upgrades::upgrades(&request, &inputs, DependencyMode::default()) {
+                Ok(u) => out.push_str(&upgrades::render_text(&u, false)),
                 Err(e) => {
                     let _ = writeln!(out, "error: {e}");
                 }

@@ -195,16 +195,10 @@ pub fn ensure_running() {
             "crd/clusterversions.config.openshift.io",
             "crd/clusteroperators.config.openshift.io",
         ]);
-        // The components run with the identities and RBAC of config/: the tests prove that the
-        // least privilege written there is enough.
-        for file in [
-            "config/manager/namespace.yaml",
-            "config/rbac/controller.yaml",
-            "config/rbac/catalogd.yaml",
-            "config/rbac/metrics.yaml",
-        ] {
-            support::kubectl(&["apply", "-f", support::repo_root().join(file).to_str().unwrap()]).ok();
-        }
+        // The components run with the identities and RBAC of the default install manifest (the
+        // chart): the tests prove that the least privilege written there is enough.
+        let rbac = support::install_manifest_rbac("default");
+        support::kubectl_apply(&json!({"apiVersion": "v1", "kind": "List", "items": rbac}).to_string()).ok();
         let catalogd_address = format!("127.0.0.1:{}", support::free_port());
         // catalogd serves catalogs in plain HTTP here, and so its metrics (on loopback); the
         // controller serves its metrics over HTTPS to callers allowed get /metrics, as installed.
@@ -733,31 +727,20 @@ pub fn log_tail(role: &str) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// Applies the controller's RBAC of install overlay `config/<overlay>` (as `kubectl kustomize`
-/// renders it) to ServiceAccount `olmv1-<role>` instead of `olmv1-controller`, with the names
-/// changed alike: a controller started as that account runs with exactly the overlay's rules,
-/// and the shared controller's are untouched.
-pub fn apply_overlay_controller_rbac(overlay: &str, role: &str) {
-    let overlay_dir = support::repo_root().join("config").join(overlay);
-    let rendered = support::kubectl(&["kustomize", overlay_dir.to_str().unwrap()]).ok();
-    let rbac_kinds = [
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-    ];
+/// Applies the controller's RBAC of install manifest VARIANT (`hack/manifest.sh`: the chart with
+/// that variant's values) to ServiceAccount `olmv1-<role>` instead of `olmv1-controller`, with
+/// the names changed alike: a controller started as that account runs with exactly the variant's
+/// rules, and the shared controller's are untouched.
+pub fn apply_variant_controller_rbac(variant: &str, role: &str) {
     let account = format!("olmv1-{role}");
+    let rendered = support::install_manifest_rbac(variant);
     let controllers: Vec<serde_json::Value> = rendered
-        .split("\n---\n")
-        .filter(|doc| {
-            doc.lines()
-                .any(|line| rbac_kinds.iter().any(|kind| line == format!("kind: {kind}")))
-                && doc.contains("olmv1-controller")
-        })
-        .map(|doc| {
+        .iter()
+        .map(|object| object.to_string())
+        .filter(|text| !text.contains("\"kind\":\"Namespace\"") && text.contains("olmv1-controller"))
+        .map(|text| {
             let mut object: serde_json::Value =
-                serde_saphyr::from_str(&doc.replace("olmv1-controller", &account)).unwrap();
+                serde_json::from_str(&text.replace("olmv1-controller", &account)).unwrap();
             // An object the shared components hold too (the ClusterRoleBinding
             // `olmv1-metrics-auth` names the controller and catalogd) gets a name of its own:
             // overwriting it would take the shared controller's rights away.
@@ -772,7 +755,7 @@ pub fn apply_overlay_controller_rbac(overlay: &str, role: &str) {
         controllers
             .iter()
             .any(|object| object["kind"] == "ClusterRoleBinding"),
-        "config/{overlay} binds the controller to no ClusterRole:\n{rendered}"
+        "install manifest {variant} binds the controller to no ClusterRole:\n{rendered:?}"
     );
     let list = json!({"apiVersion": "v1", "kind": "List", "items": controllers});
     support::kubectl_apply(&list.to_string()).ok();

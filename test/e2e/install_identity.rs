@@ -1,6 +1,6 @@
 //! Extensions without `spec.serviceAccount` (upstream v1.11's YAML): blocked with guidance by
 //! default, installed with the controller's own identity under `--install-identity controller`
-//! (config/controller-identity's RBAC), which says so when the field is set anyway.
+//! (the controller-identity install manifest's RBAC), which says so when the field is set anyway.
 
 use k8s_openapi::api::{core::v1::Secret, events::v1::Event};
 use kube::{
@@ -134,12 +134,12 @@ async fn clearing_the_service_account_of_an_installed_extension_blocks_it_and_un
 const CONTROLLER_IDENTITY_ROLE: &str = "controller-identity";
 
 #[tokio::test]
-async fn controller_identity_installs_upstream_yaml_with_the_overlays_rbac() {
+async fn controller_identity_installs_upstream_yaml_with_the_variants_rbac() {
     let s = Scenario::without_installer_exclusive("ctl-identity", two_versions).await;
     // The shared controller (default mode) would block the extension: this test's controller
-    // runs alone, with config/controller-identity's RBAC and nothing else.
+    // runs alone, with the controller-identity manifest's RBAC and nothing else.
     let _stopped = components::stop_shared_controller(&s.cluster);
-    components::apply_overlay_controller_rbac("controller-identity", CONTROLLER_IDENTITY_ROLE);
+    components::apply_variant_controller_rbac("controller-identity", CONTROLLER_IDENTITY_ROLE);
     let controller = components::Replica::controller_as(
         CONTROLLER_IDENTITY_ROLE,
         "controller-identity",

@@ -14,7 +14,7 @@ use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams},
 };
-use olmv1_api::v1::{ClusterExtension, conditions::LABEL_OWNER_NAME};
+use olmv1_api::v1::{ClusterCatalog, ClusterExtension, conditions::LABEL_OWNER_NAME};
 use serde_json::json;
 
 use crate::{Scenario, components, fixtures, support, two_versions};
@@ -583,4 +583,242 @@ async fn a_reconcile_with_nothing_changed_makes_at_most_three_api_requests_and_n
         "a no-op reconcile made {costs:?} API requests:\n{}",
         components::log_tail("controller")
     );
+}
+
+/// `<prefix>_reconcile_failures_total{error="FinalizerFailed"}` of `role`'s `/metrics`: failures
+/// to add or remove a finalizer, and nothing else (0 before the first). The category, not the
+/// total: tests running alongside make other extensions and catalogs fail on purpose.
+async fn finalizer_failures(role: &str, prefix: &str) -> f64 {
+    let name = format!("{prefix}_reconcile_failures_total");
+    components::scrape(role)
+        .await
+        .iter()
+        .filter(|s| s.name == name && s.labels.get("error").map(String::as_str) == Some("FinalizerFailed"))
+        .map(|s| s.value)
+        .sum()
+}
+
+/// The WARN and ERROR lines of `role`'s log after its first `since` bytes that name `object`.
+fn warnings_naming(role: &str, since: usize, object: &str) -> Vec<String> {
+    let log = components::log(role);
+    log.get(since..)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| (l.contains(" WARN ") || l.contains(" ERROR ")) && l.contains(object))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn an_uninstall_is_no_failed_reconcile() {
+    let s = Scenario::new("quietdel", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    let failures_before = finalizer_failures("controller", "olmv1_clusterextension").await;
+    let since = components::log("controller").len();
+    s.uninstall().await;
+    assert_everything_removed(&s).await;
+    // Reconciles of one extension run one at a time, in the order they were asked for: once a
+    // Deployment labelled as the deleted extension's is seen to find it gone, every reconcile
+    // the uninstall queued (its objects' deletions) has ended.
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    let sentinel: Deployment = serde_json::from_value(json!({
+        "metadata": {
+            "name": "sentinel",
+            "labels": olmv1::apply::ownership::owner_labels(&s.extension),
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "sentinel"}},
+            "template": {
+                "metadata": {"labels": {"app": "sentinel"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.invalid/none:1"}]}
+            }
+        }
+    }))
+    .unwrap();
+    deployments
+        .create(&kube::api::PostParams::default(), &sentinel)
+        .await
+        .unwrap();
+    let gone_line = format!("extension={}", s.extension);
+    support::wait_for(
+        "the controller to find the extension gone",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let log = components::log("controller");
+            let seen = log
+                .get(since..)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains("ClusterExtension no longer exists") && l.ends_with(&gone_line));
+            if seen { Ok(()) } else { Err("not yet") }
+        },
+    )
+    .await;
+    deployments
+        .delete("sentinel", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        warnings_naming("controller", since, &s.extension),
+        Vec::<String>::new(),
+        "a normal uninstall logged a failure"
+    );
+    let failures_after = finalizer_failures("controller", "olmv1_clusterextension").await;
+    assert!(
+        failures_after <= failures_before,
+        "a normal uninstall counted a failed reconcile: FinalizerFailed {failures_before} -> {failures_after}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_catalog_is_no_failed_reconcile() {
+    let s = Scenario::new("quietcat", two_versions).await;
+    let failures_before = finalizer_failures("catalogd", "olmv1_clustercatalog").await;
+    let since = components::log("catalogd").len();
+    let catalogs = Api::<ClusterCatalog>::all(s.client.clone());
+    catalogs
+        .delete(&s.catalog, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&catalogs, &s.catalog).await;
+    // The deletion's reconcile logs that it dropped the content, then removes the finalizer.
+    let dropped = format!("catalog={}", s.catalog);
+    support::wait_for(
+        "catalogd to drop the deleted catalog",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let log = components::log("catalogd");
+            let seen = log
+                .get(since..)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains("ClusterCatalog deleted") && l.ends_with(&dropped));
+            if seen { Ok(()) } else { Err("not yet") }
+        },
+    )
+    .await;
+    assert_eq!(
+        warnings_naming("catalogd", since, &s.catalog),
+        Vec::<String>::new(),
+        "deleting a catalog logged a failure"
+    );
+    let failures_after = finalizer_failures("catalogd", "olmv1_clustercatalog").await;
+    assert!(
+        failures_after <= failures_before,
+        "deleting a catalog counted a failed reconcile: FinalizerFailed {failures_before} -> {failures_after}"
+    );
+}
+
+/// The finalizer step both reconcilers run, on ConfigMaps no controller looks at, each time with
+/// a copy older than the API server's (as a reconcile queued behind the one that changed it
+/// gets): a change already made is success, and one made meanwhile is made again.
+#[tokio::test]
+async fn the_finalizer_step_takes_already_done_as_done() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use kube::runtime::{controller::Action, finalizer::Event};
+    use olmv1::controller::finalizer;
+
+    const OURS: &str = "olmv1.test/ours";
+    const OTHER: &str = "olmv1.test/other";
+    let client = support::client().await;
+    let ns = support::fresh_namespace(&client, "finalizer").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let create = |name: &'static str, finalizers: &'static [&'static str]| {
+        let api = api.clone();
+        async move {
+            let object: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": name, "finalizers": finalizers}}))
+                    .unwrap();
+            api.create(&kube::api::PostParams::default(), &object)
+                .await
+                .unwrap()
+        }
+    };
+    let set = |name: &'static str, finalizers: &'static [&'static str]| {
+        let api = api.clone();
+        async move {
+            let patch = json!({"metadata": {"finalizers": finalizers}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    // The object as a reconcile sees it once its deletion began.
+    let deleting = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            api.delete(name, &DeleteParams::default()).await.unwrap();
+            api.get(name).await.unwrap()
+        }
+    };
+    let cleanups = Arc::new(AtomicUsize::new(0));
+    let step = |object: ConfigMap| {
+        let (api, cleanups) = (api.clone(), cleanups.clone());
+        async move {
+            finalizer::finalizer(&api, OURS, Arc::new(object), |event| async move {
+                if let Event::Cleanup(_) = event {
+                    cleanups.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok::<_, std::io::Error>(Action::await_change())
+            })
+            .await
+        }
+    };
+
+    // Gone: the finalizer was removed and the object deleted since the copy was taken (404).
+    create("gone", &[OURS]).await;
+    let stale = deleting("gone").await;
+    set("gone", &[]).await;
+    assert!(api.get_opt("gone").await.unwrap().is_none());
+    step(stale)
+        .await
+        .expect("removing the finalizer of a deleted object");
+    assert_eq!(cleanups.load(Ordering::SeqCst), 1, "the cleanup ran");
+
+    // Already removed, another finalizer keeping the object: the patch's test fails (422).
+    create("removed", &[OURS, OTHER]).await;
+    let stale = deleting("removed").await;
+    set("removed", &[OTHER]).await;
+    step(stale).await.expect("removing a finalizer already removed");
+    let now = api.get("removed").await.unwrap();
+    assert_eq!(
+        now.metadata.finalizers,
+        Some(vec![OTHER.to_string()]),
+        "the other one is kept"
+    );
+    set("removed", &[]).await;
+
+    // Moved: another finalizer before ours went meanwhile; ours is removed where it is now.
+    create("moved", &[OTHER, OURS]).await;
+    let stale = deleting("moved").await;
+    set("moved", &[OURS]).await;
+    step(stale).await.expect("removing a finalizer that moved");
+    assert!(
+        api.get_opt("moved").await.unwrap().is_none(),
+        "deleted once ours went"
+    );
+
+    // Already added (the copy predates the reconcile that added it): no second copy of it.
+    let stale = create("added", &[]).await;
+    set("added", &[OURS]).await;
+    step(stale).await.expect("adding a finalizer already there");
+    let now = api.get("added").await.unwrap();
+    assert_eq!(now.metadata.finalizers, Some(vec![OURS.to_string()]));
+    set("added", &[]).await;
+
+    // Deleted before the finalizer could be added (404), and then removed from a live object.
+    let stale = create("never", &[]).await;
+    api.delete("never", &DeleteParams::default()).await.unwrap();
+    step(stale.clone())
+        .await
+        .expect("adding a finalizer to a deleted object");
+    finalizer::remove(&api, &stale, OURS)
+        .await
+        .expect("removing a finalizer from a deleted object");
 }

@@ -36,7 +36,7 @@ use records::{DOCS_FILE, RECORDS_FILE, Records};
 use scenarios::{CATALOG_LABEL, Run};
 
 /// The ServiceAccount (`olmv1-<role>`) of the controller in upstream's model: the RBAC of
-/// config/controller-identity, as that overlay installs it.
+/// the controller-identity install manifest, as it installs it.
 const UPSTREAM_MODEL_ROLE: &str = "interop-upstream-model";
 
 #[tokio::test]
@@ -71,10 +71,10 @@ async fn olmv1_reports_what_upstream_recorded_but_for_the_listed_differences() {
     assert!(Run::Olmv1.controller_args().is_empty());
     let olmv1 = run::run_scenarios(&client, Run::Olmv1, registry).await;
 
-    // olmv1 in upstream's model: its own controller, with config/controller-identity's RBAC.
+    // olmv1 in upstream's model: its own controller, with the controller-identity manifest's RBAC.
     let upstream_model = {
         let _stopped = components::stop_shared_controller(&share);
-        components::apply_overlay_controller_rbac("controller-identity", UPSTREAM_MODEL_ROLE);
+        components::apply_variant_controller_rbac("controller-identity", UPSTREAM_MODEL_ROLE);
         let controller = components::Replica::controller_as(
             UPSTREAM_MODEL_ROLE,
             "interop-upstream-model",

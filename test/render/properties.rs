@@ -1,11 +1,11 @@
 //! Property-style tests: rendering is deterministic to the byte, YAML output reads back as the
 //! same objects, and generated names stay within Kubernetes' limits.
 
+use olmv1::admin::render::{OutputFormat, format_objects};
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::generators::cert_names;
 use olmv1::bundle::render::validators::is_dns1123_subdomain_chars;
 use olmv1::bundle::render::{render, render_for_watch_namespace};
-use olmv1::cmd::render::{OutputFormat, format_objects};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;

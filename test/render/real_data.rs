@@ -15,10 +15,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use olmv1::admin::render::{OutputFormat, format_objects};
 use olmv1::bundle::csv::{INSTALL_MODE_OWN_NAMESPACE, INSTALL_MODE_SINGLE_NAMESPACE};
 use olmv1::bundle::registry_v1::RegistryV1Bundle;
 use olmv1::bundle::render::{render, render_for_watch_namespace};
-use olmv1::cmd::render::{OutputFormat, format_objects};
 use serde_json::Value;
 
 use crate::{

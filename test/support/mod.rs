@@ -176,9 +176,54 @@ fn unquote_single(raw: &str) -> Option<String> {
     Some(out)
 }
 
-/// The repository root (where Cargo.toml, hack/ and config/ are).
+/// The repository root (where Cargo.toml, hack/ and charts/ are).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The objects of install manifest VARIANT (`default`, `openshift` or `controller-identity`):
+/// `hack/manifest.sh` with a placeholder image, so the chart (charts/olmv1) is their one source.
+/// Rendered once per variant and test process.
+pub fn install_manifest(variant: &str) -> Vec<serde_json::Value> {
+    static RENDERED: std::sync::Mutex<BTreeMap<String, Vec<serde_json::Value>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut rendered = RENDERED.lock().unwrap_or_else(|e| e.into_inner());
+    rendered
+        .entry(variant.to_string())
+        .or_insert_with(|| {
+            let image = format!("olmv1.invalid/olmv1@sha256:{}", "0".repeat(64));
+            let out = run(Command::new(repo_root().join("hack/manifest.sh")).args([&image, variant]));
+            let stream = out.ok();
+            let mut objects = Vec::new();
+            for document in stream.split("\n---\n") {
+                let object: serde_json::Value = serde_saphyr::from_str(document)
+                    .unwrap_or_else(|e| panic!("hack/manifest.sh {variant}: not YAML ({e}):\n{document}"));
+                objects.push(object);
+            }
+            objects
+        })
+        .clone()
+}
+
+/// The Namespace and every RBAC object (ServiceAccounts, roles, bindings) of install manifest
+/// VARIANT: the identities the components run with.
+pub fn install_manifest_rbac(variant: &str) -> Vec<serde_json::Value> {
+    install_manifest(variant)
+        .into_iter()
+        .filter(|object| {
+            matches!(
+                object["kind"].as_str(),
+                Some(
+                    "Namespace"
+                        | "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
+                )
+            )
+        })
+        .collect()
 }
 
 /// The `olmv1` binary built for this test run (cargo names it to tests and benches; the interop

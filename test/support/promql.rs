@@ -1,4 +1,4 @@
-//! Just enough PromQL to evaluate the expressions of config/prometheus/olmv1-alerts.yaml against a
+//! Just enough PromQL to evaluate the expressions of charts/olmv1/files/olmv1-alerts.yaml against a
 //! scrape, at one instant: a vector selector with `=`/`!=` matchers compared with a number
 //! (`== < > <= >= !=`), `sum(<selector>)` compared with a number, `absent(<selector>)`, and `or`
 //! between them. Anything else panics, so an alert written with more fails its test rather than

@@ -17,17 +17,10 @@ use serde::Serialize;
 
 use super::{
     MigrateError,
-    check::not_image_backed,
+    check::{SOURCE_ANNOTATION, SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL, not_image_backed},
     classic::{CatalogSource, Kind, api_resource, key},
     read::list_classic,
 };
-
-/// Label: the namespace of the CatalogSource a ClusterCatalog was made from.
-pub const SOURCE_NAMESPACE_LABEL: &str = "olmv1.operatorframework.io/catalogsource-namespace";
-/// Label: its name.
-pub const SOURCE_NAME_LABEL: &str = "olmv1.operatorframework.io/catalogsource-name";
-/// Annotation: `<namespace>/<name>` of the CatalogSource (labels cannot hold the `/`).
-pub const SOURCE_ANNOTATION: &str = "olmv1.operatorframework.io/catalogsource";
 
 /// The longest ClusterCatalog name: catalogd labels each catalog with its name, and a label
 /// value holds at most 63 characters.
@@ -320,8 +313,11 @@ pub async fn run(
             let (ns, name) = line.catalog_source.split_once('/').unwrap_or_default();
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), ns, &api_resource(Kind::CatalogSource));
-            if let Err(e) = api.delete(name, &DeleteParams::default()).await {
-                failures.push(format!("deleting CatalogSource {}: {e}", line.catalog_source));
+            match api.delete(name, &DeleteParams::default()).await {
+                // Already gone (deleted meanwhile): what was asked is done.
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(e) => failures.push(format!("deleting CatalogSource {}: {e}", line.catalog_source)),
             }
         }
     }

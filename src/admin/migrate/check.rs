@@ -18,6 +18,13 @@ use crate::{
 /// The annotation a converted ClusterExtension carries: `<namespace>/<subscription>`.
 pub const MIGRATED_FROM_ANNOTATION: &str = "olmv1.operatorframework.io/migrated-from-subscription";
 
+/// Label of a ClusterCatalog `migrate catalogs` made: the namespace of its CatalogSource.
+pub const SOURCE_NAMESPACE_LABEL: &str = "olmv1.operatorframework.io/catalogsource-namespace";
+/// Label: its name.
+pub const SOURCE_NAME_LABEL: &str = "olmv1.operatorframework.io/catalogsource-name";
+/// Annotation: `<namespace>/<name>` of the CatalogSource (labels cannot hold the `/`).
+pub const SOURCE_ANNOTATION: &str = "olmv1.operatorframework.io/catalogsource";
+
 /// CSV annotation holding the bundle's properties, as classic's InstallPlan writes it.
 pub const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
 

@@ -52,7 +52,7 @@ use super::{
     classic::{Kind, Subscription, api_resource, key},
 };
 use crate::apply::{
-    objects::{is_owned_by, owner_labels},
+    ownership::{is_owned_by, owner_labels},
     revision::{ObjectRef, RevisionStore},
 };
 

@@ -15,15 +15,17 @@ use serde_json::{Value, json};
 
 use super::{
     MigrateError,
-    catalogs::SOURCE_ANNOTATION,
     check::{
-        CARRIED_CONFIG_KEYS, CatalogView, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart, Snapshot,
-        differences, target_namespaces,
+        CARRIED_CONFIG_KEYS, CatalogView, CheckRow, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart,
+        SOURCE_ANNOTATION, Snapshot, check, differences, target_namespaces,
     },
     classic::{Kind, Subscription, api_resource, key},
 };
 use crate::{
-    admin::cluster::{SourcedCatalog, cluster_catalogs},
+    admin::{
+        cluster::{SourcedCatalog, cluster_catalogs},
+        sources::CatalogSources,
+    },
     bundle::{registry_v1::RegistryV1Bundle, render::render},
     catalog::{PROPERTY_PACKAGE, Property, client::CatalogClient},
     image::{PullOptions, pull_and_read},
@@ -94,6 +96,19 @@ pub fn catalog_views(catalogs: &[ClusterCatalog], sourced: Vec<SourcedCatalog>) 
             }
         })
         .collect()
+}
+
+/// `migrate check`'s rows for the Subscriptions of `scope` (all namespaces, one namespace, or
+/// one Subscription), bundle images and catalogs reached as `reach` says.
+pub async fn check_cluster(
+    client: &Client,
+    reach: &CatalogSources,
+    scope: Option<(&str, Option<&str>)>,
+) -> Result<Vec<CheckRow>, MigrateError> {
+    let pull = reach.pull_options_checked()?;
+    let http = reach.catalog_client()?;
+    let snapshot = read_snapshot(client, &http, &pull, scope).await?;
+    Ok(check(&snapshot, scope))
 }
 
 /// Reads the snapshot `check` judges. Pod restarts are computed for the Subscriptions in

@@ -159,7 +159,8 @@ pub enum Error {
     /// Writing status failed.
     #[error("failed to write ClusterExtension status: {0}")]
     StatusWrite(#[source] kube::Error),
-    /// The finalizer helper failed (adding/removing the finalizer, or the cleanup).
+    /// Adding or removing the finalizer failed (the install's and the cleanup's own errors are
+    /// reported as themselves).
     // NB: boxed, since finalizer::Error wraps this type.
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),

@@ -21,9 +21,9 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::{
         Controller,
-        controller::Action,
+        controller::{self, Action},
         events::{Event, EventType, Recorder, Reporter},
-        finalizer::{Event as Finalizer, finalizer},
+        finalizer::{self as kube_finalizer, Event as Finalizer},
         reflector::ObjectRef,
     },
 };
@@ -31,7 +31,7 @@ use olmv1_api::v1::{
     ClusterExtension,
     conditions::{FINALIZER_CLEANUP_CONTENT, REASON_PROGRESS_DEADLINE_EXCEEDED},
 };
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use dependencies::{
     DependencyMode, DependencyWaits, UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension,
@@ -48,7 +48,7 @@ use crate::{
     },
     bundle::render::WebhookProvider,
     catalog::cache::CachedCatalogClient,
-    controller::metrics::{Metrics, count_api_requests},
+    controller::{finalizer::finalizer, metrics::Metrics},
     image::cache::PullOptions,
 };
 
@@ -373,8 +373,15 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "reconcile stream error");
+            match result {
+                Ok(_) => {}
+                // A trigger for an extension already deleted (its objects going after it): done.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    debug!(extension = %object.name, "ClusterExtension no longer exists: nothing to reconcile");
+                }
+                // error_policy logged it, with the extension's name.
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(e) => warn!(error = %e, "reconcile stream error"),
             }
         })
         .await;
@@ -416,7 +423,7 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
     let _timer = ctx.metrics.reconcile_timer();
     let name = ext.name_any();
     let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
-    let (result, api_requests) = count_api_requests(
+    let (result, api_requests) = crate::api_requests::count(
         &name,
         finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
             match event {
@@ -428,7 +435,10 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
     .await;
     ctx.metrics.reconcile_api_requests(api_requests);
     info!(%name, api_requests, "reconcile finished");
-    result.map_err(|e| Error::Finalizer(Box::new(e)))
+    result.map_err(|e| match e {
+        kube_finalizer::Error::ApplyFailed(e) | kube_finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(Box::new(other)),
+    })
 }
 
 fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) -> Action {

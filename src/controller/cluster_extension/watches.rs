@@ -37,7 +37,8 @@ use super::LastApplies;
 use crate::{
     apply::{
         lookups::ClusterLookups,
-        objects::{crd_state, owner_kind_selector, ready_deployment},
+        objects::{crd_state, ready_deployment},
+        ownership::owner_kind_selector,
         revision::WatchedObject,
     },
     catalog::cache::CachedCatalogClient,

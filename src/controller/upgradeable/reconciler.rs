@@ -586,7 +586,7 @@ mod tests {
 
     use super::*;
     use crate::apply::{
-        objects::owner_labels,
+        ownership::owner_labels,
         revision::{InstalledRevision, RECORD_KEY, RECORD_SECRET_TYPE},
     };
     use crate::catalog::Property;
