@@ -190,21 +190,44 @@ async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_i
     )
     .await;
 
-    // Nothing changed: two checks (ClusterRoles listed by the controller, the ConfigMap read as
-    // the installer) come and go, and nothing of the extension is written: no apply, no record.
+    // Nothing changed: once the install's own last reconciles (queued by its applies' watch
+    // events) are done, a drift check period passes with no write of the extension; two more
+    // checks (ClusterRoles listed by the controller, the ConfigMap read as the installer) come and
+    // go, and nothing of it is written: no apply, no record. A check that took an unchanged
+    // extension for drifted would apply it every period, and this would never settle.
     let audit = components::AuditLog::open();
+    let installer = format!("system:serviceaccount:{}:installer", s.namespace);
+    let record = format!("{}-revision", s.extension);
+    let ours = |since: u64| -> Vec<components::AuditWrite> {
+        audit
+            .writes_since(since)
+            .into_values()
+            .flatten()
+            .filter(|w| w.user == installer || w.name.as_deref() == Some(record.as_str()))
+            .collect()
+    };
+    let settle = std::time::Instant::now() + components::INSTALL_TIMEOUT;
+    loop {
+        let before = audit.end();
+        let (checks, _) = drift_counts().await;
+        wait_drift_checks(checks, 1).await;
+        let written = ours(before);
+        if written.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settle,
+            "the extension is still written every drift check: {written:?}"
+        );
+    }
     let before = audit.end();
     let (checks, _) = drift_counts().await;
     wait_drift_checks(checks, 2).await;
-    let installer = format!("system:serviceaccount:{}:installer", s.namespace);
-    let record = format!("{}-revision", s.extension);
-    let ours: Vec<_> = audit
-        .writes_since(before)
-        .into_values()
-        .flatten()
-        .filter(|w| w.user == installer || w.name.as_deref() == Some(record.as_str()))
-        .collect();
-    assert!(ours.is_empty(), "an unchanged extension was written: {ours:?}");
+    let written = ours(before);
+    assert!(
+        written.is_empty(),
+        "an unchanged extension was written: {written:?}"
+    );
 
     // A ClusterRole's rules edited (a kind the controller lists) and the ConfigMap deleted (one it
     // reads as the installer): the next check finds both, and the extension is applied again.

@@ -35,15 +35,22 @@ pub const DRIFT_CHECK: Duration = Duration::from_secs(30 * 60);
 /// An object as the cluster has it now: uid and resourceVersion, `None` when it is gone.
 type Found = Option<(String, String)>;
 
-/// Whether any of `expected` is not as its apply left it: gone, re-created (another uid) or
-/// written since (another resourceVersion). `found` says what the cluster has of an object
-/// (`None`: not known this time, which counts as a change).
-pub fn drifted(expected: &[AppliedObject], found: impl Fn(&revision::ObjectRef) -> Option<Found>) -> bool {
-    expected.iter().any(|applied| match found(&applied.object) {
-        Some(Some((uid, resource_version))) => {
-            uid != applied.uid || resource_version != applied.resource_version
-        }
-        Some(None) | None => true,
+/// The first of `expected` that is not as its apply left it, and how: gone, re-created (another
+/// uid) or written since (another resourceVersion). `found` says what the cluster has of an
+/// object (`None`: not known this time, which counts as a change).
+pub fn drifted(
+    expected: &[AppliedObject],
+    found: impl Fn(&revision::ObjectRef) -> Option<Found>,
+) -> Option<(&revision::ObjectRef, &'static str)> {
+    expected.iter().find_map(|applied| {
+        let how = match found(&applied.object) {
+            Some(Some((uid, _))) if uid != applied.uid => "re-created",
+            Some(Some((_, version))) if version != applied.resource_version => "written",
+            Some(Some(_)) => return None,
+            Some(None) => "gone",
+            None => "not readable",
+        };
+        Some((&applied.object, how))
     })
 }
 
@@ -139,7 +146,7 @@ pub async fn check(ctx: &Context, extensions: &Store<ClusterExtension>) -> Vec<S
     let mut drifted_extensions = Vec::new();
     for (name, expected) in expected {
         let changed = match expected {
-            None => true,
+            None => Some("no versions recorded".to_string()),
             Some(expected) => {
                 let key = |o: &revision::ObjectRef| (o.api_version.clone(), o.kind.clone());
                 let to_read: Vec<revision::ObjectRef> = expected
@@ -158,18 +165,20 @@ pub async fn check(ctx: &Context, extensions: &Store<ClusterExtension>) -> Vec<S
                     }
                     read.as_ref()?.get(o).cloned()
                 })
+                .map(|(object, how)| format!("{} {how}", objects::describe(object)))
             }
         };
-        if changed {
+        if let Some(change) = changed {
+            info!(extension = %name, %change, "drift check: changed since its last apply; applying again");
             ctx.last_apply.drifted(&name);
             drifted_extensions.push(name);
         }
     }
-    if drifted_extensions.is_empty() {
-        debug!(extensions = live.len(), "drift check: nothing changed");
-    } else {
-        info!(extensions = ?drifted_extensions, "drift check: objects changed since their apply; applying again");
-    }
+    debug!(
+        extensions = live.len(),
+        drifted = drifted_extensions.len(),
+        "drift check done"
+    );
     ctx.metrics.drift_found(drifted_extensions.len());
     drifted_extensions
 }
@@ -233,18 +242,31 @@ mod tests {
         };
         let as_applied = || Some(("u1".to_string(), "10".to_string()));
         let svc = || Some(("u2".to_string(), "11".to_string()));
-        assert!(!drifted(&expected, cluster(as_applied(), svc())));
-        assert!(
-            drifted(&expected, cluster(Some(("u1".into(), "12".into())), svc())),
-            "written since"
+        let how = |found: Option<(&ObjectRef, &'static str)>| found.map(|(o, how)| (o.kind.clone(), how));
+        assert_eq!(how(drifted(&expected, cluster(as_applied(), svc()))), None);
+        assert_eq!(
+            how(drifted(
+                &expected,
+                cluster(Some(("u1".into(), "12".into())), svc())
+            )),
+            Some(("ServiceAccount".into(), "written"))
         );
-        assert!(
-            drifted(&expected, cluster(Some(("u9".into(), "10".into())), svc())),
-            "re-created"
+        assert_eq!(
+            how(drifted(
+                &expected,
+                cluster(Some(("u9".into(), "10".into())), svc())
+            )),
+            Some(("ServiceAccount".into(), "re-created"))
         );
-        assert!(drifted(&expected, cluster(as_applied(), None)), "deleted");
-        assert!(drifted(&expected, |_| None), "not known this time");
-        assert!(!drifted(&[], |_| None), "nothing to compare");
+        assert_eq!(
+            how(drifted(&expected, cluster(as_applied(), None))),
+            Some(("Service".into(), "gone"))
+        );
+        assert_eq!(
+            how(drifted(&expected, |_| None)),
+            Some(("ServiceAccount".into(), "not readable"))
+        );
+        assert_eq!(how(drifted(&[], |_| None)), None, "nothing to compare");
     }
 
     #[test]
