@@ -7,31 +7,50 @@ use std::{collections::BTreeSet, fmt::Write as _};
 use super::upgrades::Upgrades;
 use crate::{
     catalog::PackageIndex,
+    meter::{Meter, Refused, Work},
     resolve::{CatalogInput, ResolveRequest},
 };
 
 /// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that
 /// carries the installed bundle (when none does any more, the catalog of the first version
-/// reachable now, else the first with the package); `None` when no catalog has the package.
+/// reachable now, else the first with the package), within `meter`; `Ok(None)` when no catalog
+/// has the package.
 pub fn upgrade_graph(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     upgrades: &Upgrades,
-) -> Option<String> {
+    meter: &mut Meter,
+) -> Result<Option<String>, Refused> {
     let catalog = upgrades
         .installed
         .catalog
         .as_ref()
         .or(upgrades.reachable.first().map(|t| &t.catalog));
-    let package = catalogs
+    let Some(package) = catalogs
         .iter()
         .filter(|c| catalog.is_none_or(|name| c.name == *name))
-        .find_map(|c| c.index.package(&request.package))?;
-    Some(upgrade_dot(package, &request.channels, upgrades))
+        .find_map(|c| c.index.package(&request.package))
+    else {
+        return Ok(None);
+    };
+    upgrade_dot(package, &request.channels, upgrades, meter).map(Some)
 }
 
-/// `dot` source for `package` (one catalog's view) and its upgrade answer.
-pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgrades) -> String {
+/// `dot` source for `package` (one catalog's view) and its upgrade answer, within `meter` (the
+/// walk over the channels, each skipRange tested against the channel's entries, the text made).
+pub fn upgrade_dot(
+    package: &PackageIndex,
+    channels: &[String],
+    upgrades: &Upgrades,
+    meter: &mut Meter,
+) -> Result<String, Refused> {
+    let refused = |e| {
+        Refused::new(
+            format!("drawing the upgrade graph of package {:?}", package.name),
+            e,
+        )
+    };
+    meter.charge(Work::Visit, package.items()).map_err(refused)?;
     let selected = |name: &str| channels.is_empty() || channels.iter().any(|c| c == name);
     let reachable: BTreeSet<&str> = upgrades.reachable.iter().map(|t| t.bundle.as_str()).collect();
     let on_path: BTreeSet<&str> = upgrades
@@ -51,6 +70,9 @@ pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgra
                 edges.insert((s.to_string(), e.name.to_string(), "dashed"));
             }
             if let Some(range) = &e.skip_range_parsed {
+                meter
+                    .charge(Work::Visit, ch.entries.len() as u64)
+                    .map_err(refused)?;
                 for other in &ch.entries {
                     let covered = other
                         .bundle
@@ -124,7 +146,8 @@ pub fn upgrade_dot(package: &PackageIndex, channels: &[String], upgrades: &Upgra
         }
     }
     out.push_str("}\n");
-    out
+    meter.charge(Work::Render, out.len() as u64).map_err(refused)?;
+    Ok(out)
 }
 
 /// Renders `dot` source as SVG with Graphviz `dot`; a clear error when it is not installed.

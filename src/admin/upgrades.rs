@@ -21,6 +21,7 @@ use super::{
     terminal::{TerminalText, escape_value as value},
 };
 use crate::{
+    meter::{Meter, Refused, Work},
     resolve::{
         CatalogInput, DependencyMode, InstalledBundle, PackageFilter, PreparedRequest, ResolveError,
         ResolveRequest,
@@ -112,6 +113,20 @@ pub enum UpgradesError {
     /// Nothing is installed.
     #[error("no installed bundle: upgrades are listed from an installed bundle")]
     NotInstalled,
+    /// The command's meter ran out.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+/// The resolver's error, its meter running out made a refusal.
+fn refused(e: ResolveError) -> UpgradesError {
+    match e {
+        ResolveError::Exhausted { package, exhausted } => UpgradesError::Refused(Refused::new(
+            format!("listing the upgrades of package {package:?}"),
+            exhausted,
+        )),
+        other => UpgradesError::Resolve(other),
+    }
 }
 
 impl UpgradesError {
@@ -130,14 +145,15 @@ pub fn exact_range(v: &VersionRelease) -> String {
 
 /// One resolver step from `from`: every bundle the resolver answers when asked for each exact
 /// version its channel and successor rules admit, resolved as `dependencies` says. `within`
-/// restricts answers to a range.
+/// restricts answers to a range. Every walk and resolution is charged to `meter`.
 pub fn one_step(
     request: &ResolveRequest,
     from: &InstalledBundle,
     catalogs: &[CatalogInput],
     within: Option<&VersionRange>,
     dependencies: DependencyMode,
-) -> Result<Vec<Target>, ResolveError> {
+    meter: &mut Meter,
+) -> Result<Vec<Target>, UpgradesError> {
     let probe = ResolveRequest {
         version_range: None,
         installed: Some(from.clone()),
@@ -149,6 +165,7 @@ pub fn one_step(
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
+        crate::resolve::charge_package(meter, package).map_err(refused)?;
         let filter = PackageFilter::new(package, &probe, &prepared)?;
         for (i, b) in package.bundles.iter().enumerate() {
             if let (None, Ok(v)) = (filter.exclusion(i, b), &b.version) {
@@ -165,8 +182,10 @@ pub fn one_step(
             version_range: Some(range),
             ..probe.clone()
         };
-        let Ok(resolution) = dependencies.resolve(&pinned, catalogs) else {
-            continue;
+        let resolution = match dependencies.resolve_within(&pinned, catalogs, meter) {
+            Ok(resolution) => resolution,
+            Err(e @ ResolveError::Exhausted { .. }) => return Err(refused(e)),
+            Err(_) => continue,
         };
         if resolution.bundle.name == from.name || out.iter().any(|t| t.bundle == resolution.bundle.name) {
             continue;
@@ -176,7 +195,8 @@ pub fn one_step(
             requires: BundleRequirements::from_properties(
                 &resolution.bundle.name,
                 &resolution.bundle.properties,
-            )
+                meter,
+            )?
             .summaries(),
             bundle: resolution.bundle.name,
             version: resolution.bundle.status_version,
@@ -205,6 +225,7 @@ pub fn upgrades(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     dependencies: DependencyMode,
+    meter: &mut Meter,
 ) -> Result<Upgrades, UpgradesError> {
     let installed = request.installed.clone().ok_or(UpgradesError::NotInstalled)?;
     let prepared = PreparedRequest::new(request)?;
@@ -225,6 +246,18 @@ pub fn upgrades(
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
+        // Each bundle's channel membership scans the requested channels' entries.
+        let scanned = package.bundles.len() as u64 * package.items().max(1);
+        meter
+            .charge(
+                Work::Visit,
+                if request.channels.is_empty() {
+                    package.items()
+                } else {
+                    scanned
+                },
+            )
+            .map_err(|e| Refused::new(format!("listing the upgrades of package {:?}", package.name), e))?;
         for b in &package.bundles {
             if *b.name == *installed.name {
                 installed_catalog.get_or_insert_with(|| catalog.name.clone());
@@ -255,6 +288,7 @@ pub fn upgrades(
         catalogs,
         prepared.range.as_ref(),
         dependencies,
+        meter,
     )?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
@@ -262,7 +296,7 @@ pub fn upgrades(
     let mut nodes: HashMap<String, Target> = HashMap::new();
     let mut queue = VecDeque::from([installed.clone()]);
     while let Some(from) = queue.pop_front() {
-        for target in one_step(request, &from, catalogs, None, dependencies)? {
+        for target in one_step(request, &from, catalogs, None, dependencies, meter)? {
             if previous.contains_key(&target.bundle) {
                 continue;
             }
@@ -306,11 +340,12 @@ pub fn upgrades(
                 version_range: Some(exact_range(version)),
                 ..request.clone()
             };
-            let message = match dependencies.resolve(&pinned, catalogs) {
+            let message = match dependencies.resolve_within(&pinned, catalogs, meter) {
                 Ok(r) => format!(
                     "the resolver answers {} {}",
                     r.bundle.name, r.bundle.status_version
                 ),
+                Err(e @ ResolveError::Exhausted { .. }) => return Err(refused(e)),
                 Err(e) => e.to_string(),
             };
             unreachable.push(Unreachable {

@@ -49,6 +49,11 @@ pub struct PackageIndex {
     /// The package's `olm.deprecations` objects in catalog order (resolution uses the first, as
     /// upstream does).
     pub deprecations: Vec<Deprecation>,
+    /// The first deprecation object's entries by schema, then name (the first of equal ones), so
+    /// that a lookup costs the same with 60,000 entries as with one.
+    deprecation_keys: HashMap<String, HashMap<String, usize>>,
+    /// Positions in `bundles` by name.
+    bundle_keys: HashMap<Arc<str>, usize>,
 }
 
 /// One channel of a package.
@@ -192,12 +197,34 @@ impl CatalogIndex {
                 .iter()
                 .map(|d| serde_json::to_vec(d).map_or(0, |v| v.len() * 2))
                 .sum::<usize>();
+            // The lookup maps: a hashed slot per key (names shared or counted above).
+            total += p.bundle_keys.len() * (size_of::<(Arc<str>, usize)>() + 8);
+            total += p
+                .deprecation_keys
+                .values()
+                .flat_map(|names| names.keys())
+                .map(|name| name.len() + size_of::<(String, usize)>() + 8)
+                .sum::<usize>();
         }
         total
     }
 }
 
 impl PackageIndex {
+    /// What a walk over the package visits: its bundles, its channels' entries and their edges
+    /// (`replaces`, `skips`, `skipRange`). A meter is charged this before such a walk.
+    pub fn items(&self) -> u64 {
+        let edges: usize = self
+            .channels
+            .iter()
+            .flat_map(|c| &c.entries)
+            .map(|e| {
+                1 + e.skips.len() + usize::from(e.replaces.is_some()) + usize::from(e.skip_range.is_some())
+            })
+            .sum();
+        (self.bundles.len() + edges) as u64
+    }
+
     fn new(name: Arc<str>) -> PackageIndex {
         PackageIndex {
             name,
@@ -205,6 +232,8 @@ impl PackageIndex {
             channels: Vec::new(),
             bundles: Vec::new(),
             deprecations: Vec::new(),
+            deprecation_keys: HashMap::new(),
+            bundle_keys: HashMap::new(),
         }
     }
 
@@ -215,12 +244,19 @@ impl PackageIndex {
 
     /// The bundle with this name.
     pub fn bundle(&self, name: &str) -> Option<&BundleIndex> {
-        self.bundles.iter().find(|b| &*b.name == name)
+        self.bundles.get(*self.bundle_keys.get(name)?)
     }
 
     /// The deprecation object resolution and status use (the first one).
     pub fn deprecation(&self) -> Option<&Deprecation> {
         self.deprecations.first()
+    }
+
+    /// The message of [`PackageIndex::deprecation`]'s entry for `schema` and `name` (the package
+    /// itself is `olm.package` with an empty name), found by key.
+    pub fn deprecation_message(&self, schema: &str, name: &str) -> Option<&str> {
+        let i = *self.deprecation_keys.get(schema)?.get(name)?;
+        Some(&self.deprecation()?.entries[i].message)
     }
 }
 
@@ -229,6 +265,8 @@ impl PackageIndex {
 pub struct CatalogIndexBuilder {
     packages: BTreeMap<Arc<str>, PackageIndex>,
     package_objects: HashSet<Arc<str>>,
+    /// (package, channel) pairs seen, so a duplicate is found in constant time.
+    channels: HashSet<(Arc<str>, Arc<str>)>,
     /// Shared name strings, so repeated names (entries, replaces, bundles) are stored once.
     names: HashSet<Arc<str>>,
 }
@@ -319,13 +357,14 @@ impl CatalogIndexBuilder {
             });
         }
         let name = self.intern(&ch.name);
-        let pkg = self.package_mut(&ch.package);
-        if pkg.channels.iter().any(|c| c.name == name) {
+        let package = self.intern(&ch.package);
+        if !self.channels.insert((package.clone(), name.clone())) {
             return Err(CatalogError::Invalid(format!(
                 "package {:?} has duplicate channel {:?}",
-                &*pkg.name, &*name
+                &*package, &*name
             )));
         }
+        let pkg = self.package_mut(&package);
         pkg.channels.push(ChannelIndex { name, entries });
         Ok(())
     }
@@ -392,9 +431,17 @@ impl CatalogIndexBuilder {
                     e.bundle = by_name.get(&e.name).copied();
                 }
             }
+            pkg.bundle_keys = by_name;
             if let Some(dep) = pkg.deprecations.first() {
-                for entry in dep.entries.iter().filter(|e| e.reference.schema == SCHEMA_BUNDLE) {
-                    if let Some(&i) = by_name.get(entry.reference.name.as_str()) {
+                for (at, entry) in dep.entries.iter().enumerate() {
+                    pkg.deprecation_keys
+                        .entry(entry.reference.schema.clone())
+                        .or_default()
+                        .entry(entry.reference.name.clone())
+                        .or_insert(at);
+                    if entry.reference.schema == SCHEMA_BUNDLE
+                        && let Some(&i) = pkg.bundle_keys.get(entry.reference.name.as_str())
+                    {
                         pkg.bundles[i].deprecated = true;
                     }
                 }

@@ -106,40 +106,83 @@ impl MetasIndex {
         }
     }
 
-    /// Sections matching every given filter, in file order.
-    fn lookup(&self, schema: Option<&str>, package: Option<&str>, name: Option<&str>) -> Vec<Section> {
-        let lists = [
-            (&self.by_schema, schema),
-            (&self.by_package, package),
-            (&self.by_name, name),
-        ];
-        let mut result: Option<Vec<Section>> = None;
-        for (map, wanted) in lists {
-            let Some(wanted) = wanted else { continue };
-            let found = map.get(wanted).map(Vec::as_slice).unwrap_or_default();
-            result = Some(match result {
-                None => found.to_vec(),
-                Some(previous) => intersect_sorted(&previous, found),
-            });
-        }
-        result.unwrap_or_default()
+    /// The sections of one filter's key (0 schema, 1 package, 2 name), in file order.
+    fn list(&self, filter: usize, key: &str) -> &[Section] {
+        let map = match filter {
+            0 => &self.by_schema,
+            1 => &self.by_package,
+            _ => &self.by_name,
+        };
+        map.get(key).map(Vec::as_slice).unwrap_or_default()
     }
 }
 
-fn intersect_sorted(a: &[Section], b: &[Section]) -> Vec<Section> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].offset.cmp(&b[j].offset) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
+/// The sections a `/metas` request asks for (those every given filter's list holds), found as
+/// its body is sent: a walk along the shortest of the filters' lists, each section looked up in
+/// the others by binary search. A request holds its position and the catalog, never a list of
+/// what matches, so a catalog of interleaved schemas costs a slow client no memory.
+#[derive(Clone)]
+struct MetasWalk {
+    index: Arc<MetasIndex>,
+    filters: [Option<String>; 3],
+    /// The filter whose list the walk follows.
+    driver: usize,
+    /// The position in that list.
+    at: usize,
+}
+
+impl MetasWalk {
+    /// A walk over `filters` (at least one given).
+    fn new(index: Arc<MetasIndex>, filters: [Option<String>; 3]) -> MetasWalk {
+        let driver = (0..3)
+            .filter_map(|i| Some((i, index.list(i, filters[i].as_deref()?).len())))
+            .min_by_key(|&(_, len)| len)
+            .map_or(0, |(i, _)| i);
+        MetasWalk {
+            index,
+            filters,
+            driver,
+            at: 0,
         }
     }
-    out
+
+    /// The next matching section, in file order.
+    fn next_section(&mut self) -> Option<Section> {
+        let index = &self.index;
+        let driving = index.list(self.driver, self.filters[self.driver].as_deref()?);
+        while let Some(&section) = driving.get(self.at) {
+            self.at += 1;
+            let everywhere = (0..3).filter(|&i| i != self.driver).all(|i| {
+                self.filters[i].as_deref().is_none_or(|key| {
+                    index
+                        .list(i, key)
+                        .binary_search_by_key(&section.offset, |s| s.offset)
+                        .is_ok()
+                })
+            });
+            if everywhere {
+                return Some(section);
+            }
+        }
+        None
+    }
+}
+
+/// Where a body's sections come from.
+enum Sections {
+    /// Fixed ranges (`/all`: the whole file).
+    Ranges(std::vec::IntoIter<Section>),
+    /// A `/metas` walk.
+    Metas(MetasWalk),
+}
+
+impl Sections {
+    fn next_section(&mut self) -> Option<Section> {
+        match self {
+            Sections::Ranges(ranges) => ranges.next(),
+            Sections::Metas(walk) => walk.next_section(),
+        }
+    }
 }
 
 /// One stored catalog: open handles to its JSONL and gzip files (so a replaced catalog keeps
@@ -152,7 +195,7 @@ pub struct StoredCatalog {
     jsonl_len: u64,
     gzip: Arc<File>,
     gzip_len: u64,
-    index: MetasIndex,
+    index: Arc<MetasIndex>,
     /// When the content was stored, truncated to seconds (the `Last-Modified` value).
     pub last_modified: SystemTime,
     /// Number of metas.
@@ -388,7 +431,7 @@ impl CatalogStore {
             jsonl_len: offset,
             gzip: Arc::new(gzip),
             gzip_len,
-            index,
+            index: Arc::new(index),
             last_modified: truncate_to_seconds(SystemTime::now()),
             meta_count,
             dir: dir.keep(),
@@ -553,9 +596,10 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
     let head = method == Method::HEAD;
     let headers = request.headers();
     let body_source =
-        |file: Arc<File>, sections: Vec<Section>, gzip: bool, digest: Option<[u8; 32]>| BodySource {
+        |file: Arc<File>, sections: Sections, total: u64, gzip: bool, digest: Option<[u8; 32]>| BodySource {
             file,
             sections,
+            left: total,
             gzip,
             bytes_in_flight: state.bytes_in_flight.clone(),
             _request_permit: request_permit,
@@ -579,12 +623,13 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
             if not_modified(headers, stored.last_modified) {
                 return not_modified_response(stored.last_modified);
             }
-            let sections = stored.index.lookup(
-                filters[0].as_deref(),
-                filters[1].as_deref(),
-                filters[2].as_deref(),
-            );
-            let total: u64 = sections.iter().map(|s| s.len).sum();
+            let walk = MetasWalk::new(stored.index.clone(), filters);
+            // One walk to size the body (a few microseconds per thousand metas, no memory);
+            // the body walks again as it is sent.
+            let total: u64 = {
+                let mut sizing = walk.clone();
+                std::iter::from_fn(|| sizing.next_section()).map(|s| s.len).sum()
+            };
             let gzip = accepts_gzip(headers) && total >= GZIP_MIN_BYTES;
             let mut builder = Response::builder()
                 .status(StatusCode::OK)
@@ -603,7 +648,9 @@ async fn handle(State(state): State<ServerState>, request: Request) -> Response 
                 Body::empty()
             } else {
                 // Streamed from disk a chunk at a time, compressed on the way when asked.
-                Body::from_stream(body_source(stored.jsonl.clone(), coalesce(sections), gzip, None).stream())
+                Body::from_stream(
+                    body_source(stored.jsonl.clone(), Sections::Metas(walk), total, gzip, None).stream(),
+                )
             };
             builder.body(body).unwrap_or_else(|_| internal_error())
         }
@@ -651,7 +698,7 @@ fn serve_all(
     stored: &StoredCatalog,
     headers: &HeaderMap,
     head: bool,
-    body_source: impl FnOnce(Arc<File>, Vec<Section>, bool, Option<[u8; 32]>) -> BodySource,
+    body_source: impl FnOnce(Arc<File>, Sections, u64, bool, Option<[u8; 32]>) -> BodySource,
 ) -> Response {
     if not_modified(headers, stored.last_modified) {
         return not_modified_response(stored.last_modified);
@@ -678,29 +725,29 @@ fn serve_all(
         Body::empty()
     } else {
         // The stored gzip copy is sent as it is, its digest checked on the way.
-        Body::from_stream(body_source(file, vec![Section { offset: 0, len }], false, Some(digest)).stream())
+        Body::from_stream(
+            body_source(
+                file,
+                Sections::Ranges(vec![Section { offset: 0, len }].into_iter()),
+                len,
+                false,
+                Some(digest),
+            )
+            .stream(),
+        )
     };
     builder.body(body).unwrap_or_else(|_| internal_error())
 }
 
-/// Merges sections that follow each other in the file into one read.
-fn coalesce(sections: Vec<Section>) -> Vec<Section> {
-    let mut merged: Vec<Section> = Vec::with_capacity(sections.len());
-    for section in sections {
-        match merged.last_mut() {
-            Some(last) if last.offset + last.len == section.offset => last.len += section.len,
-            _ => merged.push(section),
-        }
-    }
-    merged
-}
-
 /// One response body: byte ranges of a stored file, read a chunk at a time on blocking
-/// threads, each chunk holding its share of the server's bytes-in-flight budget until it is
-/// sent, and the request's permit held until the body ends.
+/// threads (sections that follow each other in the file read as one), each chunk holding its
+/// share of the server's bytes-in-flight budget until it is sent, and the request's permit held
+/// until the body ends.
 struct BodySource {
     file: Arc<File>,
-    sections: Vec<Section>,
+    sections: Sections,
+    /// Bytes of the sections not read yet.
+    left: u64,
     gzip: bool,
     bytes_in_flight: Arc<Semaphore>,
     _request_permit: OwnedSemaphorePermit,
@@ -729,8 +776,8 @@ impl AsRef<[u8]> for BudgetedChunk {
 
 struct BodyCursor {
     source: BodySource,
-    section: usize,
-    within: u64,
+    /// The rest of a section a chunk ended inside of.
+    pending: Option<Section>,
     encoder: Option<flate2::write::GzEncoder<Vec<u8>>>,
     finished: bool,
 }
@@ -742,8 +789,7 @@ impl BodySource {
             .then(|| flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
         let cursor = BodyCursor {
             source: self,
-            section: 0,
-            within: 0,
+            pending: None,
             encoder,
             finished: false,
         };
@@ -752,21 +798,9 @@ impl BodySource {
                 if cursor.finished {
                     return Ok(None);
                 }
-                // The ranges of the next chunk, at most READ_CHUNK_BYTES in all.
-                let mut ranges = Vec::new();
-                let mut want = 0u64;
-                while want < READ_CHUNK_BYTES && cursor.section < cursor.source.sections.len() {
-                    let section = cursor.source.sections[cursor.section];
-                    let take = (section.len - cursor.within).min(READ_CHUNK_BYTES - want);
-                    ranges.push((section.offset + cursor.within, take));
-                    want += take;
-                    cursor.within += take;
-                    if cursor.within == section.len {
-                        cursor.section += 1;
-                        cursor.within = 0;
-                    }
-                }
-                let last = cursor.section >= cursor.source.sections.len();
+                // The next chunk: at most READ_CHUNK_BYTES, its share of the budget taken before
+                // it is read; the sections are found while it is read.
+                let want = cursor.source.left.min(READ_CHUNK_BYTES);
                 let budget = cursor
                     .source
                     .bytes_in_flight
@@ -776,26 +810,68 @@ impl BodySource {
                     .map_err(io::Error::other)?;
                 let file = cursor.source.file.clone();
                 let mut encoder = cursor.encoder.take();
-                let (data, encoder) = tokio::task::spawn_blocking(move || {
+                let mut sections = std::mem::replace(
+                    &mut cursor.source.sections,
+                    Sections::Ranges(Vec::new().into_iter()),
+                );
+                let mut pending = cursor.pending.take();
+                let (data, encoder, sections, pending, last) = tokio::task::spawn_blocking(move || {
                     let mut buf = vec![0u8; usize::try_from(want).map_err(io::Error::other)?];
                     let mut at = 0usize;
-                    for (offset, len) in ranges {
-                        let len = usize::try_from(len).map_err(io::Error::other)?;
-                        file.read_exact_at(&mut buf[at..at + len], offset)?;
-                        at += len;
+                    // A run of sections that follow each other, read at once.
+                    let mut run: Option<(u64, usize)> = None;
+                    let read = |buf: &mut [u8], run: (u64, usize), at: usize| {
+                        file.read_exact_at(&mut buf[at - run.1..at], run.0)
+                    };
+                    while at < buf.len() {
+                        let Some(section) = pending.take().or_else(|| sections.next_section()) else {
+                            break;
+                        };
+                        let take = usize::try_from(section.len.min((buf.len() - at) as u64))
+                            .map_err(io::Error::other)?;
+                        if (take as u64) < section.len {
+                            pending = Some(Section {
+                                offset: section.offset + take as u64,
+                                len: section.len - take as u64,
+                            });
+                        }
+                        match &mut run {
+                            Some((offset, len)) if *offset + *len as u64 == section.offset => *len += take,
+                            _ => {
+                                if let Some(done) = run {
+                                    read(&mut buf, done, at)?;
+                                }
+                                run = Some((section.offset, take));
+                            }
+                        }
+                        at += take;
                     }
+                    if let Some(done) = run {
+                        read(&mut buf, done, at)?;
+                    }
+                    if at < buf.len() {
+                        // The catalog changed under the walk: never send what was not read.
+                        return Err(io::Error::other("the stored catalog ended before its index"));
+                    }
+                    if pending.is_none() {
+                        pending = sections.next_section();
+                    }
+                    let last = pending.is_none();
                     let Some(mut gz) = encoder.take() else {
-                        return Ok::<_, io::Error>((buf, None));
+                        return Ok::<_, io::Error>((buf, None, sections, pending, last));
                     };
                     gz.write_all(&buf)?;
                     if last {
-                        return Ok((gz.finish()?, None));
+                        return Ok((gz.finish()?, None, sections, pending, last));
                     }
                     let out = std::mem::take(gz.get_mut());
-                    Ok((out, Some(gz)))
+                    Ok((out, Some(gz), sections, pending, last))
                 })
                 .await
                 .map_err(io::Error::other)??;
+                cursor.source.sections = sections;
+                cursor.source.left -= want;
+                cursor.pending = pending;
                 cursor.encoder = encoder;
                 cursor.finished = last;
                 if let Some(check) = cursor.source.check.as_mut() {
@@ -1148,31 +1224,40 @@ mod tests {
         Section { offset, len: 1 }
     }
 
+    /// The sections a walk finds, in order.
+    fn lookup(index: MetasIndex, filters: [Option<&str>; 3]) -> Vec<Section> {
+        let mut walk = MetasWalk::new(Arc::new(index), filters.map(|f| f.map(str::to_string)));
+        std::iter::from_fn(|| walk.next_section()).collect()
+    }
+
     #[test]
-    fn index_lookup_intersects_in_file_order() {
-        let mut index = MetasIndex::default();
-        let a: Arc<str> = Arc::from("olm.bundle");
-        let c: Arc<str> = Arc::from("olm.channel");
-        let p: Arc<str> = Arc::from("foo");
-        let empty: Arc<str> = Arc::from("");
-        index.add(&Arc::from("olm.package"), &empty, &p, section(0));
-        index.add(&c, &p, &Arc::from("stable"), section(10));
-        index.add(&a, &p, &Arc::from("foo.v1"), section(20));
-        index.add(&a, &Arc::from("bar"), &Arc::from("bar.v1"), section(30));
+    fn index_walk_intersects_in_file_order() {
+        let index = || {
+            let mut index = MetasIndex::default();
+            let a: Arc<str> = Arc::from("olm.bundle");
+            let c: Arc<str> = Arc::from("olm.channel");
+            let p: Arc<str> = Arc::from("foo");
+            let empty: Arc<str> = Arc::from("");
+            index.add(&Arc::from("olm.package"), &empty, &p, section(0));
+            index.add(&c, &p, &Arc::from("stable"), section(10));
+            index.add(&a, &p, &Arc::from("foo.v1"), section(20));
+            index.add(&a, &Arc::from("bar"), &Arc::from("bar.v1"), section(30));
+            index
+        };
         assert_eq!(
-            index.lookup(Some("olm.bundle"), None, None),
+            lookup(index(), [Some("olm.bundle"), None, None]),
             vec![section(20), section(30)]
         );
         assert_eq!(
-            index.lookup(None, Some("foo"), None),
+            lookup(index(), [None, Some("foo"), None]),
             vec![section(10), section(20)]
         );
         assert_eq!(
-            index.lookup(Some("olm.bundle"), Some("foo"), Some("foo.v1")),
+            lookup(index(), [Some("olm.bundle"), Some("foo"), Some("foo.v1")]),
             vec![section(20)]
         );
-        assert!(index.lookup(Some("olm.bundle"), Some("missing"), None).is_empty());
-        assert_eq!(index.lookup(None, None, Some("foo")), vec![section(0)]);
+        assert!(lookup(index(), [Some("olm.bundle"), Some("missing"), None]).is_empty());
+        assert_eq!(lookup(index(), [None, None, Some("foo")]), vec![section(0)]);
     }
 
     #[test]

@@ -41,6 +41,31 @@ pub enum Kind {
     OperatorCondition,
 }
 
+/// A classic object as a migration reads it (see `read::list_classic`).
+pub trait ClassicObject: serde::de::DeserializeOwned + Clone {
+    /// Its metadata.
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+}
+
+macro_rules! classic_object {
+    ($($t:ty),*) => {
+        $(impl ClassicObject for $t {
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        })*
+    };
+}
+
+classic_object!(
+    Subscription,
+    Csv,
+    InstallPlan,
+    OperatorGroup,
+    CatalogSource,
+    OperatorCondition
+);
+
 /// `metadata.namespace`, `metadata.name` of an object.
 pub fn key(meta: &ObjectMeta) -> (String, String) {
     (

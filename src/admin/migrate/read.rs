@@ -7,19 +7,19 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client, ResourceExt,
-    api::{DynamicObject, ListParams},
+    api::{ListParams, ObjectList},
 };
 use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
     MigrateError,
     check::{
-        CARRIED_CONFIG_KEYS, CatalogView, CheckRow, ExtensionView, MIGRATED_FROM_ANNOTATION, PodRestart,
-        SOURCE_ANNOTATION, Snapshot, check, differences, target_namespaces,
+        CARRIED_CONFIG_KEYS, CatalogView, CheckRow, ExtensionView, MIGRATED_FROM_ANNOTATION,
+        PROPERTIES_ANNOTATION, PodRestart, SOURCE_ANNOTATION, Snapshot, check, differences,
+        target_namespaces,
     },
-    classic::{Kind, Subscription, api_resource, key},
+    classic::{ClassicObject, Kind, Subscription, api_resource, key},
 };
 use crate::{
     admin::{
@@ -35,37 +35,54 @@ use crate::{
 /// clusters with many objects of a kind.
 pub const LIST_PAGE_SIZE: u32 = 500;
 
+/// CSVs asked for per list request: a CSV carries its operator's description, icon and examples
+/// (real ones run to hundreds of KB, and the API server takes up to 1.5 MiB), so a page of 50
+/// is a few MB, and at most about 75 MiB.
+pub const CSV_PAGE_SIZE: u32 = 50;
+
+/// The label selector of the CSVs a migration reads: classic's copies of a CSV in the namespaces
+/// its OperatorGroup targets (labelled `olm.copiedFrom`) are its bookkeeping, not installs, and
+/// can be most of a cluster's CSVs; the API server leaves them out.
+pub const NOT_COPIED: &str = "!olm.copiedFrom";
+
 /// Differences named in one pod-restart reason: enough to act on, short enough to read.
 pub const MAX_SHOWN_DIFFERENCES: usize = 3;
 
-/// Lists every object of a classic kind (cluster-wide), read into `T`. A cluster without
+/// Lists every object of a classic kind (cluster-wide), read into `T` straight from each page
+/// (only `T`'s fields are built; a page is dropped once read), CSVs without classic's copies.
+/// Of each object's metadata, the server's field manager records are dropped, and a CSV keeps
+/// only the annotation a migration reads ([`PROPERTIES_ANNOTATION`]). A cluster without
 /// classic's CRDs has none.
-pub async fn list_classic<T: DeserializeOwned>(client: &Client, kind: Kind) -> Result<Vec<T>, MigrateError> {
+pub async fn list_classic<T: ClassicObject>(client: &Client, kind: Kind) -> Result<Vec<T>, MigrateError> {
     let ar = api_resource(kind);
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let path = format!("/apis/{}/{}/{}", ar.group, ar.version, ar.plural);
     let mut out = Vec::new();
-    let mut params = ListParams::default().limit(LIST_PAGE_SIZE);
+    let mut params = match kind {
+        Kind::Csv => ListParams::default().limit(CSV_PAGE_SIZE).labels(NOT_COPIED),
+        _ => ListParams::default().limit(LIST_PAGE_SIZE),
+    };
+    let failed = |source| MigrateError::Api {
+        what: format!("listing {}s", ar.kind),
+        source,
+    };
     loop {
-        let page = match api.list(&params).await {
+        let request = kube::core::Request::new(&path)
+            .list(&params)
+            .map_err(|e| failed(kube::Error::BuildRequest(e)))?;
+        let page: ObjectList<T> = match client.request(request).await {
             Ok(page) => page,
             Err(kube::Error::Api(e)) if e.code == 404 && out.is_empty() => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(MigrateError::Api {
-                    what: format!("listing {}s", ar.kind),
-                    source,
-                });
-            }
+            Err(source) => return Err(failed(source)),
         };
-        for item in page.items {
-            let name = format!("{}/{}", item.namespace().unwrap_or_default(), item.name_any());
-            let value = serde_json::to_value(&item).map_err(|e| MigrateError::Decode {
-                what: format!("{} {name}", ar.kind),
-                message: e.to_string(),
-            })?;
-            out.push(serde_json::from_value(value).map_err(|e| MigrateError::Decode {
-                what: format!("{} {name}", ar.kind),
-                message: e.to_string(),
-            })?);
+        for mut item in page.items {
+            let meta = item.metadata_mut();
+            meta.managed_fields = None;
+            if kind == Kind::Csv
+                && let Some(annotations) = meta.annotations.as_mut()
+            {
+                annotations.retain(|k, _| k == PROPERTIES_ANNOTATION);
+            }
+            out.push(item);
         }
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
@@ -148,13 +165,6 @@ pub async fn read_snapshot(
         catalogs: views,
         restarts: BTreeMap::new(),
     };
-    // Copied CSVs are classic's bookkeeping in target namespaces, not installs.
-    snapshot.csvs.retain(|c| {
-        !c.metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key("olm.copiedFrom"))
-    });
     let in_scope: Vec<Subscription> = snapshot
         .subscriptions
         .iter()
