@@ -91,10 +91,13 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         ExitCode::from(1)
     };
     if args.output == Output::Json {
-        print_json(&JsonOutput {
-            explanation: &explanation,
-            dependencies: dependencies.as_ref(),
-        });
+        print_json(
+            "explain",
+            &JsonOutput {
+                explanation: &explanation,
+                dependencies: dependencies.as_ref(),
+            },
+        );
     } else {
         let mut text = render_text(&explanation, colour());
         if let Some(d) = &dependencies {

@@ -245,7 +245,7 @@ async fn run_check(args: CheckArgs) -> ExitCode {
         return fail(COMMAND, &format!("Subscription {ns}/{name} not found"));
     }
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json(COMMAND, &rows);
     }
     if rows.is_empty() {
         errln!("no Subscription found");
@@ -343,7 +343,7 @@ async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
         return fail(COMMAND, &format!("CatalogSource {ns}/{name} not found"));
     }
     if args.output == Output::Json {
-        let code = print_json(&lines);
+        let code = print_json(COMMAND, &lines);
         return if failed { ExitCode::from(1) } else { code };
     }
     if lines.is_empty() {

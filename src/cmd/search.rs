@@ -6,7 +6,7 @@ use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_jso
 use crate::{
     admin::{
         search::{ManifestSource, PackageSummary, describe_bundle, search},
-        table::{MAX_CELL_CHARS, Table, Tone},
+        table::{Table, Tone},
         terminal::TerminalText,
     },
     bundle::registry_v1::RegistryV1Bundle,
@@ -70,7 +70,7 @@ pub async fn run(args: SearchArgs) -> ExitCode {
     }
     rows.sort_by(|a, b| a.package.cmp(&b.package).then_with(|| a.catalog.cmp(&b.catalog)));
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json("search", &rows);
     }
     if rows.is_empty() {
         errln!("no package matches {text:?}");
@@ -126,10 +126,8 @@ fn table(rows: &[PackageSummary]) -> Table {
                 ("yes, once REQUIRES are installed".to_string(), Tone::Good)
             }
             None => ("yes".to_string(), Tone::Good),
-            Some(reason) => (
-                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
-                Tone::Bad,
-            ),
+            // The whole reason, cut as every shown value is (after its row when long).
+            Some(reason) => (format!("no: {reason}"), Tone::Bad),
         };
         let mut row = vec![
             (r.package.clone(), Tone::Plain),
@@ -168,14 +166,4 @@ fn table(rows: &[PackageSummary]) -> Table {
         t.toned_row(row);
     }
     t
-}
-
-/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
-fn first_line(text: &str, width: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > width {
-        format!("{}...", line.chars().take(width - 3).collect::<String>())
-    } else {
-        line.to_string()
-    }
 }

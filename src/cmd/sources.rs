@@ -170,14 +170,24 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON (no raw control character; the strings exact).
-pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match crate::admin::terminal::to_json_pretty(value) {
+/// Prints `value` as indented JSON (no raw control character; the strings exact); refused, with
+/// nothing printed, when it does not fit the output limit (`--max-output-bytes`).
+pub fn print_json(command: &str, value: &impl serde::Serialize) -> ExitCode {
+    let (_, room) = super::output_room();
+    // The newline after it counts too.
+    match crate::admin::terminal::to_json_pretty_within(value, room.saturating_sub(1)) {
         Ok(text) => {
             outln!("{text}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail("output", &e.to_string()),
+        Err(crate::admin::terminal::JsonError::TooLarge { .. }) => {
+            let (limit, _) = super::output_room();
+            fail(
+                command,
+                &crate::admin::terminal::JsonError::TooLarge { limit }.to_string(),
+            )
+        }
+        Err(e) => fail(command, &e.to_string()),
     }
 }
 

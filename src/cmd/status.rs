@@ -150,7 +150,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         .map(|e| summarize(e, &inputs, args.dependencies.mode))
         .collect();
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json("status", &rows);
     }
     super::write_terminal(&render_text(&rows, colour()));
     ExitCode::SUCCESS

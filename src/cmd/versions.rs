@@ -1,6 +1,6 @@
 //! `olmv1 versions PACKAGE`: every channel with its bundles, edges and deprecations.
 
-use std::process::ExitCode;
+use std::{collections::HashSet, process::ExitCode};
 
 use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
 use crate::admin::{
@@ -41,11 +41,14 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
         return fail("versions", &format!("no catalog has package {:?}", args.package));
     }
     if args.output == Output::Json {
-        return print_json(&found);
+        return print_json("versions", &found);
     }
     super::write_terminal(&render_text(&found, colour()));
     ExitCode::SUCCESS
 }
+
+/// The REQUIRES cell of a bundle whose requirements an earlier row showed.
+pub const AS_ABOVE: &str = "as above";
 
 /// The text form: per catalog a header line, then one table of every channel's entries.
 pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
@@ -82,6 +85,9 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
             header.push("REQUIRES");
         }
         let mut t = Table::new(&header);
+        // What a bundle requires is the bundle's, not its channel entry's: shown on its first
+        // row only.
+        let mut shown_requires: HashSet<&str> = HashSet::new();
         for ch in &p.channels {
             let channel = match &ch.deprecated {
                 Some(_) => (format!("{} (deprecated)", ch.name), Tone::Warn),
@@ -112,7 +118,11 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
                         Some(_) => Tone::Bad,
                         None => Tone::Plain,
                     };
-                    row.push((e.requirements.cell(), tone));
+                    if e.requirements.is_empty() || shown_requires.insert(&e.bundle) {
+                        row.push((e.requirements.cell(), tone));
+                    } else {
+                        row.push((AS_ABOVE.to_string(), tone));
+                    }
                 }
                 t.toned_row(row);
             }
