@@ -8,7 +8,7 @@ use crate::admin::{
     graph::{dot_to_svg, upgrade_dot},
     table::{Table, Tone},
     terminal::{TerminalText, escape_value as value},
-    upgrades::{Upgrades, upgrades},
+    upgrades::{UPGRADES_WORK_UNITS, Upgrades, upgrades},
 };
 
 /// Output formats of `olmv1 upgrades`.
@@ -54,7 +54,7 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         Err(e) => return fail("upgrades", &e.to_string()),
     };
     match args.output {
-        UpgradesOutput::Json => print_json(&answer),
+        UpgradesOutput::Json => print_json("upgrades", &answer),
         UpgradesOutput::Text => {
             super::write_terminal(&render_text(&answer, colour()));
             ExitCode::SUCCESS
@@ -74,7 +74,11 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             else {
                 return fail("upgrades", "no selected catalog has the package");
             };
-            let dot = upgrade_dot(package, &request.channels, &answer);
+            let (_, room) = super::output_room();
+            let dot = match upgrade_dot(package, &request.channels, &answer, UPGRADES_WORK_UNITS, room) {
+                Ok(dot) => dot,
+                Err(e) => return fail("upgrades", &e.to_string()),
+            };
             if args.output == UpgradesOutput::Dot {
                 out!("{dot}");
                 return ExitCode::SUCCESS;
