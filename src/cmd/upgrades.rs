@@ -58,8 +58,10 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
-            let Some(dot) = upgrade_graph(&request, &inputs, &answer) else {
-                return fail("upgrades", "no selected catalog has the package");
+            let dot = match upgrade_graph(&request, &inputs, &answer, crate::admin::output::room().1) {
+                None => return fail("upgrades", "no selected catalog has the package"),
+                Some(Err(e)) => return fail("upgrades", &e.to_string()),
+                Some(Ok(dot)) => dot,
             };
             if args.output == UpgradesOutput::Dot {
                 out!("{dot}");
