@@ -1053,7 +1053,8 @@ mod tests {
                 }
             }
         }
-        assert!(compared > 1_000, "only {compared} answers compared");
+        // 869 bundles of default channels in the shared catalogs.
+        assert!(compared >= 850, "only {compared} answers compared");
     }
 
     /// A package of 800 bundles where every bundle's skipRange covers all earlier ones (each
