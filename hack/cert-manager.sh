@@ -28,6 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 source "$here/versions.env"
+source "$here/phases.sh"
 log() { echo "cert-manager: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 started=$SECONDS
@@ -54,12 +55,18 @@ go_version=$(go env GOVERSION)
 src_hash=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
 tools_root=${OLMV1_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/tools}
 bin="$tools_root/cert-manager-$CERT_MANAGER_VERSION-$go_version-$src_hash/bin"
+mkdir -p "$bin"
+((build_only)) || phase_begin "cert-manager: build"
+# One build at a time: a caller that comes while another builds (a test, while hack/build-tools.sh
+# --cert-manager still runs) waits for it and then finds the binaries.
+exec {lock}>"$bin/../.lock"
+flock "$lock"
 need=()
 for c in "${components[@]}"; do [[ -x "$bin/$c" ]] || need+=("./$c"); done
+build_result=cached
 if ((${#need[@]})); then
   log "building ${need[*]} ($CERT_MANAGER_VERSION, $go_version); a cold build takes several minutes"
   step=$SECONDS
-  mkdir -p "$bin"
   tmp=$(mktemp -d "$bin/../.build.XXXXXX")
   ldflags="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
   (cd "$src" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
@@ -67,12 +74,16 @@ if ((${#need[@]})); then
   mv "$tmp"/* "$bin/"
   rmdir "$tmp"
   log "built in $((SECONDS - step))s"
+  build_result=built
 fi
+flock -u "$lock"
 if ((build_only)); then
   echo "$bin"
   exit 0
 fi
 
+phase_end "cert-manager: build" "$build_result"
+phase_begin "cert-manager: images, apply, ready"
 [[ -n "${KUBECONFIG:-}" && -n "${OLMV1_REGISTRY:-}" ]] ||
   die "KUBECONFIG and OLMV1_REGISTRY are not set: source the env.sh that hack/local-up.sh printed"
 [[ -n "${OLMV1_TOOLS_BIN:-}" ]] && export PATH="$OLMV1_TOOLS_BIN:$PATH"
@@ -132,6 +143,7 @@ apply -f - <<<"$manifest"
 log "applied ${#crds[@]} CRDs and $(grep -c '^kind:' <<<"$manifest") objects ($((SECONDS - started))s)"
 
 if ((!wait_for)); then
+  phase_end "cert-manager: images, apply, ready" ok "not waited for"
   echo "cert-manager $CERT_MANAGER_VERSION applied (not waited for): ${image[controller]} ${image[webhook]} ${image[cainjector]}"
   exit 0
 fi
@@ -161,4 +173,5 @@ crt=$(kubectl -n "$ns" get secret olmv1-selfsigned-check -o jsonpath='{.data.tls
   die "Certificate Ready but its Secret olmv1-selfsigned-check is missing"
 [[ -n $crt ]] || die "Secret olmv1-selfsigned-check has no tls.crt"
 log "Certificate issued ($((SECONDS - step))s)"
+phase_end "cert-manager: images, apply, ready" ok
 echo "cert-manager $CERT_MANAGER_VERSION running: controller, webhook, cainjector Available; webhook answers; Certificate $ns/olmv1-selfsigned-check Ready ($((SECONDS - started))s)"

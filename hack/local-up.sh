@@ -38,11 +38,12 @@ case $node_mode in
   kwok+real) want_kwok=1 want_real=1 ;;
   *) die "OLMV1_NODE must be kwok, real or kwok+real, not '$node_mode' (env files name the nodes OLMV1_KWOK_NODE and OLMV1_REAL_NODE)" ;;
 esac
+# Only the bin directory: hack/install-deps.sh's build is the phase that counts (hack/phases.sh).
 if ((want_real)); then
-  bin=$("$here/build-tools.sh" --node)
+  bin=$(OLMV1_PHASE_LOG='' "$here/build-tools.sh" --node)
   source "$here/real-node.sh"
 else
-  bin=$("$here/build-tools.sh")
+  bin=$(OLMV1_PHASE_LOG='' "$here/build-tools.sh")
 fi
 command -v docker-registry >/dev/null || die "docker-registry is not installed (run hack/install-deps.sh)"
 command -v openssl >/dev/null || die "openssl is not installed (run hack/install-deps.sh)"

@@ -10,6 +10,8 @@
 # Everything it pushed goes to stderr; the last line on stdout is the catalog's digest reference.
 #
 # Usage: source ENV/env.sh; hack/test-operator.sh
+#        hack/test-operator.sh --build-only   step 1's build alone (no registry needed): hack/test.sh
+#                                             starts it early, so the e2e test finds it built
 # Environment: OLMV1_REGISTRY (host:port, required: the registry pushed to);
 #   OLMV1_NODE_REGISTRY  the same registry as the node's container runtime reaches it, written into
 #                        the CSVs (default: OLMV1_REGISTRY);
@@ -18,6 +20,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
+source "$here/phases.sh"
 log() { echo "test-operator: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -37,14 +40,16 @@ BUNDLES=(
   '0.3.0:0.2.0:, "--fail-at-start"'
 )
 
-[[ -n "${OLMV1_REGISTRY:-}" ]] || die "OLMV1_REGISTRY is not set (source an env.sh of hack/local-up.sh)"
-node_registry=${OLMV1_NODE_REGISTRY:-$OLMV1_REGISTRY}
+build_only=0
+[[ ${1:-} == --build-only ]] && build_only=1
+((build_only)) || [[ -n "${OLMV1_REGISTRY:-}" ]] || die "OLMV1_REGISTRY is not set (source an env.sh of hack/local-up.sh)"
+node_registry=${OLMV1_NODE_REGISTRY:-${OLMV1_REGISTRY:-}}
 [[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 cd "$repo"
 
 olmv1=${OLMV1_BIN:-$target_dir/debug/olmv1}
-if [[ ! -x $olmv1 ]]; then
+if ((!build_only)) && [[ ! -x $olmv1 ]]; then
   log "building olmv1"
   cargo build -q --bin olmv1
 fi
@@ -57,10 +62,12 @@ fi
 started=$SECONDS
 # ring's C and assembly: the system gcc compiles them for musl (freestanding code; musl-gcc is not
 # needed). Paths remapped so the binary does not depend on where the checkout or cargo lives.
-CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-gcc} \
-  RUSTFLAGS="--remap-path-prefix=$repo=/olmv1 --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
-  cargo build -q --release --locked --target "$TARGET" -p olmv1-test-operator >&2
+build=(env "CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-gcc}"
+  "RUSTFLAGS=--remap-path-prefix=$repo=/olmv1 --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
+  cargo build -q --release --locked --target "$TARGET" -p olmv1-test-operator)
+phase "test operator: release musl build$( ((build_only)) && echo ", early")" "${build[@]}" >&2
 log "binary built in $((SECONDS - started))s"
+((build_only)) && exit 0
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-operator.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -1,71 +1,182 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace against one shared local control plane:
-#   installs what is missing (hack/install-deps.sh), builds the tests, starts the environment
-#   (hack/local-up.sh), runs `cargo test --workspace` with OLMV1_TEST_ENV pointing at it, and stops
-#   the environment on exit; then, for a whole run (no arguments), the installed-form test
-#   hack/deploy-test.sh (the image under podman, the install manifest), whose release build
-#   (hack/release-build.sh) runs beside the cargo tests. Exits non-zero when anything fails.
+#   installs what is missing (hack/install-deps.sh --no-tools: the packages), then builds the Go
+#   tools (hack/build-tools.sh) while the tests build (`cargo test --no-run`, which needs neither);
+#   starts the environment (hack/local-up.sh); runs `cargo test --workspace` with OLMV1_TEST_ENV
+#   pointing at it, and stops the environment on exit; then, for a whole run (no arguments), the
+#   installed-form test hack/deploy-test.sh (the image under podman, the install manifest).
+# A whole run also starts, at its beginning and at a lower CPU priority than the tests' build, the
+#   release build that deploy-test's image needs (hack/release-build.sh, nice 19), and the two
+#   builds of the e2e webhook operator test (nice 10): the test operator's release musl build
+#   (before olmv1's: hack/test-operator.sh --build-only) and cert-manager's (hack/cert-manager.sh
+#   takes a lock and cargo its own, so the test waits for these builds rather than starting
+#   others). Exits non-zero when anything fails.
+# At its end, also after a failure, it prints a table of its phases (hack/phases.sh): the tools,
+# the tests' build, the environment, each test binary, the release build, deploy-test, with wall
+# time and whether each was built, cached, passed or failed; .ci/run prints the same table.
 # Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`) and skip deploy-test.
 # The environment has kwok's node and a real node (kubelet + containerd, tainted: only the tests
 # that ask for it run there); OLMV1_NODE=kwok runs without it, and then the real-node tests fail.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
+source "$here/phases.sh"
+phases_init
 
 export OLMV1_NODE=${OLMV1_NODE:-kwok+real}
 export OLMV1_E2E_REAL_NODE=1
-"$here/install-deps.sh"
 [[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+log() { echo "test.sh: $*" >&2; }
+whole=0
+(($# == 0)) && whole=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test.XXXXXX")
 
-# Build first, so the control plane does not idle through a long compile.
-cargo test --workspace --no-run "$@"
-
-# A whole run ends with deploy-test, whose image needs the release build: it compiles beside the
-# cargo tests (which mostly wait on the cluster) instead of after them.
-release_pid=
-if (($# == 0)); then
-  release_log=$(mktemp "${TMPDIR:-/tmp}/olmv1-release-build.XXXXXX")
-  "$here/release-build.sh" >"$release_log" 2>&1 &
-  release_pid=$!
-fi
-
-export OLMV1_ENV_DIR
-OLMV1_ENV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
-stop_env() {
-  local rc=$?
-  if [[ -n "$release_pid" ]]; then
-    kill "$release_pid" 2>/dev/null || true
-  fi
-  if ((rc == 0)); then
-    "$here/local-down.sh" "$OLMV1_ENV_DIR" || rc=1
-  else
-    # Keep the logs of a failed run for inspection (CI prints their tails below).
-    "$here/local-down.sh" --keep "$OLMV1_ENV_DIR" || true
-    if [[ "${CI:-}" == true ]]; then
-      for f in "$OLMV1_ENV_DIR"/logs/*.log; do
-        [[ -f "$f" ]] || continue
-        echo "----- last lines of $f" >&2
-        tail -n 20 "$f" >&2
-      done
+# background NAME LOG CMD...: runs CMD as phase NAME in its own process group (so that the exit
+# trap can stop it with everything it started: cargo's rustc, go's compilers), output in LOG. The
+# phase's result is FAILED, or `built` when the log shows compiling work (cargo's "Compiling",
+# build-tools' or cert-manager's "built"), else `cached`. Sets background_pid.
+background_pids=()
+background() {
+  local name=$1 out=$2
+  shift 2
+  setsid -w bash -c '
+    source "$0/phases.sh"
+    name=$1 out=$2
+    shift 2
+    phase_begin "$name"
+    rc=0
+    "$@" >"$out" 2>&1 || rc=$?
+    if ((rc != 0)); then
+      phase_end "$name" FAILED "exit $rc"
+    elif grep -qE "^ *Compiling |: built " "$out"; then
+      phase_end "$name" built
+    else
+      phase_end "$name" cached
     fi
-    echo "test.sh: failed; environment logs kept in $OLMV1_ENV_DIR/logs" >&2
+    exit "$rc"' "$here" "$name" "$out" "$@" </dev/null &
+  background_pid=$!
+  background_pids+=("$background_pid")
+}
+
+env_dir=
+finish() {
+  local rc=$?
+  local pid
+  for pid in "${background_pids[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
+  if [[ -n $env_dir ]]; then
+    if ((rc == 0)); then
+      "$here/local-down.sh" "$env_dir" || rc=1
+    else
+      # Keep the logs of a failed run for inspection (CI prints their tails below).
+      "$here/local-down.sh" --keep "$env_dir" || true
+      if [[ "${CI:-}" == true ]]; then
+        for f in "$env_dir"/logs/*.log; do
+          [[ -f "$f" ]] || continue
+          echo "----- last lines of $f" >&2
+          tail -n 20 "$f" >&2
+        done
+      fi
+      log "failed; environment logs kept in $env_dir/logs"
+    fi
   fi
+  if ((phases_owner)); then
+    echo "test.sh: phases (wall time; start is the offset from the run's start; side by side where they overlap)"
+    phases_print
+    rm -f "$OLMV1_PHASE_LOG"
+  fi
+  rm -rf "$work"
   exit "$rc"
 }
-trap stop_env EXIT
-export OLMV1_TEST_ENV
-OLMV1_TEST_ENV=$("$here/local-up.sh")
+trap finish EXIT
 
-cargo test --workspace "$@"
-if (($# == 0)); then
+# 1. What is missing installed: the packages first, in the foreground (sudo may ask for a password;
+#    apt is never stopped halfway), then side by side: the Go tools, the release builds and
+#    cert-manager's (a whole run), and the tests' build (which needs none of them).
+"$here/install-deps.sh" --no-tools
+build_tools_args=()
+[[ $OLMV1_NODE == *real* ]] && build_tools_args+=(--node)
+background "deps: hack/build-tools.sh" "$work/deps.log" "$here/build-tools.sh" "${build_tools_args[@]}"
+deps_pid=$background_pid
+release_pid=
+if ((whole)); then
+  # The release builds share target/release (its host part) and so cargo's lock: one after the
+  # other, the e2e tests' first (nice 10), deploy-test's last (nice 19).
+  if [[ $OLMV1_NODE == *real* ]]; then
+    background "release builds (test operator, then olmv1)" "$work/release.log" bash -c '
+      source "$0/phases.sh"
+      nice -n 10 "$0/test-operator.sh" --build-only && phase "release build (nice 19)" nice -n 19 "$0/release-build.sh"' "$here"
+    release_pid=$background_pid
+    background "go: cert-manager (nice 10)" "$work/cert-manager.log" nice -n 10 "$here/cert-manager.sh" --build-only
+  else
+    background "release build (nice 19)" "$work/release.log" nice -n 19 "$here/release-build.sh"
+    release_pid=$background_pid
+  fi
+fi
+
+phase_begin "cargo test build"
+set +e
+cargo test --workspace --no-run "$@" 2>&1 | tee "$work/build.log" >&2
+build_rc=${PIPESTATUS[0]}
+set -e
+if ((build_rc != 0)); then
+  phase_end "cargo test build" FAILED "exit $build_rc"
+  exit "$build_rc"
+fi
+phase_end "cargo test build" "$(grep -q '^ *Compiling ' "$work/build.log" && echo built || echo cached)"
+
+if ! wait "$deps_pid"; then
+  cat "$work/deps.log" >&2
+  log "hack/build-tools.sh failed"
+  exit 1
+fi
+grep -v '^go: downloading' "$work/deps.log" >&2 || true
+log "dependencies ready in ${SECONDS}s"
+
+# 2. The environment, and every test binary against it, each one a phase.
+env_dir=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
+export OLMV1_ENV_DIR=$env_dir OLMV1_TEST_ENV
+OLMV1_TEST_ENV=$(phase "environment up ($OLMV1_NODE)" "$here/local-up.sh")
+
+# test_phases: copies cargo test's output through, and records a phase per test binary (from
+# cargo's "Running" or "Doc-tests" line to the next), named by its crate and source, ok or FAILED
+# from its "test result" line.
+test_phases() {
+  local line name="" result=""
+  end_test_phase() {
+    [[ -n $name ]] || return 0
+    if [[ -n $result ]]; then phase_end "$name" "$result"; else phase_end "$name" FAILED "no test result"; fi
+  }
+  while IFS= read -r line || [[ -n $line ]]; do
+    printf '%s\n' "$line"
+    if [[ $line =~ ^\ +Running\ (.*)\ \(.*/([^/]+)-[0-9a-f]+\)$ ]]; then
+      end_test_phase
+      name="test: ${BASH_REMATCH[2]} (${BASH_REMATCH[1]})" result=""
+      phase_begin "$name"
+    elif [[ $line =~ ^\ +Doc-tests\ (.*)$ ]]; then
+      end_test_phase
+      name="test: ${BASH_REMATCH[1]} (doc-tests)" result=""
+      phase_begin "$name"
+    elif [[ $line =~ ^test\ result:\ (ok|FAILED) ]]; then
+      result=${BASH_REMATCH[1]}
+    fi
+  done
+  end_test_phase
+}
+cargo test --workspace "$@" 2>&1 | test_phases
+
+# 3. The installed form, once the release build is ready.
+if ((whole)); then
+  phase_begin "release build: waited for"
   if ! wait "$release_pid"; then
-    release_pid=
-    cat "$release_log" >&2
-    echo "test.sh: the release build failed" >&2
+    phase_end "release build: waited for" FAILED
+    cat "$work/release.log" >&2
+    log "the release build failed"
     exit 1
   fi
-  release_pid=
-  echo "test.sh: release build ready beside the tests ($(grep -h Finished "$release_log" || true))"
+  phase_end "release build: waited for" ok
+  log "release build ready beside the tests ($(grep -h Finished "$work/release.log" || true))"
   # The installed form runs on kwok: its own environment needs no second real node.
-  OLMV1_NODE=kwok "$here/deploy-test.sh"
+  OLMV1_NODE=kwok phase deploy-test "$here/deploy-test.sh"
 fi

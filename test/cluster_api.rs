@@ -1096,3 +1096,65 @@ fn harness_parses_env_files_and_makes_fresh_names() {
         "{a}"
     );
 }
+
+/// hack/phases.sh, which hack/test.sh and .ci/run print at their end: one row per phase in start
+/// order with its wall time and result, phases of child processes in the same table, a phase
+/// begun and never ended (a killed build) shown as unfinished, and nothing recorded without a log.
+#[test]
+fn phase_table_lists_each_phase_with_its_result() {
+    let script = r#"
+        set -euo pipefail
+        unset OLMV1_PHASE_LOG
+        source "$1/hack/phases.sh"
+        phase_begin "before any log"
+        phases_init
+        echo "owner $phases_owner"
+        phase "first step" true
+        phase "failing step" false || echo "failing step returned $?"
+        bash -c 'source "$1/hack/phases.sh"; phases_init; echo "child owner $phases_owner"
+                 phase_begin "child step"; phase_end "child step" cached "from a child"' _ "$1"
+        phase_begin "never ended"
+        phases_print
+        rm -f "$OLMV1_PHASE_LOG"
+    "#;
+    let out = support::run(
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .arg("bash")
+            .arg(support::repo_root()),
+    )
+    .ok();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..3],
+        ["owner 1", "failing step returned 1", "child owner 0"],
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("phase ") && lines[3].ends_with("start    wall  result"),
+        "{out}"
+    );
+    let rows: Vec<(String, String)> = lines[4..]
+        .iter()
+        .map(|line| {
+            // NAME START WALL RESULT [(NOTE)]: the name is padded to a fixed width.
+            let (name, rest) = line.split_at(52);
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            assert!(!fields.is_empty(), "row {line:?} in {out}");
+            (
+                name.trim().to_string(),
+                fields.get(2..).unwrap_or_default().join(" "),
+            )
+        })
+        .collect();
+    let expected = [
+        ("first step", "ok"),
+        ("failing step", "FAILED (exit 1)"),
+        ("child step", "cached (from a child)"),
+        ("never ended", "unfinished"),
+        ("total", ""),
+    ];
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(n, r)| (n.as_str(), r.as_str())).collect();
+    assert_eq!(rows, expected, "{out}");
+}
