@@ -17,6 +17,7 @@ pub mod escape;
 pub mod go_format;
 pub mod image;
 pub mod leader;
+pub mod meter;
 pub mod operations;
 pub mod resolve;
 pub mod tls_profile;
@@ -30,7 +31,8 @@ mod layers {
 
     fn layer(module: &str) -> Option<u8> {
         Some(match module {
-            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" | "api_requests" => 0,
+            "go_format" | "escape" | "backoff" | "egress" | "tls_profile" | "watch" | "api_requests"
+            | "meter" => 0,
             "version" | "image" | "leader" => 1,
             "catalog" => 2,
             "resolve" | "bundle" | "apply" => 3,

@@ -6,6 +6,7 @@
 use kube::Client;
 
 use super::{
+    command_meter,
     dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
     install::{InstallError, installed_extensions, served_apis_of},
     sources::{SourcesError, kube_client},
@@ -14,6 +15,7 @@ use super::{
 };
 use crate::{
     dependencies::{Gvk, InstalledExtension},
+    meter::Refused,
     resolve::{
         CatalogInput, DependencyMode, ResolveError, ResolveRequest,
         explain::{CatalogVerdict, Explanation, explain},
@@ -35,12 +37,16 @@ pub enum ExplainError {
     /// The APIs the cluster serves could not be read.
     #[error(transparent)]
     Served(InstallError),
+    /// The command's meter ran out (one sentence naming what and the limit).
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 impl ExplainError {
-    /// Terminal when the request itself is wrong; the cluster may answer later.
+    /// Terminal when the request itself is wrong or costs more than the command may spend; the
+    /// cluster may answer later.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, ExplainError::Resolve(_))
+        matches!(self, ExplainError::Resolve(_) | ExplainError::Refused(_))
     }
 }
 
@@ -78,7 +84,8 @@ impl ExplainReport {
 
 /// Explains `request` against `inputs` as `mode` says. For `extension` of the cluster whose
 /// bundle has dependencies, the plan keeps what the cluster installed (recorded in
-/// `system_namespace`) and counts the APIs it serves.
+/// `system_namespace`) and counts the APIs it serves. Within one command's meter: the
+/// explanation, the requirements read and the plan are charged to it.
 pub async fn explain_request(
     request: &ResolveRequest,
     inputs: &[CatalogInput],
@@ -86,15 +93,15 @@ pub async fn explain_request(
     extension: Option<&str>,
     system_namespace: &str,
 ) -> Result<ExplainReport, ExplainError> {
-    let explanation = explain(request, inputs, mode)?;
+    let mut meter = command_meter();
+    let explanation = explain(request, inputs, mode, &mut meter)?;
     // Only a bundle with dependencies needs what the cluster installed and serves.
+    let chosen = chosen_requirements(request, inputs, &mut meter)?.is_some();
     let (installed, served) = match extension {
-        Some(name) if chosen_requirements(request, inputs).is_some() => {
-            in_cluster(&kube_client().await?, name, system_namespace, inputs).await?
-        }
+        Some(name) if chosen => in_cluster(&kube_client().await?, name, system_namespace, inputs).await?,
         _ => (Vec::new(), Vec::new()),
     };
-    let dependencies = explain_dependencies(request, inputs, &installed, &served);
+    let dependencies = explain_dependencies(request, inputs, &installed, &served, &mut meter)?;
     Ok(ExplainReport {
         explanation,
         dependencies,

@@ -4,107 +4,53 @@
 
 use std::{collections::BTreeSet, fmt::Write as _};
 
-use super::upgrades::{UPGRADES_WORK_UNITS, Upgrades};
+use super::upgrades::Upgrades;
 use crate::{
     catalog::PackageIndex,
-    dependencies::WorkBudget,
+    meter::{Meter, Refused, Work},
     resolve::{CatalogInput, ResolveRequest},
 };
 
 /// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that
 /// carries the installed bundle (when none does any more, the catalog of the first version
-/// reachable now, else the first with the package), within [`UPGRADES_WORK_UNITS`] and
-/// `max_bytes` (see [`upgrade_dot`]); `None` when no catalog has the package.
+/// reachable now, else the first with the package), within `meter`; `Ok(None)` when no catalog
+/// has the package.
 pub fn upgrade_graph(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     upgrades: &Upgrades,
-    max_bytes: u64,
-) -> Option<Result<String, GraphError>> {
+    meter: &mut Meter,
+) -> Result<Option<String>, Refused> {
     let catalog = upgrades
         .installed
         .catalog
         .as_ref()
         .or(upgrades.reachable.first().map(|t| &t.catalog));
-    let package = catalogs
+    let Some(package) = catalogs
         .iter()
         .filter(|c| catalog.is_none_or(|name| c.name == *name))
-        .find_map(|c| c.index.package(&request.package))?;
-    Some(upgrade_dot(
-        package,
-        &request.channels,
-        upgrades,
-        UPGRADES_WORK_UNITS,
-        max_bytes,
-    ))
+        .find_map(|c| c.index.package(&request.package))
+    else {
+        return Ok(None);
+    };
+    upgrade_dot(package, &request.channels, upgrades, meter).map(Some)
 }
 
-/// Why the graph was not drawn.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GraphError {
-    /// Its edges cost more than the budget to find.
-    #[error(
-        "drawing the upgrade graph of package {package:?} needs more than the budget of {limit} work units: the catalog gives it too many edges; narrow the request (--channel)"
-    )]
-    OverBudget {
-        /// The package.
-        package: String,
-        /// The budget.
-        limit: u64,
-    },
-    /// Its text would pass the output limit.
-    #[error(
-        "the upgrade graph of package {package:?} is over the output limit of {limit} bytes (--max-output-bytes); nothing was printed"
-    )]
-    TooLarge {
-        /// The package.
-        package: String,
-        /// The limit.
-        limit: u64,
-    },
-}
-
-impl GraphError {
-    /// Always true: the same catalog gives the same graph.
-    pub fn is_terminal(&self) -> bool {
-        true
-    }
-}
-
-/// `dot` source for `package` (one catalog's view) and its upgrade answer; refused when finding
-/// its edges costs more than `work_units` (one per pair of entries a skipRange is checked
-/// against, and one per edge) or its text passes `max_bytes`.
+/// `dot` source for `package` (one catalog's view) and its upgrade answer, within `meter` (the
+/// walk over the channels, each skipRange tested against the channel's entries, the text made).
 pub fn upgrade_dot(
     package: &PackageIndex,
     channels: &[String],
     upgrades: &Upgrades,
-    work_units: u64,
-    max_bytes: u64,
-) -> Result<String, GraphError> {
-    let mut budget = WorkBudget::new(work_units);
-    let over_budget = |_| GraphError::OverBudget {
-        package: upgrades.package.clone(),
-        limit: work_units,
+    meter: &mut Meter,
+) -> Result<String, Refused> {
+    let refused = |e| {
+        Refused::new(
+            format!("drawing the upgrade graph of package {:?}", package.name),
+            e,
+        )
     };
-    let too_large = || GraphError::TooLarge {
-        package: upgrades.package.clone(),
-        limit: max_bytes,
-    };
-    // The text an edge takes at least (two quoted names, an arrow and its style).
-    let mut edge_bytes = 0u64;
-    let mut add_edge = |edges: &mut BTreeSet<(String, String, &'static str)>,
-                        from: &str,
-                        to: &str,
-                        style: &'static str|
-     -> Result<(), GraphError> {
-        if edges.insert((from.to_string(), to.to_string(), style)) {
-            edge_bytes += (from.len() + to.len() + 24) as u64;
-            if edge_bytes > max_bytes {
-                return Err(too_large());
-            }
-        }
-        Ok(())
-    };
+    meter.charge(Work::Visit, package.items()).map_err(refused)?;
     let selected = |name: &str| channels.is_empty() || channels.iter().any(|c| c == name);
     let reachable: BTreeSet<&str> = upgrades.reachable.iter().map(|t| t.bundle.as_str()).collect();
     let on_path: BTreeSet<&str> = upgrades
@@ -113,27 +59,27 @@ pub fn upgrade_dot(
         .flat_map(|p| p.steps.iter().map(|s| s.bundle.as_str()))
         .collect();
     let mut nodes: BTreeSet<&str> = BTreeSet::new();
-    let mut edges: BTreeSet<(String, String, &'static str)> = BTreeSet::new();
+    let mut edges: BTreeSet<(String, String, &str)> = BTreeSet::new();
     for ch in package.channels.iter().filter(|c| selected(&c.name)) {
-        budget.charge(ch.entries.len() as u64).map_err(over_budget)?;
         for e in &ch.entries {
             nodes.insert(&e.name);
             if let Some(r) = &e.replaces {
-                add_edge(&mut edges, r, &e.name, "solid")?;
+                edges.insert((r.to_string(), e.name.to_string(), "solid"));
             }
-            budget.charge(e.skips.len() as u64).map_err(over_budget)?;
             for s in &e.skips {
-                add_edge(&mut edges, s, &e.name, "dashed")?;
+                edges.insert((s.to_string(), e.name.to_string(), "dashed"));
             }
             if let Some(range) = &e.skip_range_parsed {
-                budget.charge(ch.entries.len() as u64).map_err(over_budget)?;
+                meter
+                    .charge(Work::Visit, ch.entries.len() as u64)
+                    .map_err(refused)?;
                 for other in &ch.entries {
                     let covered = other
                         .bundle
                         .and_then(|i| package.bundles[i].version.as_ref().ok())
                         .is_some_and(|v| range.contains(&v.version));
                     if covered && other.name != e.name {
-                        add_edge(&mut edges, &other.name, &e.name, "dotted")?;
+                        edges.insert((other.name.to_string(), e.name.to_string(), "dotted"));
                     }
                 }
             }
@@ -200,9 +146,7 @@ pub fn upgrade_dot(
         }
     }
     out.push_str("}\n");
-    if out.len() as u64 > max_bytes {
-        return Err(too_large());
-    }
+    meter.charge(Work::Render, out.len() as u64).map_err(refused)?;
     Ok(out)
 }
 

@@ -30,8 +30,7 @@ use crate::{
         UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension, served_apis,
     },
     dependencies::{
-        BrokenDependent, CHECK_WORK_UNITS, InstalledExtension, OverBudget, PlanError, PlannedBundle,
-        WorkBudget, broken_by_change,
+        BrokenDependent, InstalledExtension, PlanError, PlannedBundle, broken_by_change, check_meter,
     },
     resolve::{CatalogInput, CatalogSelector, InstalledBundle, ResolveError, ResolveRequest, resolve},
 };
@@ -111,7 +110,7 @@ pub enum InstallError {
         extension: String,
         /// The budget spent.
         #[source]
-        source: OverBudget,
+        source: crate::meter::Exhausted,
     },
     /// The controller had not removed the extension when the timeout ended.
     #[error(
@@ -618,8 +617,8 @@ async fn installed_dependents(
         return Ok(Vec::new());
     };
     let served = served_apis_of(client).await?;
-    let mut budget = WorkBudget::new(CHECK_WORK_UNITS);
-    broken_by_change(&others, &served, &own, None, &mut budget).map_err(|source| InstallError::OverBudget {
+    let mut meter = check_meter();
+    broken_by_change(&others, &served, &own, None, &mut meter).map_err(|source| InstallError::OverBudget {
         extension: extension.to_string(),
         source,
     })

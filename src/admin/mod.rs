@@ -35,6 +35,41 @@ pub mod terminal;
 pub mod upgrades;
 pub mod versions;
 
+use std::time::Duration;
+
+use crate::meter::Meter;
+
+/// The work of one admin command's computation over catalogs (`versions`, `search`, `upgrades`,
+/// `explain`, `resolve`): every bundle, entry and edge walked, every requirement read and rule
+/// compiled, every resolution and plan, every text made from catalog content, charged to one
+/// [`Meter`] (docs/limits-and-faults.md, "One meter for catalog-driven work").
+pub const COMMAND_WORK_UNITS: u64 = 200_000_000;
+
+/// The longest one admin command's computation over catalogs may take (its meter's deadline): a
+/// backstop for what the work budget does not see (a catalog's content read from disk, a busy
+/// machine); the budget itself ends a release build's command within a second or so.
+pub const COMMAND_DURATION: Duration = Duration::from_secs(60);
+
+/// The environment variable that sets an admin command's budget instead of
+/// [`COMMAND_WORK_UNITS`] (a plan within the command gets no more either): to bound the command
+/// line tighter, or to give a debug build the same CPU budget as a release one (the fuzzer's
+/// bounded run).
+pub const WORK_UNITS_ENV: &str = "OLMV1_WORK_UNITS";
+
+/// The budget of one admin command: `OLMV1_WORK_UNITS` when set to a number, else
+/// [`COMMAND_WORK_UNITS`].
+pub fn command_work_units() -> u64 {
+    std::env::var(WORK_UNITS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(COMMAND_WORK_UNITS)
+}
+
+/// A meter for one admin command: [`command_work_units`] within [`COMMAND_DURATION`].
+pub fn command_meter() -> Meter {
+    Meter::new(command_work_units()).with_deadline(COMMAND_DURATION)
+}
+
 /// What a workflow says as it goes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {

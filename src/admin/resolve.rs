@@ -45,7 +45,7 @@ pub async fn load_inputs(catalogs: &[String], priorities: &[String]) -> Result<V
 }
 
 /// `--with-dependencies`: the package and what it requires, one bundle per package, nothing
-/// installed.
+/// installed; the plan's budget no more than an admin command's ([`super::command_work_units`]).
 pub fn plan_with_dependencies(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
@@ -55,7 +55,10 @@ pub fn plan_with_dependencies(
         installed: &[],
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits::default(),
+        limits: PlanLimits {
+            max_work: PlanLimits::default().max_work.min(super::command_work_units()),
+            ..PlanLimits::default()
+        },
     };
     plan(&plan_request, catalogs)
 }

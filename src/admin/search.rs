@@ -23,7 +23,8 @@ use crate::{
         SCHEMA_BUNDLE, SCHEMA_PACKAGE, source::CatalogContent,
     },
     image::{PullOptions, pull_and_read},
-    resolve::{CatalogInput, DependencyMode, ResolveRequest},
+    meter::{Meter, Refused, Work},
+    resolve::{CatalogInput, DependencyMode, ResolveError, ResolveRequest},
 };
 
 /// One package of one catalog.
@@ -91,10 +92,13 @@ pub enum SearchError {
         #[source]
         source: CatalogError,
     },
+    /// The command's meter ran out (one sentence naming what and the limit).
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 impl SearchError {
-    /// Malformed catalog content does not mend on retry.
+    /// Malformed catalog content does not mend on retry; the same catalog costs the same again.
     pub fn is_terminal(&self) -> bool {
         true
     }
@@ -103,22 +107,20 @@ impl SearchError {
 /// `olmv1 search`'s rows: the packages matching `text` of every catalog whose content was read,
 /// by package then catalog. With `pull`, the bundle image of each newest bundle whose catalog
 /// carries no manifests is pulled and read; a failed pull is reported as a warning (its row then
-/// says the manifests were not read).
+/// says the manifests were not read). Within `meter` (the command's): every catalog's search is
+/// charged to it.
 pub async fn search_catalogs(
     catalogs: &[SourcedCatalog],
     text: &str,
     dependencies: DependencyMode,
     pull: Option<&PullOptions>,
+    meter: &mut Meter,
     report: Reporter<'_>,
 ) -> Result<Vec<PackageSummary>, SearchError> {
     let mut rows: Vec<PackageSummary> = Vec::new();
     for c in catalogs {
         let Some(content) = &c.content else { continue };
-        let found = search(&c.input, content, text, dependencies).map_err(|source| SearchError::Catalog {
-            catalog: c.input.name.clone(),
-            source,
-        })?;
-        rows.extend(found);
+        rows.extend(search(&c.input, content, text, dependencies, meter)?);
     }
     if let Some(pull) = pull {
         for row in rows
@@ -150,13 +152,15 @@ pub fn matches(package: &str, text: &str) -> bool {
 }
 
 /// The summaries of the packages of `catalog` matching `text`, resolved as `dependencies`
-/// says. `content` is read once for the newest bundles' manifests.
+/// says. `content` is read once for the newest bundles' manifests. Within `meter`: every
+/// resolution, requirement, deprecation scan and manifest read is charged.
 pub fn search(
     catalog: &CatalogInput,
     content: &CatalogContent,
     text: &str,
     dependencies: DependencyMode,
-) -> Result<Vec<PackageSummary>, CatalogError> {
+    meter: &mut Meter,
+) -> Result<Vec<PackageSummary>, SearchError> {
     let inputs = std::slice::from_ref(catalog);
     let mut rows = Vec::new();
     let mut wanted: HashMap<String, usize> = HashMap::new();
@@ -169,8 +173,11 @@ pub fn search(
             upgrade_constraint_policy: Default::default(),
             installed: None,
         };
-        let (newest, reason) = match dependencies.resolve(&request, inputs) {
+        let (newest, reason) = match dependencies.resolve_within(&request, inputs, meter) {
             Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None),
+            Err(ResolveError::Exhausted { package, exhausted }) => {
+                return Err(Refused::new(format!("resolving package {package:?}"), exhausted).into());
+            }
             Err(e) => {
                 // A bundle refused for its dependencies is still the newest one to describe.
                 let newest = newest_in_default_channel(package).map(|b| {
@@ -182,7 +189,7 @@ pub fn search(
                 (newest, Some(e.to_string()))
             }
         };
-        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref());
+        let mut row = summary_without_manifests(&catalog.name, package, newest.as_ref(), meter)?;
         row.not_installable_reason = reason;
         // With `check`, the controller refuses a bundle whose requirements cannot be read.
         if let (DependencyMode::Check, None, Some(e)) = (
@@ -200,23 +207,47 @@ pub fn search(
     if wanted.is_empty() {
         return Ok(rows);
     }
-    content.for_each_meta(|meta| {
-        if &*meta.schema != SCHEMA_BUNDLE {
-            return Ok(());
-        }
-        let Some(&row) = wanted.get(&*meta.name) else {
-            return Ok(());
-        };
-        if rows[row].package != *meta.package {
-            return Ok(());
-        }
-        let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
-            location: meta.location(),
-            message: e.to_string(),
+    let mut refused = None;
+    content
+        .for_each_meta(|meta| {
+            if refused.is_some() {
+                return Ok(());
+            }
+            if let Err(e) = meter.charge(Work::Visit, 1) {
+                refused = Some(Refused::new(format!("reading catalog {:?}", catalog.name), e));
+                return Ok(());
+            }
+            if &*meta.schema != SCHEMA_BUNDLE {
+                return Ok(());
+            }
+            let Some(&row) = wanted.get(&*meta.name) else {
+                return Ok(());
+            };
+            if rows[row].package != *meta.package {
+                return Ok(());
+            }
+            // Its manifests are read and rendered.
+            if let Err(e) = meter.charge(Work::Parse, meta.blob.len() as u64) {
+                refused = Some(Refused::new(
+                    format!("bundle {:?}: reading its manifests", meta.name),
+                    e,
+                ));
+                return Ok(());
+            }
+            let bundle: Bundle = serde_json::from_slice(&meta.blob).map_err(|e| CatalogError::Malformed {
+                location: meta.location(),
+                message: e.to_string(),
+            })?;
+            describe_catalog_bundle(&mut rows[row], &bundle);
+            Ok(())
+        })
+        .map_err(|source| SearchError::Catalog {
+            catalog: catalog.name.to_string(),
+            source,
         })?;
-        describe_catalog_bundle(&mut rows[row], &bundle);
-        Ok(())
-    })?;
+    if let Some(refused) = refused {
+        return Err(refused.into());
+    }
     for row in &mut rows {
         row.installable = row.not_installable_reason.is_none() && row.manifests_from != ManifestSource::None;
     }
@@ -237,10 +268,20 @@ fn summary_without_manifests(
     catalog: &str,
     package: &PackageIndex,
     newest: Option<&(String, String)>,
-) -> PackageSummary {
+    meter: &mut Meter,
+) -> Result<PackageSummary, Refused> {
     let deprecation = package.deprecation();
     let newest_index = newest.and_then(|(name, _)| package.bundle(name));
-    PackageSummary {
+    // Its deprecation entries are scanned, its properties read.
+    let scanned = deprecation.map_or(0, |d| d.entries.len()) + newest_index.map_or(0, |b| b.properties.len());
+    meter
+        .charge(Work::Visit, scanned as u64)
+        .map_err(|e| Refused::new(format!("summarising package {:?}", package.name), e))?;
+    let requirements = match newest_index {
+        Some(b) => BundleRequirements::of(b, meter)?,
+        None => BundleRequirements::default(),
+    };
+    Ok(PackageSummary {
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
@@ -275,9 +316,9 @@ fn summary_without_manifests(
                 .count()
         }),
         installable: false,
-        requirements: newest_index.map(BundleRequirements::of).unwrap_or_default(),
+        requirements,
         not_installable_reason: None,
-    }
+    })
 }
 
 /// Describes the newest bundle from the catalog's `olm.bundle.object` properties, when it has

@@ -116,13 +116,15 @@ pub fn summarize(
     let (target, error, reachable) = match ResolveRequest::from_cluster_extension(ext, installed.clone()) {
         Err(e) => (None, Some(e.to_string()), Vec::new()),
         Ok(request) => {
+            // Each extension's own meter: its answers are independent.
+            let mut meter = super::command_meter();
             let reachable = match &request.installed {
-                Some(_) => upgrades(&request, catalogs, dependencies)
+                Some(_) => upgrades(&request, catalogs, dependencies, &mut meter)
                     .map(|u| u.reachable.into_iter().map(|t| t.version).collect())
                     .unwrap_or_default(),
                 None => Vec::new(),
             };
-            match dependencies.resolve(&request, catalogs) {
+            match dependencies.resolve_within(&request, catalogs, &mut meter) {
                 Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
                 Err(e) => (None, Some(e.to_string()), reachable),
             }

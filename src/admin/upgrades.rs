@@ -9,16 +9,14 @@
 //! answers for every V from one bundle come from one pass over the catalogs
 //! ([`ExactVersions`]: what `resolve` answers for each `=V`), so listing is quadratic in the
 //! package's bundles at worst (every bundle reached, each step looking at every bundle), and it
-//! is charged to a work budget with a deadline ([`UpgradesLimits`]). A
+//! is charged to the command's meter (one unit per bundle or channel entry a step looks at, per
+//! answer and per path step). A
 //! path steps through such answers, each step being what the admin gets by setting `version` to
 //! the step's exact version. `--dependencies` decides, as the controller's flag, whether a
 //! bundle that declares dependencies is an answer (`check`, with what it requires) or refused
 //! (`refuse`, upstream's rule).
 
-use std::{
-    collections::{HashMap, HashSet, VecDeque},
-    time::{Duration, Instant},
-};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde::Serialize;
 
@@ -28,7 +26,7 @@ use super::{
     terminal::{TerminalText, escape_value as value},
 };
 use crate::{
-    dependencies::WorkBudget,
+    meter::{Meter, Refused, Work},
     resolve::{
         CatalogInput, DependencyMode, ExactAnswer, ExactVersion, ExactVersions, InstalledBundle,
         PreparedRequest, ResolveError, ResolveRequest,
@@ -111,18 +109,6 @@ pub struct Upgrades {
     pub unreachable: Vec<Unreachable>,
 }
 
-/// The work of one `olmv1 upgrades` (and of each extension's upgrades in `olmv1 status`): one
-/// unit per bundle or channel entry a resolver step looks at, per answer it gives and per path
-/// step listed. The largest real package (the shared catalogs' packages, every bundle of their
-/// default channels installed in turn) takes under 40,000.
-pub const UPGRADES_WORK_UNITS: u64 = 20_000_000;
-
-/// The time one `olmv1 upgrades` may take.
-pub const UPGRADES_DEADLINE: Duration = Duration::from_secs(10);
-
-/// How often (in units) the deadline is looked at.
-const DEADLINE_EVERY_UNITS: u64 = 10_000;
-
 /// Why upgrades cannot be listed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UpgradesError {
@@ -132,88 +118,36 @@ pub enum UpgradesError {
     /// Nothing is installed.
     #[error("no installed bundle: upgrades are listed from an installed bundle")]
     NotInstalled,
-    /// The catalogs make the answer too costly.
-    #[error(
-        "listing the upgrades of package {package:?} needs more than the budget of {limit} work units: the catalogs give it too many bundles or edges; narrow the request (--channel, --version)"
-    )]
-    OverBudget {
-        /// The package.
-        package: String,
-        /// The budget.
-        limit: u64,
-    },
-    /// The deadline passed.
-    #[error(
-        "listing the upgrades of package {package:?} did not finish within {seconds}s; narrow the request (--channel, --version)"
-    )]
-    Deadline {
-        /// The package.
-        package: String,
-        /// The deadline.
-        seconds: u64,
-    },
+    /// The command's meter ran out.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+/// The resolver's error, its meter running out made a refusal.
+fn refused(e: ResolveError) -> UpgradesError {
+    match e {
+        ResolveError::Exhausted { package, exhausted } => UpgradesError::Refused(Refused::new(
+            format!("listing the upgrades of package {package:?}"),
+            exhausted,
+        )),
+        other => UpgradesError::Resolve(other),
+    }
+}
+
+/// Charges `units` of visiting to `meter` for listing `package`'s upgrades.
+fn charge(meter: &mut Meter, package: &str, units: u64) -> Result<(), UpgradesError> {
+    meter.charge(Work::Visit, units).map_err(|e| {
+        UpgradesError::Refused(Refused::new(
+            format!("listing the upgrades of package {package:?}"),
+            e,
+        ))
+    })
 }
 
 impl UpgradesError {
     /// Always true: the same inputs give the same answer.
     pub fn is_terminal(&self) -> bool {
         true
-    }
-}
-
-/// The work spent on one answer, against [`UPGRADES_WORK_UNITS`] and [`UPGRADES_DEADLINE`].
-struct Meter<'r> {
-    package: &'r str,
-    budget: WorkBudget,
-    start: Instant,
-    deadline: Duration,
-    next_check: u64,
-}
-
-impl<'r> Meter<'r> {
-    fn new(package: &'r str, limits: UpgradesLimits) -> Meter<'r> {
-        Meter {
-            package,
-            budget: WorkBudget::new(limits.work_units),
-            start: Instant::now(),
-            deadline: limits.deadline,
-            next_check: 0,
-        }
-    }
-
-    fn charge(&mut self, units: u64) -> Result<(), UpgradesError> {
-        self.budget.charge(units).map_err(|_| UpgradesError::OverBudget {
-            package: self.package.to_string(),
-            limit: self.budget.limit(),
-        })?;
-        if self.budget.spent() >= self.next_check {
-            self.next_check = self.budget.spent() + DEADLINE_EVERY_UNITS;
-            if self.start.elapsed() > self.deadline {
-                return Err(UpgradesError::Deadline {
-                    package: self.package.to_string(),
-                    seconds: self.deadline.as_secs(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The bounds of one answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpgradesLimits {
-    /// Work units ([`UPGRADES_WORK_UNITS`]).
-    pub work_units: u64,
-    /// Time ([`UPGRADES_DEADLINE`]).
-    pub deadline: Duration,
-}
-
-impl Default for UpgradesLimits {
-    fn default() -> Self {
-        UpgradesLimits {
-            work_units: UPGRADES_WORK_UNITS,
-            deadline: UPGRADES_DEADLINE,
-        }
     }
 }
 
@@ -256,7 +190,7 @@ fn one_step<'a>(
     within: Option<&VersionRange>,
     dependencies: DependencyMode,
     ranges: &mut PinnedRanges,
-    meter: &mut Meter<'_>,
+    meter: &mut Meter,
 ) -> Result<Vec<ExactAnswer<'a>>, UpgradesError> {
     // In the order of their ranges' text, as the pinned requests were once made: when two
     // catalogs answer with bundles of one name, the first answer is the one kept.
@@ -276,7 +210,7 @@ fn one_step<'a>(
     let mut out: Vec<ExactAnswer<'a>> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     for (_, parsed, exact, version) in candidates {
-        meter.charge(1)?;
+        charge(meter, answers.package(), 1)?;
         if within.is_some_and(|r| !r.matches(&version.version)) || !parsed {
             continue;
         }
@@ -296,9 +230,9 @@ fn one_step<'a>(
     Ok(out)
 }
 
-fn target(answer: &ExactAnswer<'_>) -> Target {
+fn target(answer: &ExactAnswer<'_>, meter: &mut Meter) -> Result<Target, UpgradesError> {
     let bundle = answer.bundle;
-    Target {
+    Ok(Target {
         bundle: bundle.name.to_string(),
         version: bundle
             .version
@@ -307,8 +241,8 @@ fn target(answer: &ExactAnswer<'_>) -> Target {
             .unwrap_or_default(),
         catalog: answer.catalog.name.clone(),
         deprecated: answer.deprecated,
-        requires: BundleRequirements::from_properties(&bundle.name, &bundle.properties).summaries(),
-    }
+        requires: BundleRequirements::from_properties(&bundle.name, &bundle.properties, meter)?.summaries(),
+    })
 }
 
 /// The resolver's answers from `from`, charged to `meter`.
@@ -316,14 +250,14 @@ fn answers_from<'a>(
     request: &ResolveRequest,
     from: &InstalledBundle,
     catalogs: &'a [CatalogInput],
-    meter: &mut Meter<'_>,
+    meter: &mut Meter,
 ) -> Result<ExactVersions<'a>, UpgradesError> {
     let probe = ResolveRequest {
         installed: Some(from.clone()),
         ..request.clone()
     };
-    let answers = ExactVersions::new(&probe, catalogs)?;
-    meter.charge(answers.examined())?;
+    let answers = ExactVersions::new(&probe, catalogs).map_err(refused)?;
+    charge(meter, &request.package, answers.examined())?;
     Ok(answers)
 }
 
@@ -332,16 +266,7 @@ pub fn upgrades(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     dependencies: DependencyMode,
-) -> Result<Upgrades, UpgradesError> {
-    upgrades_within(request, catalogs, dependencies, UpgradesLimits::default())
-}
-
-/// [`upgrades`] within `limits`.
-pub fn upgrades_within(
-    request: &ResolveRequest,
-    catalogs: &[CatalogInput],
-    dependencies: DependencyMode,
-    limits: UpgradesLimits,
+    meter: &mut Meter,
 ) -> Result<Upgrades, UpgradesError> {
     let installed = request.installed.clone().ok_or(UpgradesError::NotInstalled)?;
     let prepared = PreparedRequest::new(request)?;
@@ -354,7 +279,6 @@ pub fn upgrades_within(
             "failed to get version and release of installed bundle: {e}"
         ))
     })?;
-    let mut meter = Meter::new(&request.package, limits);
 
     // Every bundle of the package in the consulted catalogs and requested channels.
     let mut known: Vec<(Target, VersionRelease)> = Vec::new();
@@ -369,7 +293,11 @@ pub fn upgrades_within(
             .filter(|c| request.channels.iter().any(|r| *r == *c.name))
             .flat_map(|c| c.entries.iter().map(|e| &*e.name))
             .collect();
-        meter.charge((package.bundles.len() + in_channels.len()) as u64)?;
+        charge(
+            meter,
+            &request.package,
+            (package.bundles.len() + in_channels.len()) as u64,
+        )?;
         for b in &package.bundles {
             if *b.name == *installed.name {
                 installed_catalog.get_or_insert_with(|| catalog.name.clone());
@@ -390,18 +318,18 @@ pub fn upgrades_within(
         }
     }
     let mut ranges = PinnedRanges::default();
-    let from_installed = answers_from(request, &installed, catalogs, &mut meter)?;
+    let from_installed = answers_from(request, &installed, catalogs, meter)?;
     let reachable: Vec<Target> = one_step(
         &from_installed,
         &installed.name,
         prepared.range.as_ref(),
         dependencies,
         &mut ranges,
-        &mut meter,
+        meter,
     )?
     .iter()
-    .map(target)
-    .collect();
+    .map(|answer| target(answer, meter))
+    .collect::<Result<_, _>>()?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
     let mut previous: HashMap<String, Option<String>> = HashMap::from([(installed.name.clone(), None)]);
@@ -411,14 +339,14 @@ pub fn upgrades_within(
         let answers = if from == installed {
             None
         } else {
-            Some(answers_from(request, &from, catalogs, &mut meter)?)
+            Some(answers_from(request, &from, catalogs, meter)?)
         };
         let answers = answers.as_ref().unwrap_or(&from_installed);
-        for answer in one_step(answers, &from.name, None, dependencies, &mut ranges, &mut meter)? {
+        for answer in one_step(answers, &from.name, None, dependencies, &mut ranges, meter)? {
             if previous.contains_key(&*answer.bundle.name) {
                 continue;
             }
-            let target = target(&answer);
+            let target = target(&answer, meter)?;
             previous.insert(target.bundle.clone(), Some(from.name.clone()));
             queue.push_back(InstalledBundle {
                 name: target.bundle.clone(),
@@ -447,7 +375,7 @@ pub fn upgrades_within(
                 if name == installed.name {
                     break;
                 }
-                meter.charge(1)?;
+                charge(meter, &request.package, 1)?;
                 steps.push(nodes[&name].clone());
                 cursor = previous[&name].clone();
             }
@@ -457,7 +385,7 @@ pub fn upgrades_within(
                 steps,
             });
         } else {
-            meter.charge(1)?;
+            charge(meter, &request.package, 1)?;
             // What the resolver says when asked for the version directly from the installed one.
             let exact = ExactVersion::of(version);
             let message = match ranges
@@ -648,7 +576,9 @@ mod tests {
                     requires: BundleRequirements::from_properties(
                         &resolution.bundle.name,
                         &resolution.bundle.properties,
+                        &mut crate::meter::Meter::unlimited(),
                     )
+                    .unwrap()
                     .summaries(),
                     bundle: resolution.bundle.name,
                     version: resolution.bundle.status_version,
@@ -998,7 +928,7 @@ mod tests {
             };
             let mode = if refuse { DependencyMode::Refuse } else { DependencyMode::Check };
             prop_assert_eq!(
-                as_json(upgrades(&request, &inputs, mode)),
+                as_json(upgrades(&request, &inputs, mode, &mut Meter::unlimited())),
                 as_json(reference::upgrades(&request, &inputs, mode))
             );
         }
@@ -1043,7 +973,12 @@ mod tests {
                         }),
                     };
                     assert_eq!(
-                        as_json(upgrades(&request, &inputs, DependencyMode::Check)),
+                        as_json(upgrades(
+                            &request,
+                            &inputs,
+                            DependencyMode::Check,
+                            &mut Meter::unlimited(),
+                        )),
                         as_json(reference::upgrades(&request, &inputs, DependencyMode::Check)),
                         "{catalog}: {} from {}",
                         package.name,
@@ -1104,21 +1039,20 @@ mod tests {
             }),
         };
         // Work decides, never the clock (a debug build on a busy machine is slow).
-        let limits = UpgradesLimits {
-            work_units: UPGRADES_WORK_UNITS,
-            deadline: Duration::from_secs(600),
-        };
-        let answer = upgrades_within(&request, &inputs, DependencyMode::Check, limits).unwrap();
+        let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
+        let answer = upgrades(&request, &inputs, DependencyMode::Check, &mut meter).unwrap();
         assert_eq!(answer.reachable.len(), n - 1);
         assert!(answer.paths.is_empty() && answer.unreachable.is_empty());
-        let small = UpgradesLimits {
-            work_units: 100_000,
-            deadline: Duration::from_secs(600),
-        };
-        let refused = upgrades_within(&request, &inputs, DependencyMode::Check, small).unwrap_err();
-        assert_eq!(
-            refused.to_string(),
-            "listing the upgrades of package \"p\" needs more than the budget of 100000 work units: the catalogs give it too many bundles or edges; narrow the request (--channel, --version)"
+        // Quadratic at worst: every bundle reached, each step looking at every bundle.
+        assert!(meter.spent() < 8 * (n * n) as u64, "{} units", meter.spent());
+        let refused =
+            upgrades(&request, &inputs, DependencyMode::Check, &mut Meter::new(100_000)).unwrap_err();
+        assert!(
+            matches!(refused, UpgradesError::Refused(_))
+                && refused
+                    .to_string()
+                    .ends_with(" needs more than the budget of 100000 work units"),
+            "{refused}"
         );
     }
 }

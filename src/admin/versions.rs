@@ -10,7 +10,10 @@ use super::{
     table::{Table, Tone},
     terminal::{TerminalText, escape_value as value},
 };
-use crate::catalog::{PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use crate::{
+    catalog::{PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
+    meter::{Meter, Refused, Work},
+};
 
 /// A package as one catalog has it.
 #[derive(Debug, Clone, Serialize)]
@@ -63,67 +66,84 @@ pub struct EntryVersions {
     pub requirements: Arc<BundleRequirements>,
 }
 
-fn message(package: &PackageIndex, schema: &str, name: &str) -> Option<String> {
-    package.deprecation_message(schema, name).map(str::to_string)
+/// The deprecation message of `schema`/`name`, found by key (one lookup charged).
+fn message(
+    package: &PackageIndex,
+    schema: &str,
+    name: &str,
+    meter: &mut Meter,
+) -> Result<Option<String>, crate::meter::Exhausted> {
+    meter.charge(Work::Visit, 1)?;
+    Ok(package.deprecation_message(schema, name).map(str::to_string))
 }
 
-/// The versions of `package` in `catalog`.
-pub fn versions(catalog: &str, package: &PackageIndex) -> PackageVersions {
-    // Each bundle's requirements are read once, however many channels list it.
+/// The versions of `package` in `catalog`, within `meter`: the walk over its channels, the
+/// deprecations looked up, each bundle's requirements (read once per bundle, shared by its
+/// entries in every channel) and the text copied are charged.
+pub fn versions(
+    catalog: &str,
+    package: &PackageIndex,
+    meter: &mut Meter,
+) -> Result<PackageVersions, Refused> {
+    let refused = |e| Refused::new(format!("listing the versions of package {:?}", package.name), e);
+    meter.charge(Work::Visit, package.items()).map_err(refused)?;
     let mut requirements: Vec<Option<Arc<BundleRequirements>>> = vec![None; package.bundles.len()];
     let none = Arc::new(BundleRequirements::default());
-    let channels = package
-        .channels
-        .iter()
-        .map(|ch| {
-            let mut entries: Vec<(Option<&crate::version::VersionRelease>, usize, EntryVersions)> = ch
-                .entries
-                .iter()
-                .enumerate()
-                .map(|(position, e)| {
-                    let version = e.bundle.and_then(|i| package.bundles[i].version.as_ref().ok());
-                    (
-                        version,
-                        position,
-                        EntryVersions {
-                            bundle: e.name.to_string(),
-                            version: version.map(|v| v.status_version()),
-                            replaces: e.replaces.as_ref().map(|r| r.to_string()),
-                            skips: e.skips.iter().map(|s| s.to_string()).collect(),
-                            skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
-                            deprecated: message(package, SCHEMA_BUNDLE, &e.name),
-                            requirements: match e.bundle {
-                                Some(i) => requirements[i]
-                                    .get_or_insert_with(|| {
-                                        Arc::new(BundleRequirements::of(&package.bundles[i]))
-                                    })
-                                    .clone(),
-                                None => none.clone(),
-                            },
-                        },
-                    )
-                })
-                .collect();
-            entries.sort_by(|a, b| match (a.0, b.0) {
-                (Some(x), Some(y)) => y.compare(x).then(a.1.cmp(&b.1)),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => a.1.cmp(&b.1),
-            });
-            ChannelVersions {
-                name: ch.name.to_string(),
-                deprecated: message(package, SCHEMA_CHANNEL, &ch.name),
-                entries: entries.into_iter().map(|(_, _, e)| e).collect(),
-            }
-        })
-        .collect();
-    PackageVersions {
+    let mut channels = Vec::with_capacity(package.channels.len());
+    for ch in &package.channels {
+        let mut entries: Vec<(Option<&crate::version::VersionRelease>, usize, EntryVersions)> =
+            Vec::with_capacity(ch.entries.len());
+        for (position, e) in ch.entries.iter().enumerate() {
+            let version = e.bundle.and_then(|i| package.bundles[i].version.as_ref().ok());
+            let requires = match e.bundle {
+                Some(i) => match &requirements[i] {
+                    Some(read) => read.clone(),
+                    None => {
+                        let read = Arc::new(BundleRequirements::of(&package.bundles[i], meter)?);
+                        requirements[i] = Some(read.clone());
+                        read
+                    }
+                },
+                None => none.clone(),
+            };
+            let text = e.name.len()
+                + e.replaces.as_ref().map_or(0, |r| r.len())
+                + e.skips.iter().map(|s| s.len()).sum::<usize>()
+                + e.skip_range.as_ref().map_or(0, |r| r.len());
+            meter.charge(Work::Render, text as u64).map_err(refused)?;
+            entries.push((
+                version,
+                position,
+                EntryVersions {
+                    bundle: e.name.to_string(),
+                    version: version.map(|v| v.status_version()),
+                    replaces: e.replaces.as_ref().map(|r| r.to_string()),
+                    skips: e.skips.iter().map(|s| s.to_string()).collect(),
+                    skip_range: e.skip_range.as_ref().map(|r| r.to_string()),
+                    deprecated: message(package, SCHEMA_BUNDLE, &e.name, meter).map_err(refused)?,
+                    requirements: requires,
+                },
+            ));
+        }
+        entries.sort_by(|a, b| match (a.0, b.0) {
+            (Some(x), Some(y)) => y.compare(x).then(a.1.cmp(&b.1)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.1.cmp(&b.1),
+        });
+        channels.push(ChannelVersions {
+            name: ch.name.to_string(),
+            deprecated: message(package, SCHEMA_CHANNEL, &ch.name, meter).map_err(refused)?,
+            entries: entries.into_iter().map(|(_, _, e)| e).collect(),
+        });
+    }
+    Ok(PackageVersions {
         package: package.name.to_string(),
         catalog: catalog.to_string(),
         default_channel: package.default_channel.as_ref().map(|c| c.to_string()),
-        deprecated: message(package, SCHEMA_PACKAGE, ""),
+        deprecated: message(package, SCHEMA_PACKAGE, "", meter).map_err(refused)?,
         channels,
-    }
+    })
 }
 
 /// The REQUIRES cell of a bundle whose requirements an earlier row showed.

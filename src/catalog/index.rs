@@ -211,6 +211,20 @@ impl CatalogIndex {
 }
 
 impl PackageIndex {
+    /// What a walk over the package visits: its bundles, its channels' entries and their edges
+    /// (`replaces`, `skips`, `skipRange`). A meter is charged this before such a walk.
+    pub fn items(&self) -> u64 {
+        let edges: usize = self
+            .channels
+            .iter()
+            .flat_map(|c| &c.entries)
+            .map(|e| {
+                1 + e.skips.len() + usize::from(e.replaces.is_some()) + usize::from(e.skip_range.is_some())
+            })
+            .sum();
+        (self.bundles.len() + edges) as u64
+    }
+
     fn new(name: Arc<str>) -> PackageIndex {
         PackageIndex {
             name,

@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use super::sources::{
-    DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json,
+    DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
 };
 use crate::admin::{
     explain::{ExplainError, explain_request},
@@ -60,6 +60,7 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
             errln!("{}", value(&e.to_string()));
             return ExitCode::from(1);
         }
+        Err(ExplainError::Refused(e)) => return refuse("explain", &e),
         Err(e) => return fail("explain", &e.to_string()),
     };
     let code = if report.planned(mode) {

@@ -14,7 +14,7 @@ use crate::{
         terminal::escape_value as value,
     },
     dependencies::PlanError,
-    resolve::resolve,
+    resolve::resolve_within,
 };
 
 /// Arguments of `olmv1 resolve`.
@@ -99,7 +99,7 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             }
         }
     } else {
-        match resolve(&request, &inputs) {
+        match resolve_within(&request, &inputs, &mut crate::admin::command_meter()) {
             Ok(resolution) => resolution_text(&resolution, json),
             Err(e) => {
                 // One line: the resolver's message quotes catalog text.

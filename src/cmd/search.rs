@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use super::print_report;
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, warn_unreadable};
+use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
 use crate::admin::{
-    search::{search_catalogs, table},
+    command_meter,
+    search::{SearchError, search_catalogs, table},
     terminal::TerminalText,
 };
 
@@ -41,11 +42,13 @@ pub async fn run(args: SearchArgs) -> ExitCode {
         &text,
         args.dependencies.mode,
         pull.as_ref(),
+        &mut command_meter(),
         &mut print_report("search"),
     )
     .await
     {
         Ok(rows) => rows,
+        Err(SearchError::Refused(e)) => return refuse("search", &e),
         Err(e) => return fail("search", &e.to_string()),
     };
     if args.output == Output::Json {

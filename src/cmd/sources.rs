@@ -190,6 +190,16 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Prints `olmv1 COMMAND: MESSAGE` on stderr for work refused by the command's meter (one
+/// sentence naming what and the limit, its catalog text escaped); exit status 2, as for any
+/// input olmv1 does not take.
+pub fn refuse(command: &str, refused: &crate::meter::Refused) -> ExitCode {
+    fail(
+        command,
+        &crate::admin::terminal::escape_value(&refused.to_string()),
+    )
+}
+
 /// Warns on stderr about catalogs whose content could not be read.
 pub fn warn_unreadable(command: &str, catalogs: &[SourcedCatalog]) {
     for c in catalogs {

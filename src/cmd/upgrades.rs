@@ -3,10 +3,13 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json};
+use super::sources::{
+    DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
+};
 use crate::admin::{
+    command_meter,
     graph::{dot_to_svg, upgrade_graph},
-    upgrades::{render_text, upgrades},
+    upgrades::{UpgradesError, render_text, upgrades},
 };
 
 /// Output formats of `olmv1 upgrades`.
@@ -47,8 +50,10 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(e) => return fail("upgrades", &e),
     };
-    let answer = match upgrades(&request, &inputs, args.dependencies.mode) {
+    let mut meter = command_meter();
+    let answer = match upgrades(&request, &inputs, args.dependencies.mode, &mut meter) {
         Ok(u) => u,
+        Err(UpgradesError::Refused(e)) => return refuse("upgrades", &e),
         Err(e) => return fail("upgrades", &e.to_string()),
     };
     match args.output {
@@ -58,10 +63,10 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
-            let dot = match upgrade_graph(&request, &inputs, &answer, crate::admin::output::room().1) {
-                None => return fail("upgrades", "no selected catalog has the package"),
-                Some(Err(e)) => return fail("upgrades", &e.to_string()),
-                Some(Ok(dot)) => dot,
+            let dot = match upgrade_graph(&request, &inputs, &answer, &mut meter) {
+                Ok(Some(dot)) => dot,
+                Ok(None) => return fail("upgrades", "no selected catalog has the package"),
+                Err(e) => return refuse("upgrades", &e),
             };
             if args.output == UpgradesOutput::Dot {
                 out!("{dot}");

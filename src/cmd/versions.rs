@@ -2,8 +2,11 @@
 
 use std::process::ExitCode;
 
-use super::sources::{Output, SourceArgs, colour, fail, print_json, warn_unreadable};
-use crate::admin::versions::{PackageVersions, render_text, versions};
+use super::sources::{Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
+use crate::admin::{
+    command_meter,
+    versions::{PackageVersions, render_text, versions},
+};
 
 /// Arguments of `olmv1 versions`.
 #[derive(clap::Args, Debug)]
@@ -24,15 +27,17 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
         Err(e) => return fail("versions", &e),
     };
     warn_unreadable("versions", &catalogs);
-    let found: Vec<PackageVersions> = catalogs
-        .iter()
-        .filter_map(|c| {
-            c.input
-                .index
-                .package(&args.package)
-                .map(|p| versions(&c.input.name, p))
-        })
-        .collect();
+    let mut meter = command_meter();
+    let mut found: Vec<PackageVersions> = Vec::new();
+    for c in &catalogs {
+        let Some(package) = c.input.index.package(&args.package) else {
+            continue;
+        };
+        match versions(&c.input.name, package, &mut meter) {
+            Ok(v) => found.push(v),
+            Err(e) => return refuse("versions", &e),
+        }
+    }
     if found.is_empty() {
         return fail("versions", &format!("no catalog has package {:?}", args.package));
     }

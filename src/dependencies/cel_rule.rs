@@ -17,7 +17,7 @@
 
 use std::{
     cell::RefCell,
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     fmt,
     sync::{Arc, LazyLock, Mutex, mpsc},
 };
@@ -33,7 +33,14 @@ use cel::{
     parser::Parser,
 };
 
-use crate::{catalog::Property, go_format::go_float, version::cmp_precedence};
+use regex_automata::nfa::thompson::{self, WhichCaptures, pikevm::PikeVM};
+
+use crate::{
+    catalog::Property,
+    go_format::go_float,
+    meter::{Exhausted, Meter, Work},
+    version::cmp_precedence,
+};
 
 /// The longest rule compiled: real rules are one line; longer ones are refused before parsing.
 const MAX_RULE_BYTES: usize = 4096;
@@ -64,18 +71,17 @@ pub const MAX_INPUT_BYTES: usize = 512 * 1024;
 pub const MAX_COST: u64 = 20_000_000;
 /// The longest `matches` pattern: real ones are short anchored names.
 const MAX_PATTERN_BYTES: usize = 512;
-/// The compiled size limit of a `matches` pattern (its NFA, and each regex engine's program):
-/// `a{1000}{1000}` stops here, in time proportional to the limit.
+/// The compiled size limit of a `matches` pattern (its NFA): `a{1000}{1000}` stops here, in time
+/// proportional to the limit (or to what is left of the meter, when that is less).
 const MAX_REGEX_BYTES: usize = 256 * 1024;
-/// The lazy DFA cache of one pattern: past it the regex crate falls back to its linear-time NFA
-/// simulation instead of growing.
-const MAX_REGEX_DFA_BYTES: usize = 1 << 20;
 /// The most distinct `matches` patterns in one rule (each is compiled when the rule is).
 const MAX_PATTERNS_PER_RULE: usize = 8;
-/// The process-wide cache of compiled rules and compile errors: entries, and bytes of their sources
-/// (4,000 tiny distinct rules of one hostile bundle fit; a 1 MB catalog's rules need not).
+/// The process-wide cache of compiled rules and compile errors: entries, and the bytes they hold
+/// (sources, compiled programs and patterns, error texts). 4,000 tiny distinct rules of one
+/// hostile bundle fit; so do about 16 rules whose 8 patterns are each at the size limit.
 const MAX_CACHED_RULES: usize = 8192;
-const MAX_CACHED_SOURCE_BYTES: usize = 4 << 20;
+/// See [`MAX_CACHED_RULES`].
+pub const MAX_CACHED_BYTES: usize = 32 << 20;
 /// The most characters of a rule quoted in a message.
 const MAX_QUOTED_CHARS: usize = 80;
 /// The name our `matches` is called by after compiling: `@` keeps rule text from naming it.
@@ -108,10 +114,42 @@ pub struct CelRule(Arc<Compiled>);
 struct Compiled {
     source: Arc<str>,
     expression: IdedExpr,
-    patterns: Vec<(String, regex::Regex)>,
-    /// Each pattern's automaton states (what a `matches` costs per byte).
-    states: Vec<(String, u64)>,
+    /// The distinct `matches` patterns, each compiled once.
+    patterns: Vec<Pattern>,
+    /// AST nodes: what estimating the rule's cost walks.
+    nodes: u64,
     cost: u64,
+    /// The estimate for inputs of a size class ([`size_class`]), kept as computed: a rule is
+    /// estimated once per class, not once per bundle it is evaluated against.
+    costs: Mutex<Vec<(SizeClass, u64)>>,
+    /// The bytes the rule holds (its AST, patterns and costs), as the rule cache counts them.
+    bytes: usize,
+}
+
+/// A compiled `matches` pattern: one Thompson NFA, searched by the PikeVM (linear time: at most
+/// every state per byte), so the automaton that is costed is the one that runs.
+struct Pattern {
+    text: String,
+    vm: PikeVM,
+    /// Its automaton states (what a `matches` costs per byte searched).
+    states: u64,
+}
+
+/// Why a rule was not compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// It is not a valid boolean rule over `properties` within the limits (one sentence).
+    #[error("{0}")]
+    Invalid(String),
+    /// The meter it was compiled with ran out.
+    #[error("compiling a CEL rule {0}")]
+    Exhausted(Exhausted),
+}
+
+impl From<Exhausted> for CompileError {
+    fn from(e: Exhausted) -> Self {
+        CompileError::Exhausted(e)
+    }
 }
 
 impl fmt::Debug for CelRule {
@@ -120,39 +158,83 @@ impl fmt::Debug for CelRule {
     }
 }
 
-/// Compiled rules and compile errors by source, bounded by [`MAX_CACHED_RULES`] and
-/// [`MAX_CACHED_SOURCE_BYTES`] (emptied when full: a rule is then compiled again once).
+/// Compiled rules and compile errors by source, bounded by [`MAX_CACHED_RULES`] and by the bytes
+/// they hold, [`MAX_CACHED_BYTES`] (compiled programs and patterns, error texts, sources): when
+/// full, the oldest entries are evicted (and compiled again, charged again, if needed again).
 #[derive(Default)]
 struct RuleCache {
-    rules: HashMap<Arc<str>, Result<CelRule, String>>,
+    rules: HashMap<Arc<str>, (Result<CelRule, String>, usize)>,
+    /// Insertion order, for eviction.
+    order: VecDeque<Arc<str>>,
     bytes: usize,
+}
+
+impl RuleCache {
+    fn get(&self, source: &str) -> Option<Result<CelRule, String>> {
+        self.rules.get(source).map(|(r, _)| r.clone())
+    }
+
+    fn insert(&mut self, source: &str, compiled: Result<CelRule, String>) {
+        let bytes = source.len()
+            + match &compiled {
+                Ok(rule) => rule.0.bytes,
+                Err(text) => text.len(),
+            };
+        if bytes > MAX_CACHED_BYTES || self.rules.contains_key(source) {
+            return;
+        }
+        while self.rules.len() >= MAX_CACHED_RULES || self.bytes + bytes > MAX_CACHED_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, freed)) = self.rules.remove(&oldest) {
+                self.bytes -= freed;
+            }
+        }
+        let key: Arc<str> = Arc::from(source);
+        self.order.push_back(Arc::clone(&key));
+        self.rules.insert(key, (compiled, bytes));
+        self.bytes += bytes;
+    }
 }
 
 static RULES: LazyLock<Mutex<RuleCache>> = LazyLock::new(Mutex::default);
 
+/// The bytes and entries the process's rule cache holds (tests and benchmarks read it).
+pub fn cache_usage() -> (usize, usize) {
+    let cache = RULES.lock().unwrap_or_else(|p| p.into_inner());
+    (cache.bytes, cache.rules.len())
+}
+
 impl CelRule {
-    /// Compiles a rule, once per process; the error says why it is not a valid boolean rule over
-    /// `properties` within the limits.
+    /// Compiles a rule, once per process, with no meter; the error says why it is not a valid
+    /// boolean rule over `properties` within the limits.
     pub fn compile(source: &str) -> Result<CelRule, String> {
+        CelRule::compile_metered(source, &mut Meter::unlimited()).map_err(|e| e.to_string())
+    }
+
+    /// Compiles a rule, once per process: parsing, checking and estimating it, and compiling its
+    /// patterns, are charged to `meter` when the process's cache does not hold it already.
+    pub fn compile_metered(source: &str, meter: &mut Meter) -> Result<CelRule, CompileError> {
         if source.len() > MAX_RULE_BYTES {
-            return Err(format!(
+            return Err(CompileError::Invalid(format!(
                 "the CEL rule is {} bytes, over the limit of {MAX_RULE_BYTES}",
                 source.len()
-            ));
+            )));
         }
-        if let Some(found) = RULES.lock().unwrap_or_else(|p| p.into_inner()).rules.get(source) {
-            return found.clone();
+        if let Some(found) = RULES.lock().unwrap_or_else(|p| p.into_inner()).get(source) {
+            return found.map_err(CompileError::Invalid);
         }
-        let compiled = compile_uncached(source);
-        let mut cache = RULES.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.rules.len() >= MAX_CACHED_RULES || cache.bytes + source.len() > MAX_CACHED_SOURCE_BYTES {
-            cache.rules.clear();
-            cache.bytes = 0;
-        }
-        if cache.rules.insert(Arc::from(source), compiled.clone()).is_none() {
-            cache.bytes += source.len();
-        }
-        compiled
+        let compiled = match compile_uncached(source, meter) {
+            Err(CompileError::Exhausted(e)) => return Err(CompileError::Exhausted(e)),
+            Err(CompileError::Invalid(text)) => Err(text),
+            Ok(rule) => Ok(rule),
+        };
+        RULES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(source, compiled.clone());
+        compiled.map_err(CompileError::Invalid)
     }
 
     /// The rule as written.
@@ -165,20 +247,42 @@ impl CelRule {
         self.0.cost
     }
 
-    /// The worst-case cost of one evaluation against this input: the same estimate with the
-    /// input's own size instead of the largest allowed, so that a rule is charged for the bundle
-    /// it reads (a real bundle is a few KiB of the 512 KiB allowed). At most
-    /// [`CelRule::estimated_cost`]; 1 for an input over the bounds, which is never evaluated.
-    pub fn cost_for(&self, input: &CelInput) -> u64 {
+    /// The bytes the compiled rule holds (what the rule cache counts).
+    pub fn held_bytes(&self) -> usize {
+        self.0.bytes
+    }
+
+    /// The worst-case cost of one evaluation against this input, plus [`EVALUATION_UNITS`]: the
+    /// same estimate with the input's size class ([`size_class`]: the next powers of two of its
+    /// property count and bytes) instead of the largest allowed, so that a rule is charged for
+    /// the bundle it reads (a real bundle is a few KiB of the 512 KiB allowed). At most
+    /// [`CelRule::estimated_cost`] plus that; 1 for an input over the bounds, which is never
+    /// evaluated. Estimating a class the rule has not met yet walks its AST, charged to `meter`.
+    pub fn cost_for(&self, input: &CelInput, meter: &mut Meter) -> Result<u64, Exhausted> {
         if input.value.is_none() {
-            return 1;
+            return Ok(1);
         }
-        estimate(
-            &self.0.expression,
-            &self.0.states,
-            input_bound(input.count, input.bytes),
-        )
-        .map_or(self.0.cost, |cost| cost.min(self.0.cost))
+        let class = size_class(input.count, input.bytes);
+        let known = {
+            let costs = self.0.costs.lock().unwrap_or_else(|p| p.into_inner());
+            costs.iter().find(|(c, _)| *c == class).map(|(_, cost)| *cost)
+        };
+        let cost = match known {
+            Some(cost) => cost,
+            None => {
+                meter.charge(Work::Estimate, self.0.nodes)?;
+                let (count, bytes) = class.bounds();
+                let cost = estimate(&self.0.expression, &self.0.patterns, input_bound(count, bytes))
+                    .map_or(self.0.cost, |cost| cost.min(self.0.cost));
+                let mut costs = self.0.costs.lock().unwrap_or_else(|p| p.into_inner());
+                if costs.len() >= MAX_SIZE_CLASSES {
+                    costs.remove(0);
+                }
+                costs.push((class, cost));
+                cost
+            }
+        };
+        Ok(cost.saturating_add(EVALUATION_UNITS))
     }
 
     /// Whether the rule is true for a bundle with these properties; an evaluation error, a
@@ -196,11 +300,45 @@ impl CelRule {
         let resolver = Input(properties.as_ref());
         let mut context = Context::with_env(Arc::clone(&ENV));
         context.set_variable_resolver(&resolver);
-        PATTERNS.with(|p| *p.borrow_mut() = Some(Arc::clone(&self.0)));
+        PATTERNS.with(|p| {
+            *p.borrow_mut() = Some(Evaluating {
+                rule: Arc::clone(&self.0),
+                caches: Vec::new(),
+            })
+        });
         let result = Value::resolve_val(&self.0.expression, &context)
             .is_ok_and(|v| v.downcast_ref::<CelBool>().is_some_and(|b| *b.inner()));
         PATTERNS.with(|p| *p.borrow_mut() = None);
         result
+    }
+}
+
+/// The fixed part of one evaluation's charge (a context made, the result read), beyond the
+/// estimate of the expression itself: calibrated with the rest (`cargo bench --bench meter`).
+pub const EVALUATION_UNITS: u64 = 100;
+
+/// The most size classes a rule keeps an estimate for (10 x 20 exist; a catalog's bundles fall in
+/// a few).
+const MAX_SIZE_CLASSES: usize = 32;
+
+/// An input's size class: the exponents of the next powers of two of its property count and
+/// bytes, capped at the input bounds. Estimates are monotone in the input's size, so a class's
+/// estimate bounds every input in it, within twice its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SizeClass(u8, u8);
+
+fn size_class(count: u64, bytes: u64) -> SizeClass {
+    let exponent = |n: u64, max: u64| n.clamp(1, max).next_power_of_two().trailing_zeros() as u8;
+    SizeClass(
+        exponent(count, MAX_INPUT_PROPERTIES as u64),
+        exponent(bytes, MAX_INPUT_BYTES as u64),
+    )
+}
+
+impl SizeClass {
+    /// The largest count and bytes of the class.
+    fn bounds(self) -> (u64, u64) {
+        (1 << self.0, 1 << self.1)
     }
 }
 
@@ -213,36 +351,75 @@ fn quote(source: &str) -> String {
     format!("{:?}", cut + "...")
 }
 
-fn compile_uncached(source: &str) -> Result<CelRule, String> {
+/// What compiling costs beyond the source's bytes (the trip to the parser thread, setting up the
+/// parser), in source bytes.
+const COMPILE_FIXED_BYTES: u64 = 64;
+
+fn compile_uncached(source: &str, meter: &mut Meter) -> Result<CelRule, CompileError> {
     if source.trim().is_empty() {
-        return Err("the CEL rule is empty".to_string());
+        return Err(CompileError::Invalid("the CEL rule is empty".to_string()));
     }
-    let mut expression = parse(source)?;
+    meter.charge(Work::CompileCel, COMPILE_FIXED_BYTES + source.len() as u64)?;
+    let mut expression = parse(source).map_err(CompileError::Invalid)?;
     let q = quote(source);
+    let invalid = |e: String| CompileError::Invalid(format!("the CEL rule {q}{e}"));
     let mut scope = vec!["properties".to_string()];
-    check(&expression, &mut scope, 0).map_err(|e| format!("the CEL rule {q}: {e}"))?;
+    check(&expression, &mut scope, 0).map_err(|e| invalid(format!(": {e}")))?;
     if infer(&expression, &mut Vec::new()) != Type::Bool {
-        return Err(format!("the CEL rule {q} must be of type bool"));
+        return Err(invalid(" must be of type bool".to_string()));
     }
     let mut patterns = Vec::new();
-    own_matches(&mut expression, &mut patterns).map_err(|e| format!("the CEL rule {q} {e}"))?;
-    let states: Vec<(String, u64)> = patterns
-        .iter()
-        .map(|(p, _)| (p.clone(), pattern_states(p)))
-        .collect();
-    let cost = estimate(&expression, &states, INPUT).map_err(|e| format!("the CEL rule {q} {e}"))?;
+    own_matches(&mut expression, &mut patterns, meter).map_err(|e| match e {
+        CompileError::Invalid(e) => invalid(format!(" {e}")),
+        exhausted => exhausted,
+    })?;
+    let (_, nodes) = shape(&expression);
+    let nodes = nodes as u64;
+    meter.charge(Work::Estimate, nodes)?;
+    let cost = estimate(&expression, &patterns, INPUT).map_err(|e| invalid(format!(" {e}")))?;
     if cost > MAX_COST {
-        return Err(format!(
-            "the CEL rule {q} has an estimated worst-case cost of {cost}, over the budget of {MAX_COST}"
-        ));
+        return Err(invalid(format!(
+            " has an estimated worst-case cost of {cost}, over the budget of {MAX_COST}"
+        )));
     }
+    let bytes = source.len()
+        + ast_bytes(&expression)
+        + patterns
+            .iter()
+            .map(|p| p.text.len() + p.vm.get_nfa().memory_usage() + std::mem::size_of::<Pattern>())
+            .sum::<usize>()
+        + MAX_SIZE_CLASSES * std::mem::size_of::<(SizeClass, u64)>()
+        + std::mem::size_of::<Compiled>();
     Ok(CelRule(Arc::new(Compiled {
         source: Arc::from(source),
         expression,
         patterns,
-        states,
+        nodes,
         cost,
+        costs: Mutex::new(Vec::new()),
+        bytes,
     })))
+}
+
+/// What an AST holds: its nodes and the text they own (names, fields, literals), counted
+/// generously (each node twice its size, for the vectors and boxes that hold it).
+fn ast_bytes(root: &IdedExpr) -> usize {
+    let mut bytes = 0;
+    let mut stack = vec![root];
+    while let Some(e) = stack.pop() {
+        bytes += 2 * std::mem::size_of::<IdedExpr>()
+            + match &e.expr {
+                Expr::Ident(name) => name.len(),
+                Expr::Select(s) => s.field.len(),
+                Expr::Call(call) => call.func_name.len(),
+                Expr::Literal(LiteralValue::String(s)) => s.inner().len(),
+                Expr::Literal(LiteralValue::Bytes(b)) => b.inner().len(),
+                Expr::Comprehension(c) => c.iter_var.len() + c.accu_var.len(),
+                _ => 0,
+            };
+        stack.extend(children(e));
+    }
+    bytes
 }
 
 /// One parse request to the parser thread.
@@ -299,14 +476,7 @@ fn parse_and_shape(source: &str) -> Result<IdedExpr, String> {
     let expression = Parser::new()
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(source)
-        .map_err(|e| {
-            let text = e.to_string();
-            if text.contains("Recursion limit") {
-                format!("the CEL rule {q} nests expressions more than {MAX_PARSE_DEPTH} deep")
-            } else {
-                format!("the CEL rule {q} does not compile: {}", text.trim())
-            }
-        })?;
+        .map_err(|e| parse_failure(&q, &e))?;
     let (depth, nodes) = shape(&expression);
     if depth > MAX_AST_DEPTH {
         return Err(format!(
@@ -319,6 +489,37 @@ fn parse_and_shape(source: &str) -> Result<IdedExpr, String> {
         ));
     }
     Ok(expression)
+}
+
+/// The most characters of the parser's first error quoted in a message.
+const MAX_PARSE_ERROR_CHARS: usize = 120;
+
+/// The parser's errors as one short sentence, made here, at the source: the first error, cut to
+/// [`MAX_PARSE_ERROR_CHARS`], where it is, and how many more there are. The parser's own text
+/// (one error per bad character, each with the whole line under it) is never formatted: a rule
+/// of 4 KiB of bad characters would make megabytes of it.
+fn parse_failure(quoted: &str, errors: &cel::parser::ParseErrors) -> String {
+    if errors.errors.iter().any(|e| e.msg.contains("Recursion limit")) {
+        return format!("the CEL rule {quoted} nests expressions more than {MAX_PARSE_DEPTH} deep");
+    }
+    let Some(first) = errors.errors.first() else {
+        return format!("the CEL rule {quoted} does not compile");
+    };
+    let message: String = first.msg.trim().chars().take(MAX_PARSE_ERROR_CHARS + 1).collect();
+    let message = if message.chars().count() > MAX_PARSE_ERROR_CHARS {
+        let cut: String = message.chars().take(MAX_PARSE_ERROR_CHARS - 3).collect();
+        cut + "..."
+    } else {
+        message
+    };
+    let message = crate::escape::escape_value(&message);
+    let (line, column) = first.pos;
+    let more = match errors.errors.len() - 1 {
+        0 => String::new(),
+        1 => " (and 1 more error)".to_string(),
+        n => format!(" (and {n} more errors)"),
+    };
+    format!("the CEL rule {quoted} does not compile: {message} at {line}:{column}{more}")
 }
 
 /// The sub-expressions of an expression.
@@ -361,8 +562,15 @@ fn shape(root: &IdedExpr) -> (usize, usize) {
 }
 
 thread_local! {
-    /// The patterns of the rule being evaluated on this thread, for our `matches`.
-    static PATTERNS: RefCell<Option<Arc<Compiled>>> = const { RefCell::new(None) };
+    /// The rule being evaluated on this thread, for our `matches`.
+    static PATTERNS: RefCell<Option<Evaluating>> = const { RefCell::new(None) };
+}
+
+/// The rule being evaluated, and its patterns' search caches (made on a pattern's first
+/// `matches` of the evaluation).
+struct Evaluating {
+    rule: Arc<Compiled>,
+    caches: Vec<Option<thompson::pikevm::Cache>>,
 }
 
 #[cfg(test)]
@@ -374,26 +582,31 @@ thread_local! {
 }
 
 /// Replaces every `matches` call (global or method) with a call to ours, `@olm_matches(text,
-/// pattern)`, after compiling its pattern, which must be a string literal.
-fn own_matches(e: &mut IdedExpr, patterns: &mut Vec<(String, regex::Regex)>) -> Result<(), String> {
+/// pattern)`, after compiling its pattern (charged to `meter`), which must be a string literal.
+/// An [`CompileError::Invalid`] here is the end of a sentence about the rule.
+fn own_matches(e: &mut IdedExpr, patterns: &mut Vec<Pattern>, meter: &mut Meter) -> Result<(), CompileError> {
+    let invalid = |m: &str| CompileError::Invalid(m.to_string());
     if let Expr::Call(call) = &mut e.expr
         && call.func_name == "matches"
     {
         let mut operands: Vec<IdedExpr> = call.target.take().map(|t| *t).into_iter().collect();
         operands.append(&mut call.args);
         let [_, pattern] = operands.as_slice() else {
-            return Err("calls matches with other than two arguments".to_string());
+            return Err(invalid("calls matches with other than two arguments"));
         };
         let Expr::Literal(LiteralValue::String(pattern)) = &pattern.expr else {
-            return Err("calls matches with a pattern that is not a string literal".to_string());
+            return Err(invalid(
+                "calls matches with a pattern that is not a string literal",
+            ));
         };
         let pattern = pattern.inner().to_string();
-        if !patterns.iter().any(|(p, _)| *p == pattern) {
+        if !patterns.iter().any(|p| p.text == pattern) {
             if patterns.len() >= MAX_PATTERNS_PER_RULE {
-                return Err(format!("has more than {MAX_PATTERNS_PER_RULE} matches patterns"));
+                return Err(CompileError::Invalid(format!(
+                    "has more than {MAX_PATTERNS_PER_RULE} matches patterns"
+                )));
             }
-            let compiled = compile_pattern(&pattern)?;
-            patterns.push((pattern, compiled));
+            patterns.push(compile_pattern(pattern, meter)?);
         }
         *call = CallExpr {
             func_name: MATCHES_FN.to_string(),
@@ -403,26 +616,28 @@ fn own_matches(e: &mut IdedExpr, patterns: &mut Vec<(String, regex::Regex)>) -> 
     }
     match &mut e.expr {
         Expr::Unspecified | Expr::Literal(_) | Expr::Ident(_) => Ok(()),
-        Expr::Select(s) => own_matches(&mut s.operand, patterns),
+        Expr::Select(s) => own_matches(&mut s.operand, patterns, meter),
         Expr::Call(call) => {
             if let Some(t) = &mut call.target {
-                own_matches(t, patterns)?;
+                own_matches(t, patterns, meter)?;
             }
-            call.args.iter_mut().try_for_each(|a| own_matches(a, patterns))
+            call.args
+                .iter_mut()
+                .try_for_each(|a| own_matches(a, patterns, meter))
         }
         Expr::List(list) => list
             .elements
             .iter_mut()
-            .try_for_each(|a| own_matches(a, patterns)),
+            .try_for_each(|a| own_matches(a, patterns, meter)),
         Expr::Map(map) => map
             .entries
             .iter_mut()
             .try_for_each(|entry| match &mut entry.expr {
                 EntryExpr::MapEntry(m) => {
-                    own_matches(&mut m.key, patterns)?;
-                    own_matches(&mut m.value, patterns)
+                    own_matches(&mut m.key, patterns, meter)?;
+                    own_matches(&mut m.value, patterns, meter)
                 }
-                EntryExpr::StructField(f) => own_matches(&mut f.value, patterns),
+                EntryExpr::StructField(f) => own_matches(&mut f.value, patterns, meter),
             }),
         Expr::Struct(_) => Ok(()),
         Expr::Comprehension(c) => [
@@ -433,47 +648,69 @@ fn own_matches(e: &mut IdedExpr, patterns: &mut Vec<(String, regex::Regex)>) -> 
             &mut c.result,
         ]
         .into_iter()
-        .try_for_each(|x| own_matches(x, patterns)),
+        .try_for_each(|x| own_matches(x, patterns, meter)),
     }
 }
 
-/// A `matches` pattern compiled with linear-time engines under [`MAX_REGEX_BYTES`] and
-/// [`MAX_REGEX_DFA_BYTES`].
-fn compile_pattern(pattern: &str) -> Result<regex::Regex, String> {
+/// A `matches` pattern compiled, once, into a Thompson NFA within [`MAX_REGEX_BYTES`] (or what
+/// `meter` has left, when less: compiling stops there), and the bytes it made charged.
+fn compile_pattern(pattern: String, meter: &mut Meter) -> Result<Pattern, CompileError> {
     if pattern.len() > MAX_PATTERN_BYTES {
-        return Err(format!(
+        return Err(CompileError::Invalid(format!(
             "has a matches pattern of {} bytes, over the limit of {MAX_PATTERN_BYTES}",
             pattern.len()
-        ));
+        )));
     }
     #[cfg(test)]
     PATTERN_COMPILES.with(|c| c.set(c.get() + 1));
-    regex::RegexBuilder::new(pattern)
-        .size_limit(MAX_REGEX_BYTES)
-        .dfa_size_limit(MAX_REGEX_DFA_BYTES)
-        .build()
-        .map_err(|e| {
-            let why = e.to_string();
+    let affordable = usize::try_from(meter.left() / Work::CompileRegex.weight()).unwrap_or(usize::MAX);
+    let limit = MAX_REGEX_BYTES.min(affordable);
+    let built = thompson::Compiler::new()
+        .configure(
+            thompson::Config::new()
+                .nfa_size_limit(Some(limit))
+                .which_captures(WhichCaptures::Implicit),
+        )
+        .build(&pattern);
+    let nfa = match built {
+        Ok(nfa) => nfa,
+        Err(e) if e.size_limit().is_some() && limit < MAX_REGEX_BYTES => {
+            // What the meter had left ran out before the pattern's own limit.
+            return Err(CompileError::Exhausted(Exhausted::Work { limit: meter.limit() }));
+        }
+        Err(e) => {
+            let why = match std::error::Error::source(&e) {
+                // The syntax error's own last line ("error: unclosed group"), without the pattern
+                // drawn above it.
+                Some(syntax) => syntax.to_string(),
+                None => e.to_string(),
+            };
             let why = why
                 .lines()
                 .last()
                 .unwrap_or_default()
                 .trim()
-                .trim_start_matches("error: ");
-            format!(
+                .trim_start_matches("error: ")
+                .to_string();
+            return Err(CompileError::Invalid(format!(
                 "has a matches pattern {} that olmv1 cannot use: {why}",
-                quote(pattern)
-            )
-        })
-}
-
-/// The automaton states of a compiled pattern: a search visits at most this many per byte.
-fn pattern_states(pattern: &str) -> u64 {
-    use regex_automata::nfa::thompson;
-    thompson::Compiler::new()
-        .configure(thompson::Config::new().nfa_size_limit(Some(MAX_REGEX_BYTES)))
-        .build(pattern)
-        .map_or(MAX_REGEX_BYTES as u64, |nfa| nfa.states().len() as u64)
+                quote(&pattern)
+            )));
+        }
+    };
+    meter.charge(Work::CompileRegex, (nfa.memory_usage() + pattern.len()) as u64)?;
+    let states = nfa.states().len() as u64;
+    let vm = PikeVM::new_from_nfa(nfa).map_err(|e| {
+        CompileError::Invalid(format!(
+            "has a matches pattern {} that olmv1 cannot use: {e}",
+            quote(&pattern)
+        ))
+    })?;
+    Ok(Pattern {
+        text: pattern,
+        vm,
+        states,
+    })
 }
 
 /// Our `matches(text, pattern)`: the pattern was compiled with the rule being evaluated.
@@ -483,15 +720,22 @@ fn olm_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Exec
     let (Some(text), Some(pattern)) = (text, pattern) else {
         return Err(ExecutionError::function_error("matches", "expects two strings"));
     };
-    PATTERNS.with(|rule| {
-        let rule = rule.borrow();
-        let found = rule
-            .as_ref()
-            .and_then(|r| r.patterns.iter().find(|(p, _)| p == pattern.inner()));
-        match found {
-            Some((_, regex)) => Ok(CowVal::owned(CelBool::from(regex.is_match(text.inner())))),
-            None => Err(ExecutionError::function_error("matches", "pattern not compiled")),
+    PATTERNS.with(|evaluating| {
+        let mut evaluating = evaluating.borrow_mut();
+        let Some(Evaluating { rule, caches }) = evaluating.as_mut() else {
+            return Err(ExecutionError::function_error("matches", "pattern not compiled"));
+        };
+        let Some(i) = rule.patterns.iter().position(|p| p.text == *pattern.inner()) else {
+            return Err(ExecutionError::function_error("matches", "pattern not compiled"));
+        };
+        if caches.len() < rule.patterns.len() {
+            caches.resize_with(rule.patterns.len(), || None);
         }
+        let vm = &rule.patterns[i].vm;
+        let cache = caches[i].get_or_insert_with(|| vm.create_cache());
+        Ok(CowVal::owned(CelBool::from(
+            vm.is_match(cache, text.inner().as_bytes()),
+        )))
     })
 }
 
@@ -547,6 +791,14 @@ impl fmt::Debug for CelInput {
 }
 
 impl CelInput {
+    /// What converting `properties` reads: their types' and values' bytes.
+    pub fn bytes_of(properties: &[Property]) -> u64 {
+        properties
+            .iter()
+            .map(|p| (p.type_.len() + p.value.raw().len()) as u64)
+            .sum()
+    }
+
     /// Converts the properties (from JSON), when within the bounds.
     pub fn new(properties: &[Property]) -> CelInput {
         #[cfg(test)]
@@ -730,17 +982,17 @@ struct Binding {
 
 /// The worst-case cost of one evaluation of a checked rule (see [`Cost`] and [`Bound`]) against
 /// an input within `input`.
-fn estimate(e: &IdedExpr, states: &[(String, u64)], input: Bound) -> Result<u64, String> {
+fn estimate(e: &IdedExpr, patterns: &[Pattern], input: Bound) -> Result<u64, String> {
     let mut scope = vec![Binding {
         name: "properties".to_string(),
         bound: input,
     }];
-    let (cost, _) = Estimator { states }.walk(e, &mut scope, 0)?;
+    let (cost, _) = Estimator { patterns }.walk(e, &mut scope, 0)?;
     Ok(cost.total())
 }
 
 struct Estimator<'a> {
-    states: &'a [(String, u64)],
+    patterns: &'a [Pattern],
 }
 
 impl Estimator<'_> {
@@ -876,8 +1128,8 @@ impl Estimator<'_> {
                     _ => None,
                 });
                 let states = pattern
-                    .and_then(|p| self.states.iter().find(|(s, _)| s == p))
-                    .map(|(_, n)| *n)
+                    .and_then(|p| self.patterns.iter().find(|s| s.text == *p))
+                    .map(|s| s.states)
                     .ok_or("calls matches with a pattern that is not a string literal")?;
                 // `is_match` runs one forward search; its linear-time engines visit at most
                 // every state per byte.
@@ -1562,6 +1814,129 @@ mod tests {
         }
         assert!(files > 100, "read {files} catalog files");
         eprintln!("{found} CEL rules in {files} catalog files compile");
+    }
+
+    /// A source no other test compiles (the rule cache is the process's).
+    fn unique(tag: &str) -> String {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        format!("{tag}{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_parser_error_is_one_short_sentence_made_at_the_source() {
+        // 4,000 bad characters: the parser makes 4,000 errors, each with the whole line.
+        let rule = format!("1 == {}", "#".repeat(4000));
+        let e = refusal(&rule);
+        assert!(e.len() < 400, "{} bytes: {e}", e.len());
+        assert!(
+            e.contains("does not compile: Syntax error: token recognition error at: '#' at 1:6 (and "),
+            "{e}"
+        );
+        assert!(e.ends_with(" more errors)"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        // The parser's text quotes the bad character: escaped here, at the source.
+        let e = refusal(&format!("1 == {}", "\u{1b}".repeat(100)));
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        // The whole text of the cached error is as short.
+        let (bytes, _) = cache_usage();
+        assert!(bytes <= MAX_CACHED_BYTES);
+    }
+
+    #[test]
+    fn compiling_is_charged_once_then_cached() {
+        let source = format!("'abc'.matches('(ab{}c){{100}}')", unique("charged"));
+        let mut meter = Meter::unlimited();
+        let rule = CelRule::compile_metered(&source, &mut meter).unwrap();
+        assert_eq!(
+            meter.spent_on(Work::CompileCel),
+            (COMPILE_FIXED_BYTES + source.len() as u64) * Work::CompileCel.weight()
+        );
+        // The pattern's automaton, compiled once, and what it holds counted by the cache.
+        let nfa = rule.0.patterns[0].vm.get_nfa().memory_usage();
+        assert!(meter.spent_on(Work::CompileRegex) >= nfa as u64 * Work::CompileRegex.weight());
+        assert!(rule.held_bytes() > nfa);
+        assert_eq!(
+            meter.spent_on(Work::Estimate),
+            rule.0.nodes * Work::Estimate.weight()
+        );
+        // Again: the cache's answer, charged nothing.
+        let mut again = Meter::unlimited();
+        CelRule::compile_metered(&source, &mut again).unwrap();
+        assert_eq!(again.spent(), 0);
+    }
+
+    #[test]
+    fn a_pattern_compile_stops_at_what_the_meter_has_left() {
+        let source = format!("'abc'.matches('(xy{}z){{1000}}')", unique("left"));
+        // Enough to parse and check the rule, far from enough for its pattern's automaton.
+        let limit = (COMPILE_FIXED_BYTES + source.len() as u64) * Work::CompileCel.weight() + 10_000;
+        let mut meter = Meter::new(limit);
+        assert_eq!(
+            CelRule::compile_metered(&source, &mut meter).unwrap_err(),
+            CompileError::Exhausted(Exhausted::Work { limit })
+        );
+        // Not cached as an error: with a meter that has enough, it compiles (and is charged).
+        let mut enough = Meter::unlimited();
+        CelRule::compile_metered(&source, &mut enough).unwrap();
+        assert!(enough.spent_on(Work::CompileRegex) > 10_000);
+    }
+
+    #[test]
+    fn the_rule_cache_holds_at_most_its_bytes_and_evicts_the_oldest() {
+        // Rules whose eight patterns are each large: until the later ones hold more than the
+        // cache may, the first must have been evicted.
+        let tag = unique("evict");
+        let source = |i: usize| {
+            let tests: Vec<String> = (0..8)
+                .map(|k| format!("'abc'.matches('(a{tag}b{i}c{k}){{400}}')"))
+                .collect();
+            tests.join(" || ")
+        };
+        let first = CelRule::compile(&source(0)).unwrap();
+        let mut later = 0;
+        let mut i = 1;
+        while later <= MAX_CACHED_BYTES {
+            later += CelRule::compile(&source(i)).unwrap().held_bytes() + source(i).len();
+            assert!(cache_usage().0 <= MAX_CACHED_BYTES);
+            i += 1;
+        }
+        assert!(first.held_bytes() > 8 * 4000, "{}", first.held_bytes());
+        let mut meter = Meter::unlimited();
+        CelRule::compile_metered(&source(0), &mut meter).unwrap();
+        assert!(
+            meter.spent_on(Work::CompileCel) > 0,
+            "compiled again: it was evicted"
+        );
+    }
+
+    #[test]
+    fn a_rule_is_estimated_once_per_size_class_and_the_class_bounds_the_input() {
+        let rule = CelRule::compile(&format!(
+            "properties.exists(p, p.type == '{}' && p.value.version == '1')",
+            unique("class")
+        ))
+        .unwrap();
+        let (a, b) = (CelInput::new(&props("1.0.0")), CelInput::new(&props("1.0.1")));
+        let mut meter = Meter::unlimited();
+        let cost = rule.cost_for(&a, &mut meter).unwrap();
+        let once = meter.spent_on(Work::Estimate);
+        assert_eq!(once, rule.0.nodes * Work::Estimate.weight());
+        // Another bundle of the same class: no walk.
+        assert_eq!(rule.cost_for(&b, &mut meter).unwrap(), cost);
+        assert_eq!(meter.spent_on(Work::Estimate), once);
+        // The class's estimate bounds the bundle's own, and the rule's overall bound holds.
+        let own = estimate(
+            &rule.0.expression,
+            &rule.0.patterns,
+            input_bound(a.count, a.bytes),
+        )
+        .unwrap();
+        assert!(own + EVALUATION_UNITS <= cost, "{own} {cost}");
+        assert!(cost <= rule.estimated_cost() + EVALUATION_UNITS);
+        // A bundle of another class is estimated again.
+        let many: Vec<Property> = (0..100).flat_map(|_| props("1.0.0")).collect();
+        rule.cost_for(&CelInput::new(&many), &mut meter).unwrap();
+        assert_eq!(meter.spent_on(Work::Estimate), 2 * once);
     }
 
     #[test]

@@ -153,7 +153,7 @@ proptest! {
 
         // The controller's check of app's bundle against every package installed.
         let app = index.package("app").unwrap().bundle("app.v1.0.0").unwrap();
-        let requirements = match requirements_of(&app.name, &app.properties) {
+        let requirements = match requirements_of(&app.name, &app.properties, &mut crate::meter::Meter::unlimited()) {
             Ok(r) => r,
             Err(e) => {
                 // Refused: one sentence naming the bundle.
@@ -174,10 +174,10 @@ proptest! {
                 properties: p.bundles[0].properties.to_vec(),
             })
             .collect();
-        let mut budget = WorkBudget::new(TEST_WORK);
+        let mut budget = crate::meter::Meter::new(TEST_WORK);
         match check_dependencies_within(&requirements, &installed, &[], None, &mut budget) {
             Ok(_) => {}
-            Err(over) => prop_assert_eq!(over.limit, TEST_WORK),
+            Err(over) => prop_assert_eq!(over, crate::meter::Exhausted::Work { limit: TEST_WORK }),
         }
         prop_assert!(budget.spent() <= TEST_WORK);
     }

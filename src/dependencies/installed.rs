@@ -4,9 +4,12 @@
 use std::fmt;
 
 use super::{
-    BundleFacts, Gvk, InstalledExtension, OverBudget, Unsatisfied, WorkBudget, requirements_of, unsatisfied,
+    BundleFacts, DependencyError, Gvk, InstalledExtension, Unsatisfied, requirements_of, unsatisfied,
 };
-use crate::catalog::Property;
+use crate::{
+    catalog::Property,
+    meter::{Exhausted, Meter},
+};
 
 impl InstalledExtension {
     /// The facts its requirements are evaluated against.
@@ -41,14 +44,14 @@ impl fmt::Display for BrokenDependent {
 /// upgrade) or removed (`None`: an uninstall). `served` are the APIs the cluster serves now; those
 /// `changed` provides are taken to go with it. A dependent whose requirements cannot be read is
 /// not one this change can break (its own reconcile reports them). Each evaluation is charged to
-/// `budget`.
+/// `meter`.
 pub fn broken_by_change(
     others: &[InstalledExtension],
     served: &[Gvk],
     changed: &InstalledExtension,
     replacement: Option<(&str, &[Property])>,
-    budget: &mut WorkBudget,
-) -> Result<Vec<BrokenDependent>, OverBudget> {
+    meter: &mut Meter,
+) -> Result<Vec<BrokenDependent>, Exhausted> {
     let before: Vec<BundleFacts<'_>> = others
         .iter()
         .chain(std::iter::once(changed))
@@ -66,15 +69,17 @@ pub fn broken_by_change(
         .collect();
     let mut broken = Vec::new();
     for dependent in others {
-        let Ok(requirements) = requirements_of(&dependent.bundle, &dependent.properties) else {
-            continue;
+        let requirements = match requirements_of(&dependent.bundle, &dependent.properties, meter) {
+            Ok(requirements) => requirements,
+            Err(DependencyError::Exhausted { exhausted, .. }) => return Err(exhausted),
+            Err(_) => continue,
         };
         for requirement in requirements {
             let one = std::slice::from_ref(&requirement);
-            if !unsatisfied(one, &before, served, budget)?.is_empty() {
+            if !unsatisfied(one, &before, served, meter)?.is_empty() {
                 continue;
             }
-            if let Some(unsatisfied) = unsatisfied(one, &after, &served_after, budget)?.pop() {
+            if let Some(unsatisfied) = unsatisfied(one, &after, &served_after, meter)?.pop() {
                 broken.push(BrokenDependent {
                     extension: dependent.extension.clone(),
                     bundle: dependent.bundle.clone(),
@@ -105,21 +110,21 @@ pub enum DependencyVerdict {
 /// The controller's check of a bundle's `requirements` against the bundles the `others`
 /// installed and the `served` APIs, then, for an upgrade (`upgrade`: the installed extension as
 /// it is, and the new bundle's name and properties), against the installed dependents: all of it
-/// within `budget`.
+/// within `meter`.
 pub fn check_dependencies_within(
     requirements: &[super::Requirement],
     others: &[InstalledExtension],
     served: &[Gvk],
     upgrade: Option<(InstalledExtension, String, Vec<Property>)>,
-    budget: &mut WorkBudget,
-) -> Result<DependencyVerdict, OverBudget> {
+    meter: &mut Meter,
+) -> Result<DependencyVerdict, Exhausted> {
     let facts: Vec<BundleFacts<'_>> = others.iter().map(InstalledExtension::facts).collect();
-    let missing = unsatisfied(requirements, &facts, served, budget)?;
+    let missing = unsatisfied(requirements, &facts, served, meter)?;
     if !missing.is_empty() {
         return Ok(DependencyVerdict::Unsatisfied(missing));
     }
     if let Some((before, bundle, after)) = upgrade {
-        let broken = broken_by_change(others, served, &before, Some((&bundle, &after)), budget)?;
+        let broken = broken_by_change(others, served, &before, Some((&bundle, &after)), meter)?;
         if !broken.is_empty() {
             return Ok(DependencyVerdict::BreaksDependents {
                 installed: before.bundle,
@@ -190,8 +195,8 @@ mod tests {
         changed: &InstalledExtension,
         replacement: Option<(&str, &[Property])>,
     ) -> Vec<BrokenDependent> {
-        let mut budget = WorkBudget::new(crate::dependencies::CHECK_WORK_UNITS);
-        broken_by_change(others, served, changed, replacement, &mut budget).expect("within the budget")
+        let mut meter = Meter::new(crate::dependencies::CHECK_WORK_UNITS);
+        broken_by_change(others, served, changed, replacement, &mut meter).expect("within the budget")
     }
 
     fn gvk(group: &str, kind: &str) -> Gvk {

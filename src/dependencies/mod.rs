@@ -42,8 +42,11 @@ mod model;
 mod parse;
 mod plan;
 
-pub use budget::{CHECK_WORK_UNITS, OverBudget, PLAN_WORK_UNITS, WorkBudget};
-pub use cel_rule::{CelInput, CelRule, MAX_COST as MAX_CEL_COST, semver_compare};
+pub use budget::{CHECK_DURATION, CHECK_WORK_UNITS, PLAN_DURATION, PLAN_WORK_UNITS, check_meter};
+pub use cel_rule::{
+    CelInput, CelRule, CompileError, MAX_CACHED_BYTES as MAX_CEL_CACHED_BYTES, MAX_COST as MAX_CEL_COST,
+    cache_usage as cel_cache_usage, semver_compare,
+};
 pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
 pub use model::{
     BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, PROPERTY_GVK, Requirement, Unsatisfied, unsatisfied,
@@ -56,6 +59,7 @@ pub use parse::{
 };
 pub use plan::{
     Choice, InstalledExtension, KeptBundle, Plan, PlanError, PlanLimits, PlanRequest, PlannedBundle, plan,
+    plan_within,
 };
 
 /// Why a bundle's dependencies cannot be read. Each message names the bundle and the cause.
@@ -72,6 +76,17 @@ pub enum DependencyError {
         /// What is wrong.
         message: String,
     },
+    /// Reading the requirements (their text, compiling their CEL rules) ran out of the meter of
+    /// the check, plan or command reading them.
+    #[error("bundle {bundle:?}: reading its {property} dependency {exhausted}")]
+    Exhausted {
+        /// The bundle.
+        bundle: String,
+        /// The property type, e.g. `olm.constraint`.
+        property: String,
+        /// The budget or deadline that ran out.
+        exhausted: crate::meter::Exhausted,
+    },
     /// A bundle image's `metadata/dependencies.yaml` or `metadata/properties.yaml` is not readable.
     #[error("bundle {bundle:?}: {file} is invalid: {message}")]
     File {
@@ -85,10 +100,17 @@ pub enum DependencyError {
 }
 
 impl DependencyError {
-    /// Always true: the bundle's content does not change; only another bundle (a catalog update)
-    /// can help, which callers watch for anyway.
+    /// True but for a deadline passed: the bundle's content does not change; only another bundle
+    /// (a catalog update) can help, which callers watch for anyway. A deadline may pass on a
+    /// busy machine, so that is retried.
     pub fn is_terminal(&self) -> bool {
-        true
+        !matches!(
+            self,
+            DependencyError::Exhausted {
+                exhausted: crate::meter::Exhausted::Time { .. },
+                ..
+            }
+        )
     }
 }
 

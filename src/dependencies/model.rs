@@ -7,12 +7,10 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    budget::{OverBudget, WorkBudget},
-    cel_rule::{CelInput, CelRule},
-};
+use super::cel_rule::{CelInput, CelRule};
 use crate::{
     catalog::{PROPERTY_PACKAGE, Property},
+    meter::{Exhausted, Meter, Work},
     version::SkipRange,
 };
 
@@ -91,15 +89,20 @@ impl Constraint {
     }
 
     /// The worst-case work of one [`Constraint::holds`] against `bundle`: as [`Constraint::cost`],
-    /// with each CEL leaf's estimate for this bundle's size ([`CelRule::cost_for`]).
-    pub fn cost_for(&self, bundle: &BundleFacts<'_>) -> u64 {
-        match self {
+    /// with each CEL leaf's estimate for this bundle's size ([`CelRule::cost_for`], whose own
+    /// estimating is charged to `meter` when the rule has not estimated that size yet).
+    pub fn cost_for(&self, bundle: &BundleFacts<'_>, meter: &mut Meter) -> Result<u64, Exhausted> {
+        Ok(match self {
             Constraint::Package { .. } | Constraint::Gvk(_) => 1,
-            Constraint::Cel(rule) => rule.cost_for(bundle.cel_input()),
-            Constraint::All(cs) | Constraint::Any(cs) | Constraint::Not(cs) => cs
-                .iter()
-                .fold(1, |total: u64, c| total.saturating_add(c.cost_for(bundle))),
-        }
+            Constraint::Cel(rule) => rule.cost_for(bundle.cel_input_within(meter)?, meter)?,
+            Constraint::All(cs) | Constraint::Any(cs) | Constraint::Not(cs) => {
+                let mut total: u64 = 1;
+                for c in cs {
+                    total = total.saturating_add(c.cost_for(bundle, meter)?);
+                }
+                total
+            }
+        })
     }
 
     /// Whether an API is named anywhere in the constraint (then a served API can satisfy it).
@@ -253,17 +256,20 @@ impl Requirement {
     }
 
     /// The worst-case work of one evaluation against `bundle` ([`Constraint::cost_for`]).
-    pub fn cost_for(&self, bundle: &BundleFacts<'_>) -> u64 {
-        self.constraint.cost_for(bundle)
+    pub fn cost_for(&self, bundle: &BundleFacts<'_>, meter: &mut Meter) -> Result<u64, Exhausted> {
+        self.constraint.cost_for(bundle, meter)
+    }
+
+    /// Charges one evaluation against `bundle` to `meter`, before it runs: its worst-case cost
+    /// for the bundle ([`Requirement::cost_for`]).
+    pub fn charge(&self, bundle: &BundleFacts<'_>, meter: &mut Meter) -> Result<(), Exhausted> {
+        let cost = self.cost_for(bundle, meter)?;
+        meter.charge(Work::Evaluate, cost)
     }
 
     /// Whether the cluster serving `api` satisfies it (only requirements naming an API), its
-    /// evaluation charged to `budget`.
-    pub fn satisfied_by_served_api_within(
-        &self,
-        api: &Gvk,
-        budget: &mut WorkBudget,
-    ) -> Result<bool, OverBudget> {
+    /// evaluation charged to `meter`.
+    pub fn satisfied_by_served_api_within(&self, api: &Gvk, meter: &mut Meter) -> Result<bool, Exhausted> {
         if !self.constraint.names_api() {
             return Ok(false);
         }
@@ -281,7 +287,7 @@ impl Requirement {
             properties: &properties,
             cel: OnceLock::new(),
         };
-        budget.charge_evaluation(self, &served)?;
+        self.charge(&served, meter)?;
         Ok(self.constraint.holds(&served))
     }
 }
@@ -378,6 +384,14 @@ impl<'a> BundleFacts<'a> {
     pub fn cel_input(&self) -> &CelInput {
         self.cel.get_or_init(|| Arc::new(CelInput::new(self.properties)))
     }
+
+    /// [`BundleFacts::cel_input`], converting them (once) charged to `meter` by their bytes.
+    pub fn cel_input_within(&self, meter: &mut Meter) -> Result<&CelInput, Exhausted> {
+        if self.cel.get().is_none() {
+            meter.charge(Work::Parse, CelInput::bytes_of(self.properties))?;
+        }
+        Ok(self.cel_input())
+    }
 }
 
 /// A requirement that nothing present satisfies, with the reason an admin reads.
@@ -407,16 +421,16 @@ impl fmt::Display for Unsatisfied {
 }
 
 /// The requirements that no installed bundle satisfies and (for requirements naming an API) no
-/// served API satisfies either, in declaration order; each evaluation charged to `budget`.
+/// served API satisfies either, in declaration order; each evaluation charged to `meter`.
 pub fn unsatisfied(
     requirements: &[Requirement],
     installed: &[BundleFacts<'_>],
     served: &[Gvk],
-    budget: &mut WorkBudget,
-) -> Result<Vec<Unsatisfied>, OverBudget> {
+    meter: &mut Meter,
+) -> Result<Vec<Unsatisfied>, Exhausted> {
     let mut out = Vec::new();
     for r in requirements {
-        if !satisfied(r, installed, served, budget)? {
+        if !satisfied(r, installed, served, meter)? {
             out.push(Unsatisfied {
                 requirement: r.clone(),
             });
@@ -430,16 +444,16 @@ fn satisfied(
     r: &Requirement,
     installed: &[BundleFacts<'_>],
     served: &[Gvk],
-    budget: &mut WorkBudget,
-) -> Result<bool, OverBudget> {
+    meter: &mut Meter,
+) -> Result<bool, Exhausted> {
     for bundle in installed {
-        budget.charge_evaluation(r, bundle)?;
+        r.charge(bundle, meter)?;
         if r.satisfied_by(bundle) {
             return Ok(true);
         }
     }
     for api in served {
-        if r.satisfied_by_served_api_within(api, budget)? {
+        if r.satisfied_by_served_api_within(api, meter)? {
             return Ok(true);
         }
     }

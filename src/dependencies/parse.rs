@@ -11,12 +11,13 @@ use serde_json::{Map, Value};
 
 use super::{
     DependencyError,
-    cel_rule::CelRule,
+    cel_rule::{CelRule, CompileError},
     model::{Constraint, Gvk, Requirement},
 };
 use crate::{
     catalog::{PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED, Property},
     go_format::{QUOTE_CHARS, go_quote_cut},
+    meter::{Meter, Work},
     version::{SkipRange, VersionError},
 };
 
@@ -78,11 +79,15 @@ pub(super) fn is_requirement_type(t: &str) -> bool {
 /// The requirements declared by a bundle's properties, in order; other properties are ignored.
 /// A requirement beyond a limit refuses the bundle with one sentence naming the property and the
 /// limit.
-pub fn requirements_of(bundle: &str, properties: &[Property]) -> Result<Vec<Requirement>, DependencyError> {
+pub fn requirements_of(
+    bundle: &str,
+    properties: &[Property],
+    meter: &mut Meter,
+) -> Result<Vec<Requirement>, DependencyError> {
     let mut budget = BundleBudget::default();
     let mut out = Vec::new();
     for p in properties.iter().filter(|p| is_requirement_type(&p.type_)) {
-        out.push(requirement(bundle, &p.type_, p.value.raw(), &mut budget)?);
+        out.push(requirement(bundle, &p.type_, p.value.raw(), &mut budget, meter)?);
     }
     Ok(out)
 }
@@ -95,6 +100,7 @@ pub fn requirements_from_bundle_metadata(
     bundle: &str,
     dependencies_yaml: Option<&str>,
     properties_yaml: Option<&str>,
+    meter: &mut Meter,
 ) -> Result<Vec<Requirement>, DependencyError> {
     #[derive(Deserialize)]
     struct Entry {
@@ -145,7 +151,7 @@ pub fn requirements_from_bundle_metadata(
                 }
             };
             let raw = serde_json::to_string(&value).expect("a JSON value serializes");
-            out.push(requirement(bundle, property, &raw, &mut budget)?);
+            out.push(requirement(bundle, property, &raw, &mut budget, meter)?);
         }
     }
     if let Some(text) = properties_yaml.filter(|t| !t.trim().is_empty()) {
@@ -154,7 +160,7 @@ pub fn requirements_from_bundle_metadata(
         for entry in file.properties.unwrap_or_default() {
             if is_requirement_type(&entry.type_) {
                 let raw = serde_json::to_string(&entry.value).expect("a JSON value serializes");
-                out.push(requirement(bundle, &entry.type_, &raw, &mut budget)?);
+                out.push(requirement(bundle, &entry.type_, &raw, &mut budget, meter)?);
             }
         }
     }
@@ -220,14 +226,23 @@ impl BundleBudget {
     }
 }
 
-/// One requirement property's value (raw JSON text), counted against the bundle's `budget`.
+/// One requirement property's value (raw JSON text), counted against the bundle's `budget`;
+/// reading it and compiling its CEL rules charged to `meter`.
 fn requirement(
     bundle: &str,
     property: &str,
     raw: &str,
     budget: &mut BundleBudget,
+    meter: &mut Meter,
 ) -> Result<Requirement, DependencyError> {
     let fail = |m: String| invalid(bundle, property, m);
+    let exhausted = |exhausted| DependencyError::Exhausted {
+        bundle: bundle.to_string(),
+        property: property.to_string(),
+        exhausted,
+    };
+    // Reading the text costs its bytes, whatever it holds.
+    meter.charge(Work::Parse, raw.len() as u64).map_err(exhausted)?;
     let limit = if property == PROPERTY_CONSTRAINT {
         MAX_CONSTRAINT_BYTES
     } else {
@@ -264,9 +279,13 @@ fn requirement(
             let (draft, failure_message) = constraint(&value, 1, &mut count).map_err(fail)?;
             // Every limit is checked before the first CEL rule is compiled.
             budget.take(count.nodes, count.cel_rules).map_err(fail)?;
+            let constraint = draft.compile(meter).map_err(|e| match e {
+                CompileError::Invalid(m) => fail(m),
+                CompileError::Exhausted(e) => exhausted(e),
+            })?;
             Ok(Requirement {
                 property: property.to_string(),
-                constraint: draft.compile().map_err(fail)?,
+                constraint,
                 failure_message,
             })
         }
@@ -385,12 +404,12 @@ enum Draft {
 }
 
 impl Draft {
-    /// The constraint, its CEL rules compiled.
-    fn compile(self) -> Result<Constraint, String> {
-        let all = |children: Vec<Draft>| {
+    /// The constraint, its CEL rules compiled (charged to `meter`).
+    fn compile(self, meter: &mut Meter) -> Result<Constraint, CompileError> {
+        let mut all = |children: Vec<Draft>| {
             children
                 .into_iter()
-                .map(Draft::compile)
+                .map(|c| c.compile(meter))
                 .collect::<Result<Vec<_>, _>>()
         };
         Ok(match self {
@@ -398,7 +417,7 @@ impl Draft {
             Draft::Cel(rule) => {
                 #[cfg(test)]
                 tests::CEL_COMPILES.with(|n| n.set(n.get() + 1));
-                Constraint::Cel(CelRule::compile(&rule)?)
+                Constraint::Cel(CelRule::compile_metered(&rule, meter)?)
             }
             Draft::All(children) => Constraint::All(all(children)?),
             Draft::Any(children) => Constraint::Any(all(children)?),
@@ -528,13 +547,15 @@ mod tests {
     }
 
     fn one(t: &str, v: &str) -> Requirement {
-        let mut r = requirements_of("x.v1", &[prop(t, v)]).unwrap();
+        let mut r = requirements_of("x.v1", &[prop(t, v)], &mut crate::meter::Meter::unlimited()).unwrap();
         assert_eq!(r.len(), 1);
         r.pop().unwrap()
     }
 
     fn err(t: &str, v: &str) -> String {
-        requirements_of("x.v1", &[prop(t, v)]).unwrap_err().to_string()
+        requirements_of("x.v1", &[prop(t, v)], &mut crate::meter::Meter::unlimited())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -722,9 +743,14 @@ mod tests {
             "g".repeat(5000)
         );
         assert_eq!(
-            requirements_from_bundle_metadata("x.v1", Some(&deps), None)
-                .unwrap_err()
-                .to_string(),
+            requirements_from_bundle_metadata(
+                "x.v1",
+                Some(&deps),
+                None,
+                &mut crate::meter::Meter::unlimited()
+            )
+            .unwrap_err()
+            .to_string(),
             format!(
                 r#"bundle "x.v1" has an invalid olm.gvk.required dependency: the value is {} bytes, over the limit of 4096"#,
                 gvk.len()
@@ -840,7 +866,12 @@ mod tests {
         let full = prop("olm.constraint", &any_of(&full));
         let one_more = prop("olm.constraint", &cel_leaf(99));
         CEL_COMPILES.with(|n| n.set(0));
-        let e = requirements_of("x.v1", &[full.clone(), full.clone(), one_more]).unwrap_err();
+        let e = requirements_of(
+            "x.v1",
+            &[full.clone(), full.clone(), one_more],
+            &mut crate::meter::Meter::unlimited(),
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             r#"bundle "x.v1" has an invalid olm.constraint dependency: the bundle's requirements have more than the limit of 32 CEL rules"#
@@ -851,26 +882,40 @@ mod tests {
         let leaves: Vec<String> = (0..MAX_CONSTRAINT_NODES - 1).map(gvk_leaf).collect();
         let tree = prop("olm.constraint", &any_of(&leaves));
         let four = vec![tree.clone(); MAX_BUNDLE_NODES / MAX_CONSTRAINT_NODES];
-        assert_eq!(requirements_of("x.v1", &four).unwrap().len(), 4);
+        assert_eq!(
+            requirements_of("x.v1", &four, &mut crate::meter::Meter::unlimited())
+                .unwrap()
+                .len(),
+            4
+        );
         let mut five = four.clone();
         five.push(prop(
             "olm.gvk.required",
             r#"{"group":"g","version":"v1","kind":"K"}"#,
         ));
         assert_eq!(
-            requirements_of("x.v1", &five).unwrap_err().to_string(),
+            requirements_of("x.v1", &five, &mut crate::meter::Meter::unlimited())
+                .unwrap_err()
+                .to_string(),
             r#"bundle "x.v1" has an invalid olm.gvk.required dependency: the bundle's requirements have more than the limit of 1024 constraint nodes"#
         );
 
         let gvk = prop("olm.gvk.required", r#"{"group":"g","version":"v1","kind":"K"}"#);
         let mut many = vec![gvk; MAX_REQUIREMENTS];
-        assert_eq!(requirements_of("x.v1", &many).unwrap().len(), MAX_REQUIREMENTS);
+        assert_eq!(
+            requirements_of("x.v1", &many, &mut crate::meter::Meter::unlimited())
+                .unwrap()
+                .len(),
+            MAX_REQUIREMENTS
+        );
         many.push(prop(
             "olm.package.required",
             r#"{"packageName":"blue","versionRange":">=1.0.0"}"#,
         ));
         assert_eq!(
-            requirements_of("x.v1", &many).unwrap_err().to_string(),
+            requirements_of("x.v1", &many, &mut crate::meter::Meter::unlimited())
+                .unwrap_err()
+                .to_string(),
             r#"bundle "x.v1" has an invalid olm.package.required dependency: the bundle has more than the limit of 256 requirements"#
         );
     }
@@ -886,6 +931,7 @@ mod tests {
             Some(&format!(
                 "properties:\n- type: olm.package.required\n  value: {text}\n"
             )),
+            &mut crate::meter::Meter::unlimited(),
         )
         .unwrap_err();
         assert_eq!(
@@ -958,9 +1004,14 @@ mod tests {
         let deps = format!(
             "dependencies:\n- type: olm.package\n  value:\n    packageName: blue\n    ? {key}\n    : 1\n"
         );
-        let e = requirements_from_bundle_metadata("x.v1", Some(&deps), None)
-            .unwrap_err()
-            .to_string();
+        let e = requirements_from_bundle_metadata(
+            "x.v1",
+            Some(&deps),
+            None,
+            &mut crate::meter::Meter::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             format!(
@@ -970,9 +1021,14 @@ mod tests {
             )
         );
         let deps = format!("dependencies:\n- type: {key}\n  value: {{}}\n");
-        let e = requirements_from_bundle_metadata("x.v1", Some(&deps), None)
-            .unwrap_err()
-            .to_string();
+        let e = requirements_from_bundle_metadata(
+            "x.v1",
+            Some(&deps),
+            None,
+            &mut crate::meter::Meter::unlimited(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.len() < 400, "{}", e.len());
         assert!(e.ends_with(&format!(
             r#""... ({} more bytes) is not supported (olm.package, olm.gvk and olm.constraint are)"#,
@@ -1031,8 +1087,8 @@ mod tests {
                         Property::new(p["type"].as_str().expect("a type"), value)
                     })
                     .collect();
-                let requirements =
-                    requirements_of(name, &properties).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                let requirements = requirements_of(name, &properties, &mut crate::meter::Meter::unlimited())
+                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 for r in requirements {
                     *counts.entry(r.property).or_default() += 1;
                 }
@@ -1046,7 +1102,13 @@ mod tests {
     fn bundle_metadata_files_are_read_as_opm_converts_them() {
         let deps = "dependencies:\n- type: olm.package\n  value:\n    packageName: blue\n    version: '>=1.0.0'\n- type: olm.gvk\n  value:\n    group: green.io\n    kind: Green\n    version: v1\n- type: olm.constraint\n  value:\n    failureMessage: need certified\n    cel:\n      rule: 'properties.exists(p, p.type == \"certified\")'\n";
         let props = "properties:\n- type: olm.maxOpenShiftVersion\n  value: '4.18'\n- type: olm.gvk.required\n  value: {group: red.io, version: v1, kind: Red}\n";
-        let r = requirements_from_bundle_metadata("x.v1", Some(deps), Some(props)).unwrap();
+        let r = requirements_from_bundle_metadata(
+            "x.v1",
+            Some(deps),
+            Some(props),
+            &mut crate::meter::Meter::unlimited(),
+        )
+        .unwrap();
         let shown: Vec<String> = r.iter().map(|r| format!("{}: {r}", r.property)).collect();
         assert_eq!(
             shown,
@@ -1061,6 +1123,7 @@ mod tests {
             "x.v1",
             Some("dependencies:\n- type: olm.label\n  value: {label: x}\n"),
             None,
+            &mut crate::meter::Meter::unlimited(),
         )
         .unwrap_err();
         assert!(
@@ -1068,7 +1131,15 @@ mod tests {
                 .contains(r#"dependency type "olm.label" is not supported"#),
             "{e}"
         );
-        assert!(requirements_from_bundle_metadata("x.v1", Some("dependencies: [\n"), None).is_err());
+        assert!(
+            requirements_from_bundle_metadata(
+                "x.v1",
+                Some("dependencies: [\n"),
+                None,
+                &mut crate::meter::Meter::unlimited()
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -1082,8 +1153,7 @@ mod tests {
                     "olm.constraint",
                     r#"{"failureMessage":"Red v1 is needed for reports","gvk":{"group":"red.io","version":"v1","kind":"Red"}}"#,
                 ),
-            ],
-        )
+            ], &mut crate::meter::Meter::unlimited())
         .unwrap();
         let blue = bundle_props("blue", "1.0.0", &[], &[]);
         let installed = [BundleFacts::new("blue.v1.0.0", "blue", &blue)];
@@ -1092,7 +1162,7 @@ mod tests {
             version: "v1".into(),
             kind: "Green".into(),
         };
-        let mut budget = crate::dependencies::WorkBudget::new(crate::dependencies::CHECK_WORK_UNITS);
+        let mut budget = crate::meter::Meter::new(crate::dependencies::CHECK_WORK_UNITS);
         let missing =
             crate::dependencies::unsatisfied(&reqs, &installed, std::slice::from_ref(&green), &mut budget)
                 .unwrap();
@@ -1114,7 +1184,7 @@ mod tests {
             version: "v1".into(),
             kind: "Blue".into(),
         };
-        let mut budget = crate::dependencies::WorkBudget::new(u64::MAX);
+        let mut budget = crate::meter::Meter::unlimited();
         assert!(
             !reqs[0]
                 .satisfied_by_served_api_within(&served_blue_api, &mut budget)

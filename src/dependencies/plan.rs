@@ -24,10 +24,14 @@ use resolvo::{
 };
 use serde::Serialize;
 
-use super::{BundleFacts, Gvk, PLAN_WORK_UNITS, Requirement, WorkBudget, model::Constraint, requirements_of};
+use super::{
+    BundleFacts, DependencyError, Gvk, PLAN_DURATION, PLAN_WORK_UNITS, Requirement, model::Constraint,
+    requirements_of,
+};
 use crate::{
     catalog::{BundleIndex, PackageIndex, Property},
     escape::escape_value,
+    meter::{Exhausted, Meter, Work},
     resolve::{self, CatalogInput, ResolveError, ResolveRequest},
     version::VersionRelease,
 };
@@ -54,8 +58,8 @@ pub struct PlanLimits {
     pub max_candidates: usize,
     /// The longest the whole plan may take, from the first candidate loaded to the explanation.
     pub max_duration: Duration,
-    /// The work units ([`WorkBudget`]) the requirements of the candidates may cost: each
-    /// requirement's text read, and each evaluation against a candidate.
+    /// The work units ([`Meter`]) the plan may cost: each requirement's text read and compiled,
+    /// each evaluation against a candidate, each package and candidate loaded, each text made.
     pub max_work: u64,
 }
 
@@ -63,9 +67,17 @@ impl Default for PlanLimits {
     fn default() -> Self {
         PlanLimits {
             max_candidates: 50_000,
-            max_duration: Duration::from_secs(10),
+            max_duration: PLAN_DURATION,
             max_work: PLAN_WORK_UNITS,
         }
+    }
+}
+
+impl PlanLimits {
+    /// A meter of [`PlanLimits::max_work`] units with a deadline [`PlanLimits::max_duration`]
+    /// from now.
+    pub fn meter(&self) -> Meter {
+        Meter::new(self.max_work).with_deadline(self.max_duration)
     }
 }
 
@@ -196,6 +208,29 @@ pub enum PlanError {
 }
 
 impl PlanError {
+    /// The plan for `package` ran out of its meter, with `candidates` loaded.
+    pub fn exhausted(package: &str, exhausted: Exhausted, candidates: usize) -> PlanError {
+        match exhausted {
+            Exhausted::Work { limit } => PlanError::OverBudget {
+                package: package.to_string(),
+                limit,
+                candidates,
+            },
+            Exhausted::Time { limit } => PlanError::TimedOut {
+                package: package.to_string(),
+                limit,
+            },
+        }
+    }
+
+    /// The resolver's error for the requested package; its meter running out is the plan's.
+    fn of_resolve(e: ResolveError, package: &str) -> PlanError {
+        match e {
+            ResolveError::Exhausted { exhausted, .. } => PlanError::exhausted(package, exhausted, 0),
+            other => PlanError::Resolve(other),
+        }
+    }
+
     /// Whether retrying cannot help until the request changes (the resolver's terminal errors).
     pub fn is_terminal(&self) -> bool {
         match self {
@@ -206,20 +241,87 @@ impl PlanError {
     }
 }
 
-/// The plan for a request over these catalogs.
+/// The plan for a request over these catalogs, within its own limits ([`PlanLimits::meter`]).
 pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan, PlanError> {
-    let deadline = Instant::now() + request.limits.max_duration;
+    plan_within(request, catalogs, &mut request.limits.meter())
+}
+
+/// The plan for a request over these catalogs, its work charged to `meter` (a command's own, as
+/// `explain`'s), its time within `meter`'s deadline ([`PlanLimits::max_work`] and
+/// [`PlanLimits::max_duration`] are not used).
+pub fn plan_within(
+    request: &PlanRequest<'_>,
+    catalogs: &[CatalogInput],
+    meter: &mut Meter,
+) -> Result<Plan, PlanError> {
+    let (result, spent) = plan_owning(request, catalogs, std::mem::replace(meter, Meter::new(0)));
+    *meter = spent;
+    result
+}
+
+/// [`plan_within`] with the meter moved in and handed back.
+fn plan_owning(
+    request: &PlanRequest<'_>,
+    catalogs: &[CatalogInput],
+    mut meter: Meter,
+) -> (Result<Plan, PlanError>, Meter) {
+    let package = &request.request.package;
     // The resolver decides errors of the requested package itself (range, selector, ties, none).
-    resolve::resolve_allowing_dependencies(request.request, catalogs).map_err(PlanError::Resolve)?;
-    let requested = resolve::candidates(request.request, catalogs).map_err(PlanError::Resolve)?;
-    let mut universe = Universe::new(request, catalogs, deadline);
-    let root = universe.load_requested(&request.request.package, &requested);
+    let resolved = resolve::resolve_allowing_dependencies_within(request.request, catalogs, &mut meter)
+        .map_err(|e| PlanError::of_resolve(e, package))
+        .and_then(|_| {
+            resolve::candidates_within(request.request, catalogs, &mut meter)
+                .map_err(|e| PlanError::of_resolve(e, package))
+        });
+    let requested = match resolved {
+        Ok(r) => r,
+        Err(e) => return (Err(e), meter),
+    };
+    universe_plan(Universe::new(request, catalogs, meter), &requested, request)
+}
+
+fn universe_plan<'a>(
+    mut universe: Universe<'a>,
+    requested: &[resolve::Candidate<'a>],
+    request: &'a PlanRequest<'a>,
+) -> (Result<Plan, PlanError>, Meter) {
+    let (root, roots) = match prepare(&mut universe, requested, request) {
+        Ok(prepared) => prepared,
+        Err(e) => return (Err(e), universe.meter),
+    };
+    let deadline = universe.meter.deadline();
+    let provider = Provider { universe, deadline };
+    let mut solver = Solver::new(provider);
+    let problem = Problem::new().requirements(roots);
+    let result = match solver.solve(problem) {
+        Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
+        Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
+            let text = bounded_text(
+                &conflict.display_user_friendly(&solver),
+                MAX_EXPLANATION_BYTES,
+                deadline,
+            );
+            Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
+        }
+        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(solver.provider().universe.timed_out()),
+    };
+    (result, solver.provider().universe.meter.clone())
+}
+
+/// The requested package and the installed extensions loaded, every requirement reached
+/// expanded: the root's name and the solver's root requirements.
+fn prepare<'a>(
+    universe: &mut Universe<'a>,
+    requested: &[resolve::Candidate<'a>],
+    request: &'a PlanRequest<'a>,
+) -> Result<(NameId, Vec<ConditionalRequirement>), PlanError> {
+    let root = universe.load_requested(&request.request.package, requested)?;
     let mut roots = vec![ConditionalRequirement::from(universe.whole_package(root))];
     for (i, installed) in request.installed.iter().enumerate() {
         if installed.package == request.request.package {
             continue;
         }
-        let name = universe.load_package(&installed.package, None);
+        let name = universe.load_package(&installed.package, None)?;
         let set = if request.allow_changes {
             universe.whole_package(name)
         } else {
@@ -230,21 +332,7 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
     }
     universe.expand()?;
     universe.allow_one_provider_per_api()?;
-
-    let provider = Provider { universe, deadline };
-    let mut solver = Solver::new(provider);
-    let problem = Problem::new().requirements(roots);
-    match solver.solve(problem) {
-        Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
-        Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
-            let text = bounded_text(&conflict.display_user_friendly(&solver), MAX_EXPLANATION_BYTES);
-            Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
-        }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(PlanError::TimedOut {
-            package: request.request.package.clone(),
-            limit: request.limits.max_duration,
-        }),
-    }
+    Ok((root, roots))
 }
 
 /// The longest explanation of a conflict kept. resolvo's tree of the conflict can grow
@@ -252,15 +340,24 @@ pub fn plan(request: &PlanRequest<'_>, catalogs: &[CatalogInput]) -> Result<Plan
 /// so its text is cut, and formatting stops, at this size.
 pub const MAX_EXPLANATION_BYTES: usize = 16 * 1024;
 
-/// `value`'s text, formatting stopped once it passes `limit` bytes (then marked as cut).
-fn bounded_text(value: &impl fmt::Display, limit: usize) -> String {
+/// `value`'s text, formatting stopped once it passes `limit` bytes or `deadline` (then marked
+/// as cut; the clock is read every 64 pieces written).
+fn bounded_text(value: &impl fmt::Display, limit: usize, deadline: Option<Instant>) -> String {
     struct Bounded {
         text: String,
         limit: usize,
         cut: bool,
+        deadline: Option<Instant>,
+        writes: u32,
+        late: bool,
     }
     impl fmt::Write for Bounded {
         fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.writes = self.writes.wrapping_add(1);
+            if self.writes.is_multiple_of(64) && self.deadline.is_some_and(|d| Instant::now() > d) {
+                self.late = true;
+                return Err(fmt::Error);
+            }
             if self.text.len() + s.len() <= self.limit {
                 self.text.push_str(s);
                 return Ok(());
@@ -279,9 +376,15 @@ fn bounded_text(value: &impl fmt::Display, limit: usize) -> String {
         text: String::new(),
         limit,
         cut: false,
+        deadline,
+        writes: 0,
+        late: false,
     };
     let _ = fmt::Write::write_fmt(&mut out, format_args!("{value}"));
-    if out.cut {
+    if out.late {
+        out.text
+            .push_str("\n... (explanation cut at the plan's time limit)");
+    } else if out.cut {
         out.text
             .push_str(&format!("\n... (explanation cut at {limit} bytes)"));
     }
@@ -363,9 +466,10 @@ impl VersionSetInfo {
 /// A requirement expanded: its sets, and what the solver is given for it.
 type Expanded = (Arc<[VersionSetId]>, SolverRequirement);
 
-/// Each set a requirement makes is charged this much beyond its evaluations: what it keeps
-/// (about 40 bytes with its share of the union) bounds a plan's memory with its work.
-pub(super) const UNITS_PER_SET: u64 = 8;
+/// Each set a requirement makes is charged as this many items visited beyond its evaluations:
+/// what it keeps (about 40 bytes with its share of the union) bounds a plan's memory with its
+/// work.
+pub(super) const UNITS_PER_SET: u64 = 1;
 
 struct Universe<'a> {
     request: &'a PlanRequest<'a>,
@@ -388,12 +492,11 @@ struct Universe<'a> {
     /// catalog: bundles declaring the same requirement share them.
     expanded: HashMap<(Arc<str>, Option<&'a str>), Expanded>,
     too_large: bool,
-    budget: WorkBudget,
-    deadline: Instant,
+    meter: Meter,
 }
 
 impl<'a> Universe<'a> {
-    fn new(request: &'a PlanRequest<'a>, catalogs: &'a [CatalogInput], deadline: Instant) -> Self {
+    fn new(request: &'a PlanRequest<'a>, catalogs: &'a [CatalogInput], meter: Meter) -> Self {
         let mut universe = Universe {
             request,
             catalogs,
@@ -410,8 +513,7 @@ impl<'a> Universe<'a> {
             all_packages: None,
             expanded: HashMap::new(),
             too_large: false,
-            budget: WorkBudget::new(request.limits.max_work),
-            deadline,
+            meter,
         };
         // Installed bundles exist whatever the catalogs say; their names are made on demand.
         for (i, installed) in request.installed.iter().enumerate() {
@@ -451,7 +553,9 @@ impl<'a> Universe<'a> {
         catalog: &'a CatalogInput,
         package: &'a PackageIndex,
         bundle: &'a BundleIndex,
-    ) -> SolvableId {
+    ) -> Result<SolvableId, PlanError> {
+        // Its facts are read from its properties.
+        self.charge(Work::Parse, facts_bytes(&bundle.properties))?;
         let id = SolvableId::from_index(self.solvables.len());
         let version = bundle.version.as_ref().ok().cloned();
         self.solvables.push(SolvableInfo {
@@ -473,24 +577,33 @@ impl<'a> Universe<'a> {
         if self.solvables.len() > self.request.limits.max_candidates {
             self.too_large = true;
         }
-        id
+        Ok(id)
+    }
+
+    /// Charges `quantity` of `kind` to the plan's meter.
+    fn charge(&mut self, kind: Work, quantity: u64) -> Result<(), PlanError> {
+        self.meter.charge(kind, quantity).map_err(|e| self.exhausted(e))
     }
 
     /// The requested package: the resolver's candidates, in its order.
-    fn load_requested(&mut self, package: &str, candidates: &[resolve::Candidate<'a>]) -> NameId {
+    fn load_requested(
+        &mut self,
+        package: &str,
+        candidates: &[resolve::Candidate<'a>],
+    ) -> Result<NameId, PlanError> {
         let name = self.new_name(package, package.to_string());
         for c in candidates {
-            let id = self.add_catalog_bundle(name, c.catalog, c.package, c.bundle);
+            let id = self.add_catalog_bundle(name, c.catalog, c.package, c.bundle)?;
             self.names[name.to_index()].candidates.push(id);
         }
-        name
+        Ok(name)
     }
 
     /// A dependency's package (loaded once): the installed bundle, and every catalog bundle in
     /// classic's order. `preferred` is the catalog of the bundle asking for it.
-    fn load_package(&mut self, package: &str, preferred: Option<&str>) -> NameId {
+    fn load_package(&mut self, package: &str, preferred: Option<&str>) -> Result<NameId, PlanError> {
         if let Some(&id) = self.name_of_package.get(package) {
-            return id;
+            return Ok(id);
         }
         let name = self.new_name(package, package.to_string());
         let installed = self
@@ -506,7 +619,7 @@ impl<'a> Universe<'a> {
             self.names[name.to_index()].candidates.push(own);
             if !self.request.allow_changes {
                 self.names[name.to_index()].locked = Some(own);
-                return name;
+                return Ok(name);
             }
         }
         let installed_bundle = installed.map(|i| self.request.installed[i].bundle.as_str());
@@ -522,6 +635,8 @@ impl<'a> Universe<'a> {
             let Some(pkg) = catalog.index.package(package) else {
                 continue;
             };
+            // Ordering walks its bundles and its channels' entries and edges.
+            self.charge(Work::Visit, package_items(pkg))?;
             let (places, channel_names) = channel_places(pkg);
             for (i, bundle) in pkg.bundles.iter().enumerate() {
                 if Some(&*bundle.name) == installed_bundle {
@@ -549,11 +664,11 @@ impl<'a> Universe<'a> {
         }
         ordered.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, preference, catalog, pkg, bundle) in ordered {
-            let id = self.add_catalog_bundle(name, catalog, pkg, bundle);
+            let id = self.add_catalog_bundle(name, catalog, pkg, bundle)?;
             self.solvables[id.to_index()].preference = Some(preference);
             self.names[name.to_index()].candidates.push(id);
         }
-        name
+        Ok(name)
     }
 
     fn version_set(&mut self, name: NameId, members: &[SolvableId], display: Arc<str>) -> VersionSetId {
@@ -609,12 +724,16 @@ impl<'a> Universe<'a> {
         StringId(self.strings.len() as u32 - 1)
     }
 
-    fn providers(&mut self) -> &HashMap<Gvk, BTreeSet<&'a str>> {
+    /// Packages providing each API (built once, every bundle's facts read, charged).
+    fn providers(&mut self) -> Result<&HashMap<Gvk, BTreeSet<&'a str>>, PlanError> {
         if self.providers.is_none() {
             let mut map: HashMap<Gvk, BTreeSet<&'a str>> = HashMap::new();
             for catalog in self.catalogs.iter().filter(|c| c.available) {
                 for pkg in catalog.index.packages() {
                     for b in &pkg.bundles {
+                        self.meter
+                            .charge(Work::Parse, facts_bytes(&b.properties))
+                            .map_err(|e| self.exhausted(e))?;
                         for gvk in BundleFacts::new(&b.name, &pkg.name, &b.properties).gvks {
                             map.entry(gvk).or_default().insert(&pkg.name);
                         }
@@ -628,12 +747,13 @@ impl<'a> Universe<'a> {
             }
             self.providers = Some(map);
         }
-        self.providers.as_ref().expect("just built")
+        Ok(self.providers.as_ref().expect("just built"))
     }
 
-    /// The packages whose bundles may satisfy a constraint; `None` = any package.
-    fn packages_for(&mut self, c: &Constraint) -> Option<BTreeSet<&'a str>> {
-        match c {
+    /// The packages whose bundles may satisfy a constraint; `None` = any package. The sets made
+    /// are charged by their sizes.
+    fn packages_for(&mut self, c: &Constraint) -> Result<Option<BTreeSet<&'a str>>, PlanError> {
+        let set = match c {
             Constraint::Package { package, .. } => {
                 // Borrow the name from a catalog or the installed list (they outlive the universe).
                 let named = self
@@ -649,11 +769,15 @@ impl<'a> Universe<'a> {
                     });
                 Some(named.into_iter().collect())
             }
-            Constraint::Gvk(gvk) => Some(self.providers().get(gvk).cloned().unwrap_or_default()),
+            Constraint::Gvk(gvk) => {
+                let size = self.providers()?.get(gvk).map_or(0, BTreeSet::len);
+                self.charge(Work::Visit, size as u64)?;
+                Some(self.providers()?.get(gvk).cloned().unwrap_or_default())
+            }
             Constraint::All(cs) => {
                 let mut narrowest: Option<BTreeSet<&'a str>> = None;
                 for child in cs {
-                    if let Some(set) = self.packages_for(child) {
+                    if let Some(set) = self.packages_for(child)? {
                         narrowest = Some(match narrowest {
                             None => set,
                             Some(n) => n.intersection(&set).copied().collect(),
@@ -665,16 +789,24 @@ impl<'a> Universe<'a> {
             Constraint::Any(cs) => {
                 let mut union = BTreeSet::new();
                 for child in cs {
-                    union.extend(self.packages_for(child)?);
+                    let Some(set) = self.packages_for(child)? else {
+                        return Ok(None);
+                    };
+                    union.extend(set);
                 }
                 Some(union)
             }
             Constraint::Cel(_) | Constraint::Not(_) => None,
+        };
+        if let Some(set) = &set {
+            self.charge(Work::Visit, set.len() as u64)?;
         }
+        Ok(set)
     }
 
-    /// Every package a requirement naming no package or API may be satisfied by (built once).
-    fn all_packages(&mut self) -> Vec<&'a str> {
+    /// Every package a requirement naming no package or API may be satisfied by (built once,
+    /// its copy charged).
+    fn all_packages(&mut self) -> Result<Vec<&'a str>, PlanError> {
         if self.all_packages.is_none() {
             let mut out: BTreeSet<&'a str> = self
                 .catalogs
@@ -685,26 +817,19 @@ impl<'a> Universe<'a> {
             out.extend(self.request.installed.iter().map(|i| i.package.as_str()));
             self.all_packages = Some(out.into_iter().collect());
         }
-        self.all_packages.clone().expect("just built")
+        let all = self.all_packages.clone().expect("just built");
+        self.charge(Work::Visit, all.len() as u64)?;
+        Ok(all)
     }
 
-    /// What stops the plan: the budget spent or the deadline passed.
-    fn over_budget(&self) -> PlanError {
-        PlanError::OverBudget {
-            package: self.request.request.package.clone(),
-            limit: self.budget.limit(),
-            candidates: self.solvables.len(),
-        }
+    /// What stops the plan: its meter ran out of work units or time.
+    fn exhausted(&self, e: Exhausted) -> PlanError {
+        PlanError::exhausted(&self.request.request.package, e, self.solvables.len())
     }
 
-    fn check_deadline(&self) -> Result<(), PlanError> {
-        if Instant::now() > self.deadline {
-            return Err(PlanError::TimedOut {
-                package: self.request.request.package.clone(),
-                limit: self.request.limits.max_duration,
-            });
-        }
-        Ok(())
+    fn timed_out(&self) -> PlanError {
+        let limit = self.meter.time_limit().unwrap_or_default();
+        self.exhausted(Exhausted::Time { limit })
     }
 
     /// Reads the requirements of every solvable reached, loading the packages they name.
@@ -715,7 +840,7 @@ impl<'a> Universe<'a> {
                     limit: self.request.limits.max_candidates,
                 });
             }
-            self.check_deadline()?;
+            // The deadline: read by the meter as the work below is charged.
             if self.solvables[id.to_index()].dependencies.is_some() {
                 continue;
             }
@@ -740,15 +865,10 @@ impl<'a> Universe<'a> {
         let info = &self.solvables[id.to_index()];
         let (bundle, properties) = (info.facts.name, info.facts.properties);
         let preferred = info.catalog.map(|c| c.name.as_str());
-        // Reading the requirements costs their text.
-        let text: usize = properties
-            .iter()
-            .filter(|p| super::parse::is_requirement_type(&p.type_))
-            .map(|p| p.value.raw().len())
-            .sum();
-        self.budget.charge(text as u64).map_err(|_| self.over_budget())?;
-        let requirements = match requirements_of(bundle, properties) {
+        // Reading the requirements costs their text and compiling their rules.
+        let requirements = match requirements_of(bundle, properties, &mut self.meter) {
             Ok(r) => r,
+            Err(DependencyError::Exhausted { exhausted, .. }) => return Err(self.exhausted(exhausted)),
             Err(e) => return Ok((Dependencies::Unknown(self.string(e.to_string())), Vec::new())),
         };
         let mut out = Vec::new();
@@ -758,12 +878,16 @@ impl<'a> Universe<'a> {
                 continue;
             }
             // The whole requirement (its display shows only a package's range).
-            let key = (Arc::from(format!("{r}\0{:?}", r.failure_message)), preferred);
+            let key = format!("{r}\0{:?}", r.failure_message);
+            self.charge(Work::Render, key.len() as u64)?;
+            let key = (Arc::from(key), preferred);
             // Bundles declaring the same requirement share its sets and its union.
             let (sets, requirement) = match self.expanded.get(&key) {
                 Some(expanded) => expanded.clone(),
                 None => {
-                    let display = Arc::from(version_set_display(&r));
+                    let display = version_set_display(&r);
+                    self.charge(Work::Render, display.len() as u64)?;
+                    let display = Arc::from(display);
                     let sets: Arc<[VersionSetId]> = self.expand_requirement(&r, preferred, display)?.into();
                     let requirement = if sets.len() == 1 {
                         SolverRequirement::Single(sets[0])
@@ -775,7 +899,9 @@ impl<'a> Universe<'a> {
                     (sets, requirement)
                 }
             };
-            satisfies.push((r.summary(), sets));
+            let summary = r.summary();
+            self.charge(Work::Render, summary.len() as u64)?;
+            satisfies.push((summary, sets));
             out.push(ConditionalRequirement::from(requirement));
         }
         Ok((
@@ -794,8 +920,8 @@ impl<'a> Universe<'a> {
         }
         for api in self.request.served_apis {
             let satisfied = r
-                .satisfied_by_served_api_within(api, &mut self.budget)
-                .map_err(|_| self.over_budget())?;
+                .satisfied_by_served_api_within(api, &mut self.meter)
+                .map_err(|e| self.exhausted(e))?;
             if satisfied {
                 return Ok(true);
             }
@@ -813,19 +939,18 @@ impl<'a> Universe<'a> {
         preferred: Option<&'a str>,
         display: Arc<str>,
     ) -> Result<Vec<VersionSetId>, PlanError> {
-        let packages: Vec<&'a str> = match self.packages_for(&r.constraint) {
+        let packages: Vec<&'a str> = match self.packages_for(&r.constraint)? {
             Some(set) => set.into_iter().collect(),
-            None => self.all_packages(),
+            None => self.all_packages()?,
         };
         let mut sets: Vec<(PackageRank<'a>, VersionSetId)> = Vec::new();
         let mut kept_instead = Vec::new();
-        for (evaluated, package) in packages.into_iter().enumerate() {
-            if evaluated % 256 == 0 {
-                self.check_deadline()?;
-            }
-            // Each package considered costs a unit, even one with nothing to evaluate.
-            self.budget.charge(1).map_err(|_| self.over_budget())?;
-            let name = self.load_package(package, preferred);
+        for package in packages {
+            // Each package considered costs, even one with nothing to evaluate; every
+            // evaluation below is charged too, so the meter reads the clock inside a package's
+            // candidates as well as between packages.
+            self.charge(Work::Visit, 1)?;
+            let name = self.load_package(package, preferred)?;
             if self.too_large {
                 return Err(PlanError::TooLarge {
                     limit: self.request.limits.max_candidates,
@@ -833,9 +958,7 @@ impl<'a> Universe<'a> {
             }
             if let Some(own) = self.names[name.to_index()].locked {
                 let facts = &self.solvables[own.to_index()].facts;
-                self.budget
-                    .charge_evaluation(r, facts)
-                    .map_err(|_| self.over_budget())?;
+                r.charge(facts, &mut self.meter).map_err(|e| self.exhausted(e))?;
                 if !r.satisfied_by(facts) {
                     kept_instead.push(own);
                 }
@@ -846,18 +969,14 @@ impl<'a> Universe<'a> {
             for position in 0..count {
                 let candidate = self.names[name.to_index()].candidates[position];
                 let facts = &self.solvables[candidate.to_index()].facts;
-                self.budget
-                    .charge_evaluation(r, facts)
-                    .map_err(|_| self.over_budget())?;
+                r.charge(facts, &mut self.meter).map_err(|e| self.exhausted(e))?;
                 if r.satisfied_by(facts) {
                     bits[position / 64] |= 1 << (position % 64);
                     first.get_or_insert(candidate);
                 }
             }
             if let Some(first) = first {
-                self.budget
-                    .charge(UNITS_PER_SET)
-                    .map_err(|_| self.over_budget())?;
+                self.charge(Work::Visit, UNITS_PER_SET)?;
                 let rank = self.rank(first, preferred);
                 let set = self.version_set_of_bits(name, bits, Arc::clone(&display));
                 sets.push((rank, set));
@@ -879,7 +998,9 @@ impl<'a> Universe<'a> {
                             format!("{} installed as {extension}", info.facts.name)
                         })
                         .collect();
-                    self.new_name(&key, missing_display(r, &kept))
+                    let display = missing_display(r, &kept);
+                    self.charge(Work::Render, (key.len() + display.len()) as u64)?;
+                    self.new_name(&key, display)
                 }
             };
             return Ok(vec![self.version_set(name, &[], Arc::from(""))]);
@@ -930,7 +1051,7 @@ impl<'a> Universe<'a> {
             }
         }
         let shared: HashSet<Gvk> = self
-            .providers()
+            .providers()?
             .iter()
             .filter(|(gvk, packages)| {
                 packages.len() > 1 && installed_providers.get(*gvk).is_none_or(|p| p.len() < 2)
@@ -962,7 +1083,7 @@ impl<'a> Universe<'a> {
                 };
                 // A marker is a candidate too: charged, counted, and with no facts of its own but
                 // the bundle's name (a copy of all its APIs per API would grow as their square).
-                self.budget.charge(1).map_err(|_| self.over_budget())?;
+                self.charge(Work::Visit, 1)?;
                 if self.solvables.len() >= self.request.limits.max_candidates {
                     return Err(PlanError::TooLarge {
                         limit: self.request.limits.max_candidates,
@@ -1022,7 +1143,7 @@ impl<'a> Universe<'a> {
                 plan: Vec::new(),
                 installed: Vec::new(),
                 choices: Vec::new(),
-                work: self.budget.spent(),
+                work: self.meter.spent(),
             };
         };
         let mut needs: HashMap<SolvableId, Vec<SolvableId>> = HashMap::new();
@@ -1121,7 +1242,7 @@ impl<'a> Universe<'a> {
             plan,
             installed,
             choices,
-            work: self.budget.spent(),
+            work: self.meter.spent(),
         }
     }
 
@@ -1172,6 +1293,21 @@ impl<'a> Universe<'a> {
             names.join(", ")
         )
     }
+}
+
+/// What loading a package's candidates walks ([`PackageIndex::items`]).
+fn package_items(pkg: &PackageIndex) -> u64 {
+    pkg.items()
+}
+
+/// What reading a bundle's facts parses: its `olm.package` and `olm.gvk` values.
+pub(super) fn facts_bytes(properties: &[Property]) -> u64 {
+    properties
+        .iter()
+        .filter(|p| matches!(&*p.type_, crate::catalog::PROPERTY_PACKAGE | super::PROPERTY_GVK))
+        .map(|p| p.value.raw().len() as u64)
+        .sum::<u64>()
+        + 1
 }
 
 /// Where a bundle sits in its package's channels: the default channel before the others by
@@ -1264,7 +1400,7 @@ impl OrderKey<'_> {
     }
 }
 
-fn version_set_display(r: &Requirement) -> String {
+pub(super) fn version_set_display(r: &Requirement) -> String {
     let what = match &r.constraint {
         Constraint::Package { range, .. } => range.as_str().to_string(),
         other => format!("(for {other})"),
@@ -1299,7 +1435,7 @@ fn missing_display(r: &Requirement, kept: &[String]) -> String {
 
 struct Provider<'a> {
     universe: Universe<'a>,
-    deadline: Instant,
+    deadline: Option<Instant>,
 }
 
 impl fmt::Debug for Provider<'_> {
@@ -1406,7 +1542,9 @@ impl DependencyProvider for Provider<'_> {
     }
 
     fn should_cancel_with_value(&self) -> Option<Box<dyn std::any::Any>> {
-        (Instant::now() > self.deadline).then(|| Box::new(()) as Box<dyn std::any::Any>)
+        self.deadline
+            .is_some_and(|d| Instant::now() > d)
+            .then(|| Box::new(()) as Box<dyn std::any::Any>)
     }
 }
 
@@ -1425,10 +1563,10 @@ mod bounded_text_tests {
                 }
             }
         }
-        let text = bounded_text(&Endless, 100);
+        let text = bounded_text(&Endless, 100, None);
         let (kept, marker) = text.split_once('\n').unwrap();
         assert!(kept.len() <= 100 && kept.len() > 90, "{kept}");
         assert_eq!(marker, "... (explanation cut at 100 bytes)");
-        assert_eq!(bounded_text(&"short", 100), "short");
+        assert_eq!(bounded_text(&"short", 100, None), "short");
     }
 }

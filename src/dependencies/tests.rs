@@ -560,19 +560,33 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
         allow_changes: false,
         limits: test_limits(),
     };
-    let planned = plan(&within, &catalogs).unwrap();
+    let mut meter = test_limits().meter();
+    let planned = plan_within(&within, &catalogs, &mut meter).unwrap();
     assert_eq!(planned.plan.last().unwrap().bundle, "app.v1.0.0");
+    assert_eq!(planned.work, meter.spent());
     // Read: 201 requirement texts; evaluated once against 2,001 packages of one candidate each.
     let text = serde_json::to_string(&not).unwrap();
     let property = crate::catalog::Property::new(
         "olm.constraint",
         crate::catalog::PropertyValue::from_json(&text).unwrap(),
     );
-    let cost = requirements_of("app.v1.0.0", &[property]).unwrap()[0].cost();
-    // Per package: one unit considered, its one candidate evaluated, one set kept.
+    let r = requirements_of("app.v1.0.0", &[property], &mut crate::meter::Meter::unlimited())
+        .unwrap()
+        .remove(0);
+    use crate::meter::Work;
+    assert_eq!(meter.spent_on(Work::Evaluate), 2_001 * r.cost());
+    // Its key and summary made per declaring bundle, the text of its sets once.
+    let key = format!("{r}\0{:?}", r.failure_message);
+    let display = super::plan::version_set_display(&r);
     assert_eq!(
-        planned.work,
-        201 * text.len() as u64 + 2_001 * (1 + cost + super::plan::UNITS_PER_SET)
+        meter.spent_on(Work::Render),
+        201 * (key.len() + r.summary().len()) as u64 + display.len() as u64
+    );
+    // Each package considered, loaded (its bundle and entry) and its set kept, plus the
+    // requested package's resolution (three walks of its two items) and the list of packages.
+    assert_eq!(
+        meter.spent_on(Work::Visit),
+        Work::Visit.weight() * (3 * 2 + 2_001 + 2_001 + 2_000 * 2 + 2_001 * super::plan::UNITS_PER_SET)
     );
 
     let tight = PlanRequest {
@@ -594,6 +608,53 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
         "{error}"
     );
     assert!(error.is_terminal());
+}
+
+/// The meter reads the clock every `CLOCK_EVERY_UNITS` units, whatever is charged: a plan past
+/// its deadline stops inside one package's candidates, not after them (the deadline was read once
+/// per 256 packages). Deterministic: the deadline has passed before the plan starts, so the plan
+/// stops at the first reading of the clock, and what it charged says where that was.
+#[test]
+fn a_passed_deadline_stops_the_plan_inside_one_packages_candidates() {
+    use crate::meter::{CLOCK_EVERY_UNITS, Meter, Work};
+    let padding = json!({"type": "test.padding", "value": "x".repeat(2_000)});
+    let mut bundles: Vec<B> = (0..200)
+        .map(|i| {
+            let mut dep = b("dep", &format!("1.0.{i}"));
+            dep.properties.push(padding.clone());
+            dep
+        })
+        .collect();
+    // A CEL rule names no package: every package's candidates are evaluated.
+    bundles.push(
+        b("app", "1.0.0").needs(json!({"cel": {"rule": "properties.exists(p, p.type == 'test.missing')"}})),
+    );
+    let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
+    let req = request("app");
+    let within = PlanRequest {
+        request: &req,
+        installed: &[],
+        served_apis: &[],
+        allow_changes: false,
+        limits: test_limits(),
+    };
+    // Without a deadline: what evaluating all of dep's candidates costs.
+    let mut unlimited = Meter::unlimited();
+    plan_within(&within, &catalogs, &mut unlimited).unwrap_err();
+    let all = unlimited.spent();
+    assert!(all > 3 * CLOCK_EVERY_UNITS, "{all}");
+
+    let mut meter = Meter::unlimited().with_deadline(std::time::Duration::ZERO);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let error = plan_within(&within, &catalogs, &mut meter).unwrap_err();
+    assert!(
+        matches!(error, PlanError::TimedOut { ref package, .. } if package == "app"),
+        "{error}"
+    );
+    // It had started evaluating dep's candidates, and stopped within one clock interval.
+    assert!(meter.spent_on(Work::Evaluate) > 0, "{meter}");
+    assert!(meter.spent() < CLOCK_EVERY_UNITS + 20_000, "{meter}");
+    assert!(meter.spent() < all / 2, "{meter}");
 }
 
 /// The explanation of a conflict is several lines: a failure message carrying a newline or a
@@ -829,7 +890,8 @@ proptest! {
 /// The one requirement declared by a property of `type_` with `value`.
 fn requirement(type_: &str, value: Value) -> Requirement {
     let property = crate::catalog::Property::new(type_, value.into());
-    let mut all = requirements_of("b.v1", &[property]).expect("a valid requirement");
+    let mut all = requirements_of("b.v1", &[property], &mut crate::meter::Meter::unlimited())
+        .expect("a valid requirement");
     assert_eq!(all.len(), 1);
     all.remove(0)
 }

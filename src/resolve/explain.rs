@@ -12,7 +12,7 @@ use super::{
     BundleRule, CatalogInput, CatalogSkip, DependencyMode, PackageFilter, PreparedRequest, ResolveError,
     ResolveRequest, rank, unsupported_dependency,
 };
-use crate::catalog::BundleIndex;
+use crate::{catalog::BundleIndex, meter::Meter};
 
 /// The whole explanation of one request.
 #[derive(Debug, Clone, Serialize)]
@@ -125,18 +125,20 @@ pub struct ChosenBundle {
 
 /// Explains `dependencies.resolve(request, catalogs)`. Errors only when the request itself is
 /// invalid (bad selector or range) or the installed version cannot be read: resolution then looks
-/// at no bundle at all.
+/// at no bundle at all; or when `meter`, charged for every package walked, runs out.
 pub fn explain(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     dependencies: DependencyMode,
+    meter: &mut Meter,
 ) -> Result<Explanation, ResolveError> {
     let prepared = PreparedRequest::new(request)?;
-    let outcome = dependencies.resolve(request, catalogs);
+    let outcome = dependencies.resolve_within(request, catalogs, meter);
     if let Err(
         e @ (ResolveError::InvalidSelector(_)
         | ResolveError::InvalidVersionRange { .. }
-        | ResolveError::UpgradeEdges(_)),
+        | ResolveError::UpgradeEdges(_)
+        | ResolveError::Exhausted { .. }),
     ) = &outcome
     {
         return Err(e.clone());
@@ -182,6 +184,7 @@ pub fn explain(
         let mut best: Option<&BundleIndex> = None;
         let mut rules = Vec::new();
         if let Some(package) = package {
+            super::charge_package(meter, package)?;
             let filter = PackageFilter::new(package, request, &prepared)?;
             for (i, b) in package.bundles.iter().enumerate() {
                 let rule = filter.exclusion(i, b).map(Exclusion::from);

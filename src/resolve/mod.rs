@@ -31,6 +31,7 @@ use crate::{
         PROPERTY_PACKAGE_REQUIRED, PackageIndex, Property,
     },
     go_format::go_quote,
+    meter::{Exhausted, Meter, Work},
     version::{VersionRange, VersionRelease},
 };
 
@@ -188,6 +189,15 @@ pub enum ResolveError {
         bundle: String,
         /// Why.
         message: String,
+    },
+    /// The meter of the command resolving ran out (never for the controller, whose resolution is
+    /// bounded by the catalog's own limits): olmv1's own message, not upstream's.
+    #[error("resolving package {package:?} {exhausted}")]
+    Exhausted {
+        /// The package.
+        package: String,
+        /// The budget or deadline that ran out.
+        exhausted: Exhausted,
     },
     /// The winning bundle declares a dependency, which OLM v1 does not support.
     #[error(
@@ -444,9 +454,19 @@ impl DependencyMode {
         request: &ResolveRequest,
         catalogs: &[CatalogInput],
     ) -> Result<Resolution, ResolveError> {
+        self.resolve_within(request, catalogs, &mut Meter::unlimited())
+    }
+
+    /// [`DependencyMode::resolve`], its work charged to `meter`.
+    pub fn resolve_within(
+        self,
+        request: &ResolveRequest,
+        catalogs: &[CatalogInput],
+        meter: &mut Meter,
+    ) -> Result<Resolution, ResolveError> {
         match self {
-            DependencyMode::Refuse => resolve(request, catalogs),
-            DependencyMode::Check => resolve_allowing_dependencies(request, catalogs),
+            DependencyMode::Refuse => resolve_within(request, catalogs, meter),
+            DependencyMode::Check => resolve_allowing_dependencies_within(request, catalogs, meter),
         }
     }
 }
@@ -454,7 +474,16 @@ impl DependencyMode {
 /// Resolves the bundle to install, as upstream OLM v1 does: a bundle that declares a dependency
 /// is refused. Catalogs are consulted in name order (the order the API server lists them).
 pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput]) -> Result<Resolution, ResolveError> {
-    let resolution = resolve_allowing_dependencies(request, catalogs)?;
+    resolve_within(request, catalogs, &mut Meter::unlimited())
+}
+
+/// [`resolve`], each package walked charged to `meter` first (the admin commands' meter).
+pub fn resolve_within(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    meter: &mut Meter,
+) -> Result<Resolution, ResolveError> {
+    let resolution = resolve_allowing_dependencies_within(request, catalogs, meter)?;
     if let Some(property) = dependency_property(&resolution.bundle.properties) {
         return Err(ResolveError::UnsupportedDependency {
             bundle: resolution.bundle.name,
@@ -470,6 +499,15 @@ pub fn resolve_allowing_dependencies(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
 ) -> Result<Resolution, ResolveError> {
+    resolve_allowing_dependencies_within(request, catalogs, &mut Meter::unlimited())
+}
+
+/// [`resolve_allowing_dependencies`], each package walked charged to `meter` first.
+pub fn resolve_allowing_dependencies_within(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput],
+    meter: &mut Meter,
+) -> Result<Resolution, ResolveError> {
     let prepared = PreparedRequest::new(request)?;
     let range_text = prepared.range_text;
 
@@ -484,6 +522,7 @@ pub fn resolve_allowing_dependencies(
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
+        charge_package(meter, package)?;
         let Some(bundle) = best_bundle(package, request, &prepared)? else {
             continue;
         };
@@ -672,6 +711,11 @@ impl<'a> ExactVersions<'a> {
         })
     }
 
+    /// The package asked for.
+    pub fn package(&self) -> &str {
+        &self.request.package
+    }
+
     /// How many bundles and channel entries were looked at (the work of [`ExactVersions::new`]).
     pub fn examined(&self) -> u64 {
         self.examined
@@ -744,12 +788,24 @@ pub fn candidates<'a>(
     request: &ResolveRequest,
     catalogs: &'a [CatalogInput],
 ) -> Result<Vec<Candidate<'a>>, ResolveError> {
+    candidates_within(request, catalogs, &mut Meter::unlimited())
+}
+
+/// [`candidates`], each package walked charged to `meter` first.
+pub fn candidates_within<'a>(
+    request: &ResolveRequest,
+    catalogs: &'a [CatalogInput],
+    meter: &mut Meter,
+) -> Result<Vec<Candidate<'a>>, ResolveError> {
     let prepared = PreparedRequest::new(request)?;
     let mut out = Vec::new();
     for catalog in catalogs.iter().filter(|c| prepared.catalog_skip(c).is_none()) {
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
+        // The walk, and the sort below (n log n of what it keeps: charged as the walk again).
+        charge_package(meter, package)?;
+        charge_package(meter, package)?;
         let filter = PackageFilter::new(package, request, &prepared)?;
         for (i, bundle) in package.bundles.iter().enumerate() {
             if filter.exclusion(i, bundle).is_none() {
@@ -790,6 +846,16 @@ pub fn successors<'a>(
         .filter(|(_, m)| *m)
         .map(|(b, _)| b)
         .collect())
+}
+
+/// Charges a walk over `package` (its bundles, entries and edges: [`PackageIndex::items`]).
+pub(crate) fn charge_package(meter: &mut Meter, package: &PackageIndex) -> Result<(), ResolveError> {
+    meter
+        .charge(Work::Visit, package.items())
+        .map_err(|exhausted| ResolveError::Exhausted {
+            package: package.name.to_string(),
+            exhausted,
+        })
 }
 
 /// The best bundle of one catalog's package: channel, range and successor filters, then

@@ -47,7 +47,13 @@ fn answer_with(
             release: None,
         }),
     };
-    upgrades(&request, &[CatalogInput::new(catalog, index)], dependencies).expect("upgrades listed")
+    upgrades(
+        &request,
+        &[CatalogInput::new(catalog, index)],
+        dependencies,
+        &mut olmv1::admin::command_meter(),
+    )
+    .expect("upgrades listed")
 }
 
 fn reachable(u: &Upgrades) -> Vec<&str> {

@@ -495,3 +495,87 @@ async fn a_bundle_with_an_over_budget_rule_is_blocked_while_another_extension_in
     olmv1(&["uninstall", &ext_a]).ok();
     olmv1(&["uninstall", &ext_b]).ok();
 }
+
+/// A rule of 4 KiB of bad characters: the CEL parser makes one error per character, each with the
+/// whole line (16 MB of text); olmv1 keeps one short sentence of it.
+fn unreadable_rule() -> String {
+    format!("1 == {}", "#".repeat(4000))
+}
+
+/// Sixteen rules of eight patterns each, every automaton large (compiling them all costs more
+/// than a check's budget), each rule valid and cheap to evaluate (its text is a short literal).
+fn costly_to_compile(package: &str) -> Value {
+    let rules: Vec<Value> = (0..16)
+        .map(|r| {
+            let tests: Vec<String> = (0..8)
+                .map(|k| format!("'abc'.matches('({package}{r}x{k}y){{300}}')"))
+                .collect();
+            json!({"cel": {"rule": tests.join(" || ")}})
+        })
+        .collect();
+    json!({"all": {"constraints": rules}})
+}
+
+/// Upgrades to bundles whose requirements are hostile in the new ways (a compiler error text, and
+/// compiling that costs more than the check's budget) are refused, each with one short sentence,
+/// the installed versions keep running, and another extension installs meanwhile: the controller
+/// keeps reconciling other extensions while one extension's catalog is hostile.
+#[tokio::test]
+async fn hostile_rules_are_refused_in_short_sentences_while_another_extension_installs() {
+    let w = World::new("deps-hostile", |a, b| {
+        let c = format!("{a}c");
+        let unreadable = Bundle::new("2.0.0")
+            .replaces("1.0.0", a)
+            .requires("olm.constraint", json!({"cel": {"rule": unreadable_rule()}}));
+        let costly = Bundle::new("2.0.0")
+            .replaces("1.0.0", &c)
+            .requires("olm.constraint", costly_to_compile(&c));
+        vec![
+            package(a, vec![Bundle::new("1.0.0"), unreadable]),
+            package(&c, vec![Bundle::new("1.0.0"), costly]),
+            package(b, vec![Bundle::new("1.0.0")]),
+        ]
+    })
+    .await;
+    let c = format!("{}c", w.a);
+    let (ext_a, ext_b, ext_c) = (w.extension_of(&w.a), w.extension_of(&w.b), w.extension_of(&c));
+    w.apply(&w.a, json!({"version": "1.0.0"})).await;
+    w.apply(&c, json!({"version": "1.0.0"})).await;
+    components::wait_installed(&w.client, &ext_a, "1.0.0").await;
+    components::wait_installed(&w.client, &ext_c, "1.0.0").await;
+
+    // Both upgrades and another extension at once.
+    w.apply(&w.a, json!({"version": "2.0.0"})).await;
+    w.apply(&c, json!({"version": "2.0.0"})).await;
+    w.apply(&w.b, json!({})).await;
+    components::wait_installed(&w.client, &ext_b, "1.0.0").await;
+    // The compile's refusal names the budget; once enough of its rules are in the process's
+    // cache (a later reconcile), the rules are evaluated and are simply not satisfied.
+    for (extension, expected) in [(&ext_a, "more errors"), (&ext_c, "")] {
+        let blocked = components::wait_progressing(&w.client, extension, "Blocked", expected).await;
+        let progressing = components::condition(&blocked, "Progressing").unwrap();
+        assert_eq!(progressing.status, "False");
+        // One short sentence, whatever the catalog holds.
+        assert!(
+            progressing.message.len() < 1024 && !progressing.message.contains('\n'),
+            "{extension}: {} bytes: {}",
+            progressing.message.len(),
+            progressing.message
+        );
+        let installed = components::condition(&blocked, "Installed").unwrap();
+        assert_eq!(installed.status, "True", "{extension}: {installed:?}");
+        let status = blocked.status.as_ref().unwrap();
+        let version = status.install.as_ref().map(|i| i.bundle.version.clone());
+        assert_eq!(version.as_deref(), Some("1.0.0"), "{extension} keeps running");
+        if *extension == ext_c {
+            assert!(
+                progressing.message.contains("work units") || progressing.message.contains("not satisfied"),
+                "{}",
+                progressing.message
+            );
+        }
+    }
+    for extension in [&ext_a, &ext_b, &ext_c] {
+        olmv1(&["uninstall", extension]).ok();
+    }
+}

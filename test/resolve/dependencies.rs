@@ -118,7 +118,11 @@ fn plan_every_bundle(snapshots: Snapshots) {
     for catalog in &catalogs {
         for package in catalog.index.packages() {
             for bundle in &package.bundles {
-                let requirements = match requirements_of(&bundle.name, &bundle.properties) {
+                let requirements = match requirements_of(
+                    &bundle.name,
+                    &bundle.properties,
+                    &mut olmv1::meter::Meter::unlimited(),
+                ) {
                     Ok(r) if r.is_empty() => continue,
                     Ok(r) => r,
                     Err(e) => {

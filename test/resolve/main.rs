@@ -6,6 +6,7 @@ mod support;
 
 mod cases;
 mod cli;
+mod deadline;
 mod dependencies;
 mod real_catalogs;
 mod version_tables;

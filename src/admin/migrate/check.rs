@@ -9,10 +9,8 @@ use serde_json::{Value, json};
 use super::classic::{CatalogSource, Csv, InstallPlan, OperatorCondition, OperatorGroup, Subscription, key};
 use crate::{
     catalog::{CatalogIndex, PROPERTY_PACKAGE, Property},
-    dependencies::{
-        BundleFacts, CHECK_WORK_UNITS, Constraint, OverBudget, PROPERTY_GVK, Requirement, WorkBudget,
-        requirements_of,
-    },
+    dependencies::{BundleFacts, Constraint, PROPERTY_GVK, Requirement, check_meter, requirements_of},
+    meter::{Exhausted, Meter},
 };
 
 /// The annotation a converted ClusterExtension carries: `<namespace>/<subscription>`.
@@ -274,10 +272,14 @@ pub fn csv_properties(csv: &Csv, package: &str) -> Result<Vec<Property>, String>
 
 /// A CSV's dependencies, read as olmv1's dependency check reads a bundle's (every form, within
 /// its limits); `Err` says why they cannot be.
-pub fn csv_requirements(csv: &Csv, package: &str) -> Result<(Vec<Property>, Vec<Requirement>), String> {
+pub fn csv_requirements(
+    csv: &Csv,
+    package: &str,
+    meter: &mut Meter,
+) -> Result<(Vec<Property>, Vec<Requirement>), String> {
     let name = csv.metadata.name.as_deref().unwrap_or_default();
     let properties = csv_properties(csv, package)?;
-    let requirements = requirements_of(name, &properties).map_err(|e| e.to_string())?;
+    let requirements = requirements_of(name, &properties, meter).map_err(|e| e.to_string())?;
     Ok((properties, requirements))
 }
 
@@ -667,7 +669,7 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
                 ));
             }
         }
-        if let Err(e) = csv_requirements(csv, &package) {
+        if let Err(e) = csv_requirements(csv, &package, &mut check_meter()) {
             reasons.push(Reason::block(
                 "UnreadableProperties",
                 format!("CSV {}: {e}", csv.metadata.name.as_deref().unwrap_or_default()),
@@ -768,13 +770,13 @@ fn providers(
     i: usize,
     extensions: &[BundleFacts<'_>],
     rows: &[Option<BundleFacts<'_>>],
-    budget: &mut WorkBudget,
-) -> Result<Vec<Providers>, OverBudget> {
+    meter: &mut Meter,
+) -> Result<Vec<Providers>, Exhausted> {
     let mut out = Vec::new();
     for r in requirements {
         let mut extension = None;
         for (e, facts) in extensions.iter().enumerate() {
-            budget.charge_evaluation(r, facts)?;
+            r.charge(facts, meter)?;
             if r.satisfied_by(facts) {
                 extension = Some(e);
                 break;
@@ -786,7 +788,7 @@ fn providers(
                 let Some(facts) = facts.as_ref().filter(|_| j != i) else {
                     continue;
                 };
-                budget.charge_evaluation(r, facts)?;
+                r.charge(facts, meter)?;
                 if r.satisfied_by(facts) {
                     by_rows.push(j);
                 }
@@ -802,7 +804,7 @@ fn providers(
 }
 
 /// Weighs each Subscription's dependencies as olmv1's dependency check will (every form, version
-/// ranges and CEL included, within [`CHECK_WORK_UNITS`] per Subscription): met by a
+/// ranges and CEL included, within [`crate::dependencies::CHECK_WORK_UNITS`] per Subscription): met by a
 /// ClusterExtension, or by a Subscription that is itself eligible (converted first, in the same
 /// run), else blocking. Repeated until nothing changes, since a Subscription blocked for its own
 /// dependencies blocks those that need it; at most once per Subscription, as each pass that
@@ -821,7 +823,8 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
     let read: Vec<Option<ReadCsv>> = (0..rows.len())
         .map(|i| {
             let csv = csv_of(i)?;
-            let (properties, requirements) = csv_requirements(csv, &rows[i].package).ok()?;
+            let (properties, requirements) =
+                csv_requirements(csv, &rows[i].package, &mut check_meter()).ok()?;
             Some((
                 csv.metadata.name.clone().unwrap_or_default(),
                 properties,
@@ -845,17 +848,13 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
             BundleFacts::new(bundle, &e.package, &e.properties)
         })
         .collect();
-    let needs: Vec<Result<Vec<Providers>, OverBudget>> = read
+    let needs: Vec<Result<Vec<Providers>, Exhausted>> = read
         .iter()
         .enumerate()
         .map(|(i, r)| match r {
-            Some((_, _, requirements)) => providers(
-                requirements,
-                i,
-                &extension_facts,
-                &row_facts,
-                &mut WorkBudget::new(CHECK_WORK_UNITS),
-            ),
+            Some((_, _, requirements)) => {
+                providers(requirements, i, &extension_facts, &row_facts, &mut check_meter())
+            }
             None => Ok(Vec::new()),
         })
         .collect();
@@ -870,9 +869,8 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
                 Err(over) => reasons.push(Reason::block(
                     "DependencyCheckOverBudget",
                     format!(
-                        "checking the dependencies of CSV {} needs more than the budget of {} work units",
+                        "checking the dependencies of CSV {} {over}",
                         read[i].as_ref().map_or("", |r| r.0.as_str()),
-                        over.limit
                     ),
                     "simplify the bundle's dependencies (fewer or cheaper CEL rules)",
                 )),
@@ -1224,13 +1222,13 @@ mod tests {
         let gvk = json!({"type": "olm.gvk.required", "value": {"group": "g", "version": "v1", "kind": "K"}});
         let wrapped = csv("n", "x", json!({"properties": [gvk.clone()]}));
         let bare = csv("n", "x", json!([gvk]));
-        let (properties, requirements) = csv_requirements(&wrapped, "p").unwrap();
+        let (properties, requirements) = csv_requirements(&wrapped, "p", &mut Meter::unlimited()).unwrap();
         assert_eq!(requirements.len(), 1);
         assert_eq!(requirement_text(&requirements[0]), "API K (g/v1)");
         // olm.package from the Subscription's package and the CSV's version.
         let facts = BundleFacts::new("x", "p", &properties);
         assert_eq!(facts.version, Some(semver::Version::new(1, 0, 0)));
-        let (_, again) = csv_requirements(&bare, "p").unwrap();
+        let (_, again) = csv_requirements(&bare, "p", &mut Meter::unlimited()).unwrap();
         assert_eq!(again.len(), 1);
         let mut broken = wrapped;
         broken
@@ -1239,7 +1237,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(PROPERTIES_ANNOTATION.into(), "{".into());
-        assert!(csv_requirements(&broken, "p").is_err());
+        assert!(csv_requirements(&broken, "p", &mut Meter::unlimited()).is_err());
     }
 
     #[test]

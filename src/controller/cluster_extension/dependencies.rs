@@ -117,13 +117,13 @@ pub enum DependencyCheckError {
     /// Checking the bundle's requirements (and its installed dependents') costs more than the
     /// controller's budget for one check: the bundle is refused, whatever is installed.
     #[error(
-        "checking the dependencies of bundle {bundle:?} needs more than the budget of {limit} work units: its requirements are too costly to evaluate against the installed bundles"
+        "checking the dependencies of bundle {bundle:?} {exhausted}: its requirements are too costly to evaluate against the installed bundles"
     )]
     OverBudget {
         /// The bundle.
         bundle: String,
-        /// The budget.
-        limit: u64,
+        /// The budget or deadline that ran out.
+        exhausted: crate::meter::Exhausted,
     },
     /// The check's thread ended without an answer (a bug; retried).
     #[error("the dependency check failed: {0}")]
@@ -139,7 +139,9 @@ impl DependencyCheckError {
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::Invalid(e) => e.is_terminal(),
-            Self::Unsatisfied { .. } | Self::BreaksDependents { .. } | Self::OverBudget { .. } => true,
+            Self::Unsatisfied { .. } | Self::BreaksDependents { .. } => true,
+            // Work is the same on every try; a deadline may pass on a busy machine only.
+            Self::OverBudget { exhausted, .. } => matches!(exhausted, crate::meter::Exhausted::Work { .. }),
             Self::ListExtensions(_) | Self::ReadRecords(_) | Self::Discovery(_) | Self::Panicked(_) => false,
         }
     }

@@ -29,7 +29,7 @@ use crate::{
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
-    dependencies::{CHECK_WORK_UNITS, DependencyVerdict, WorkBudget, check_dependencies_within},
+    dependencies::{CHECK_DURATION, DependencyVerdict, check_dependencies_within, check_meter},
     image::cache::{PulledImage, pull_and_read},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
@@ -350,7 +350,26 @@ impl ReconcileState<'_> {
             return Ok(());
         }
         let fail = |e: DependencyCheckError| target.error(e);
-        let requirements = self.requirements(target, unpacked).map_err(|e| fail(e.into()))?;
+        // One meter for the whole check, reading the requirements included; on blocking threads,
+        // so the reconcile workers go on meanwhile.
+        let bundle = target.bundle_name.clone();
+        let catalog_properties = target.properties.clone();
+        let image_properties = unpacked.bundle.properties.clone();
+        let dependencies_yaml = unpacked.dependencies_yaml.clone();
+        let (requirements, meter) = tokio::task::spawn_blocking(move || {
+            let mut meter = check_meter();
+            let requirements = requirements_of_target(
+                &bundle,
+                &catalog_properties,
+                dependencies_yaml,
+                &image_properties,
+                &mut meter,
+            );
+            (requirements, meter)
+        })
+        .await
+        .map_err(|e| fail(DependencyCheckError::Panicked(e.to_string())))?;
+        let requirements = requirements.map_err(|e| fail(e.into()))?;
         if requirements.is_empty() && upgrading_from.is_none() {
             return Ok(());
         }
@@ -368,20 +387,14 @@ impl ReconcileState<'_> {
         };
         let command = dependencies::install_command(self.ext);
         let bundle = target.bundle_name.clone();
-        // On a blocking thread: a catalog's requirements may cost up to the budget, and the
-        // reconcile workers go on meanwhile.
         let verdict = tokio::task::spawn_blocking(move || {
-            let mut budget = WorkBudget::new(CHECK_WORK_UNITS);
-            check_dependencies_within(&requirements, &others, &served, upgrade, &mut budget)
+            // The API server's answers above are not the check's time.
+            let mut meter = meter.with_deadline(CHECK_DURATION);
+            check_dependencies_within(&requirements, &others, &served, upgrade, &mut meter)
         })
         .await
         .map_err(|e| fail(DependencyCheckError::Panicked(e.to_string())))?
-        .map_err(|e| {
-            fail(DependencyCheckError::OverBudget {
-                bundle,
-                limit: e.limit,
-            })
-        })?;
+        .map_err(|exhausted| fail(DependencyCheckError::OverBudget { bundle, exhausted }))?;
         match verdict {
             DependencyVerdict::Satisfied => Ok(()),
             DependencyVerdict::Unsatisfied(unsatisfied) => {
@@ -391,38 +404,6 @@ impl ReconcileState<'_> {
                 Err(fail(DependencyCheckError::BreaksDependents { installed, broken }))
             }
         }
-    }
-
-    /// The bundle's requirements: its catalog entry's, then those only its image declares
-    /// (`metadata/dependencies.yaml`, `metadata/properties.yaml`, the CSV's `olm.properties`).
-    fn requirements(
-        &self,
-        target: &Target,
-        unpacked: &Unpacked,
-    ) -> Result<Vec<crate::dependencies::Requirement>, crate::dependencies::DependencyError> {
-        use crate::dependencies::{requirements_from_bundle_metadata, requirements_of};
-        let bundle = target.bundle_name.as_str();
-        let mut requirements = requirements_of(bundle, &target.properties)?;
-        let dependencies_yaml = unpacked.dependencies_yaml.clone().map_err(|message| {
-            crate::dependencies::DependencyError::File {
-                bundle: bundle.to_string(),
-                file: "metadata/dependencies.yaml".into(),
-                message,
-            }
-        })?;
-        let from_image = requirements_from_bundle_metadata(bundle, dependencies_yaml.as_deref(), None)?
-            .into_iter()
-            .chain(requirements_of(bundle, &unpacked.bundle.properties)?);
-        let key = |r: &crate::dependencies::Requirement| {
-            (r.property.clone(), r.to_string(), r.failure_message.clone())
-        };
-        let mut seen: std::collections::BTreeSet<_> = requirements.iter().map(key).collect();
-        for requirement in from_image {
-            if seen.insert(key(&requirement)) {
-                requirements.push(requirement);
-            }
-        }
-        Ok(requirements)
     }
 
     /// The bundles the other ClusterExtensions (not being deleted) installed: each one's revision
@@ -863,6 +844,38 @@ fn apply_fingerprint(
         hasher.update(part.as_bytes());
     }
     hex::encode(hasher.finalize())
+}
+
+/// A bundle's requirements: its catalog entry's (`catalog_properties`), then those only its image
+/// declares (`metadata/dependencies.yaml`, `metadata/properties.yaml`, the CSV's
+/// `olm.properties`: `image_properties`), read within `meter`.
+fn requirements_of_target(
+    bundle: &str,
+    catalog_properties: &[Property],
+    dependencies_yaml: Result<Option<String>, String>,
+    image_properties: &[Property],
+    meter: &mut crate::meter::Meter,
+) -> Result<Vec<crate::dependencies::Requirement>, crate::dependencies::DependencyError> {
+    use crate::dependencies::{requirements_from_bundle_metadata, requirements_of};
+    let mut requirements = requirements_of(bundle, catalog_properties, meter)?;
+    let dependencies_yaml =
+        dependencies_yaml.map_err(|message| crate::dependencies::DependencyError::File {
+            bundle: bundle.to_string(),
+            file: "metadata/dependencies.yaml".into(),
+            message,
+        })?;
+    let mut from_image =
+        requirements_from_bundle_metadata(bundle, dependencies_yaml.as_deref(), None, meter)?;
+    from_image.extend(requirements_of(bundle, image_properties, meter)?);
+    let key =
+        |r: &crate::dependencies::Requirement| (r.property.clone(), r.to_string(), r.failure_message.clone());
+    let mut seen: std::collections::BTreeSet<_> = requirements.iter().map(key).collect();
+    for requirement in from_image {
+        if seen.insert(key(&requirement)) {
+            requirements.push(requirement);
+        }
+    }
+    Ok(requirements)
 }
 
 #[cfg(test)]

@@ -1,0 +1,393 @@
+//! Calibration of the one meter (`olmv1::meter`): for each kind of work, a workload that is
+//! charged only that kind (or mostly), its CPU time divided by the units charged. The weights in
+//! `Work::weight` are set from this table so that every kind costs about the same CPU per unit;
+//! the table ends with the spread (largest ns/unit over smallest), which must stay under 10.
+//!
+//! `cargo bench --bench meter` (release). Prints Markdown (docs/limits-and-faults.md, "One meter
+//! for catalog-driven work").
+
+use std::{sync::Arc, time::Instant};
+
+use bytes::Bytes;
+use olmv1::{
+    catalog::{CatalogIndex, Meta, Property, PropertyValue},
+    dependencies::{BundleFacts, CelRule, requirements_of},
+    meter::{Meter, Work},
+    resolve::{CatalogInput, ResolveRequest, resolve_within},
+};
+use serde_json::json;
+
+/// One workload's figure: the CPU it took, the units it was charged, the kind (`None`: every
+/// kind a whole plan charges).
+struct Figure {
+    kind: Option<Work>,
+    workload: &'static str,
+    seconds: f64,
+    units: u64,
+}
+
+/// Runs `f` with a fresh unlimited meter `reps` times; the figure is the total time over the
+/// total units of `kind`.
+fn measure(
+    kind: impl Into<Option<Work>>,
+    workload: &'static str,
+    reps: usize,
+    mut f: impl FnMut(usize, &mut Meter),
+) -> Figure {
+    let kind = kind.into();
+    // Warm up once (caches, allocator), with a different input index than the measured runs.
+    f(usize::MAX / 2, &mut Meter::unlimited());
+    let mut units = 0;
+    let started = Instant::now();
+    for i in 0..reps {
+        let mut meter = Meter::unlimited();
+        f(i, &mut meter);
+        units += kind.map_or(meter.spent(), |k| meter.spent_on(k));
+    }
+    Figure {
+        kind,
+        workload,
+        seconds: started.elapsed().as_secs_f64(),
+        units,
+    }
+}
+
+fn property(type_: &str, value: serde_json::Value) -> Property {
+    Property::new(type_, PropertyValue::from_json(&value.to_string()).unwrap())
+}
+
+/// A bundle's properties: its package and `keywords` keywords of 8 bytes.
+fn properties(keywords: usize) -> Vec<Property> {
+    let words: Vec<String> = (0..keywords).map(|k| format!("kw{k:05}")).collect();
+    vec![
+        property("olm.package", json!({"packageName": "p", "version": "1.0.0"})),
+        property("olm.csv.metadata", json!({"keywords": words})),
+    ]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("meter: bench");
+        return;
+    }
+    let mut figures = Vec::new();
+
+    // Evaluate: rules near the per-rule limit on a large input, and a cheap rule on a small one;
+    // each evaluation charged its estimate for the bundle, as the check and the plan charge it.
+    for (workload, rule, keywords) in [
+        (
+            "CEL exists over a 64 K keywords list",
+            "properties.exists(p, p.type == 'olm.csv.metadata' && p.value.keywords.exists(k, k == 'db'))",
+            65_536,
+        ),
+        (
+            "CEL matches over every property type",
+            "properties.exists(p, p.type.matches('^olm\\\\.(gvk|package)$'))",
+            65_536,
+        ),
+        (
+            "CEL exists on a real-sized bundle",
+            "properties.exists(p, p.type == 'olm.package' && semver_compare(p.value.version, '1.1.0') >= 0)",
+            16,
+        ),
+    ] {
+        let rule = CelRule::compile(rule).expect("a valid rule");
+        let props = properties(keywords);
+        let facts = BundleFacts::new("p.v1", "p", &props);
+        facts.cel_input();
+        let requirement = olmv1::dependencies::Requirement {
+            property: "olm.constraint".into(),
+            constraint: olmv1::dependencies::Constraint::Cel(rule),
+            failure_message: None,
+        };
+        let reps = if keywords > 1000 { 20 } else { 20_000 };
+        figures.push(measure(Work::Evaluate, workload, reps, |_, meter| {
+            requirement.charge(&facts, meter).unwrap();
+            std::hint::black_box(requirement.satisfied_by(&facts));
+        }));
+    }
+    // A package leaf against a bundle: one unit.
+    {
+        let props = properties(1);
+        let facts = BundleFacts::new("p.v1", "p", &props);
+        let value = property(
+            "olm.package.required",
+            json!({"packageName": "p", "versionRange": ">=1.0.0 <2.0.0"}),
+        );
+        let requirement = requirements_of("x", &[value], &mut Meter::unlimited())
+            .unwrap()
+            .remove(0);
+        figures.push(measure(
+            Work::Evaluate,
+            "package range leaf",
+            200_000,
+            |_, meter| {
+                requirement.charge(&facts, meter).unwrap();
+                std::hint::black_box(requirement.satisfied_by(&facts));
+            },
+        ));
+    }
+
+    // Estimate: a 390-node rule estimated for a new size class each time (the class cache holds
+    // 32 of the 200 classes, cycled through).
+    {
+        let body = vec!["p.value.a.b.c == 'x'"; 60].join(" || ");
+        let rule = CelRule::compile(&format!("[].exists(p, {body})")).expect("a valid rule");
+        let inputs: Vec<(Vec<Property>, olmv1::dependencies::CelInput)> = (0..200)
+            .map(|i| {
+                let count = 1usize << (i % 10);
+                let bytes = 1usize << (i / 10);
+                let props: Vec<Property> = (0..count)
+                    .map(|_| property("t", json!("x".repeat(bytes / count))))
+                    .collect();
+                let input = olmv1::dependencies::CelInput::new(&props);
+                (props, input)
+            })
+            .collect();
+        figures.push(measure(
+            Work::Estimate,
+            "a 390-node rule, a new size class each time",
+            2000,
+            |i, meter| {
+                std::hint::black_box(rule.cost_for(&inputs[i % inputs.len()].1, meter).unwrap());
+            },
+        ));
+    }
+
+    // Compile CEL: distinct rules, tiny and at the length limit (no patterns).
+    figures.push(measure(
+        Work::CompileCel,
+        "tiny distinct rules",
+        2000,
+        |i, meter| {
+            let source = format!("properties.exists(p, p.type == 'x{i}')");
+            CelRule::compile_metered(&source, meter).unwrap();
+        },
+    ));
+    figures.push(measure(
+        Work::CompileCel,
+        "4 KiB distinct rules",
+        100,
+        |i, meter| {
+            let long = "y".repeat(3900);
+            let source = format!("properties.exists(p, p.type == '{i}{long}')");
+            CelRule::compile_metered(&source, meter).unwrap();
+        },
+    ));
+    figures.push(measure(
+        Work::CompileCel,
+        "rules of bad characters (one error each)",
+        100,
+        |i, meter| {
+            let source = format!("{i} == {}", "#".repeat(4000));
+            assert!(CelRule::compile_metered(&source, meter).is_err());
+        },
+    ));
+
+    // Compile regex: patterns near the size limit, and short ones.
+    figures.push(measure(
+        Work::CompileRegex,
+        "8 patterns near the size limit",
+        10,
+        |i, meter| {
+            let tests: Vec<String> = (0..8)
+                .map(|k| format!("p.type.matches('(a{i}b{k}c){{900}}')"))
+                .collect();
+            let source = format!("properties.exists(p, {})", tests.join(" || "));
+            let _ = CelRule::compile_metered(&source, meter);
+        },
+    ));
+    figures.push(measure(
+        Work::CompileRegex,
+        "a short anchored pattern",
+        1000,
+        |i, meter| {
+            let source = format!("properties.exists(p, p.type.matches('^olm\\\\.{i}[a-z]+$'))");
+            CelRule::compile_metered(&source, meter).unwrap();
+        },
+    ));
+
+    // Render: the text of a wide constraint (the plan's key of a requirement).
+    {
+        let leaves: Vec<serde_json::Value> = (0..250)
+            .map(|i| json!({"package": {"packageName": format!("package{i}"), "versionRange": ">=1.0.0"}}))
+            .collect();
+        let value = property("olm.constraint", json!({"any": {"constraints": leaves}}));
+        let requirement = requirements_of("x", &[value], &mut Meter::unlimited())
+            .unwrap()
+            .remove(0);
+        figures.push(measure(
+            Work::Render,
+            "the text of a 250-leaf constraint",
+            2000,
+            |_, meter| {
+                let text = requirement.to_string();
+                meter.charge(Work::Render, text.len() as u64).unwrap();
+                std::hint::black_box(text);
+            },
+        ));
+    }
+
+    // Parse: requirements read from their JSON (no CEL).
+    {
+        let leaves: Vec<serde_json::Value> = (0..250)
+            .map(|i| json!({"package": {"packageName": format!("package{i}"), "versionRange": ">=1.0.0 <2.0.0"}}))
+            .collect();
+        let value = property("olm.constraint", json!({"any": {"constraints": leaves}}));
+        let props = vec![value];
+        figures.push(measure(
+            Work::Parse,
+            "a 250-leaf constraint read",
+            2000,
+            |_, meter| {
+                std::hint::black_box(requirements_of("x", &props, meter).unwrap());
+            },
+        ));
+    }
+
+    // Visit: resolution over a package of 5,000 bundles with edges.
+    {
+        let count = 5000;
+        let version = |i: usize| format!("1.{}.{}", i / 100, i % 100);
+        let mut objects = vec![json!({"schema": "olm.package", "name": "app", "defaultChannel": "stable"})];
+        let entries: Vec<serde_json::Value> = (0..count)
+            .map(|i| match i {
+                0 => json!({"name": "app.v1.0.0"}),
+                _ => json!({"name": format!("app.v{}", version(i)), "replaces": format!("app.v{}", version(i - 1)),
+                            "skips": [format!("app.v{}", version(i - 1))], "skipRange": format!("<{}", version(i))}),
+            })
+            .collect();
+        objects
+            .push(json!({"schema": "olm.channel", "package": "app", "name": "stable", "entries": entries}));
+        for i in 0..count {
+            objects.push(
+                json!({"schema": "olm.bundle", "package": "app", "name": format!("app.v{}", version(i)),
+                "image": "registry.test/app", "properties": [{"type": "olm.package",
+                "value": {"packageName": "app", "version": version(i)}}]}),
+            );
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        let index = Arc::new(CatalogIndex::from_metas(&metas).unwrap());
+        let catalogs = [CatalogInput::new("bench", index)];
+        let request = ResolveRequest {
+            package: "app".into(),
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: Default::default(),
+            installed: Some(olmv1::resolve::InstalledBundle {
+                name: "app.v1.0.0".into(),
+                version: "1.0.0".into(),
+                release: None,
+            }),
+        };
+        figures.push(measure(
+            Work::Visit,
+            "a resolution over 5,000 bundles with edges",
+            200,
+            |_, meter| {
+                std::hint::black_box(resolve_within(&request, &catalogs, meter).unwrap());
+            },
+        ));
+    }
+
+    // A whole plan: the issue's requirements that any package satisfies, over 2,000 packages
+    // (every kind it charges, mostly visiting packages and evaluating leaves).
+    {
+        let mut objects = Vec::new();
+        let mut bundle = |package: &str, properties: Vec<serde_json::Value>| {
+            let name = format!("{package}.v1.0.0");
+            objects.push(json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}));
+            objects.push(json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]}));
+            let mut all =
+                vec![json!({"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}})];
+            all.extend(properties);
+            objects.push(json!({"schema": "olm.bundle", "package": package, "name": name,
+                "image": "registry.test/x", "properties": all}));
+        };
+        let needs: Vec<serde_json::Value> = (0..16)
+            .map(|r| {
+                json!({"type": "olm.constraint", "value": {"not": {"constraints": [
+                {"package": {"packageName": format!("missing{r}"), "versionRange": ">=0.0.0"}}]}}})
+            })
+            .collect();
+        bundle("app", needs);
+        for p in 0..2000 {
+            bundle(&format!("p{p}"), Vec::new());
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        let catalogs = [CatalogInput::new(
+            "bench",
+            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
+        )];
+        let request = ResolveRequest {
+            package: "app".into(),
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: Default::default(),
+            installed: None,
+        };
+        let plan_request = olmv1::dependencies::PlanRequest {
+            request: &request,
+            installed: &[],
+            served_apis: &[],
+            allow_changes: false,
+            limits: olmv1::dependencies::PlanLimits::default(),
+        };
+        figures.push(measure(
+            None,
+            "a plan: 16 `not` requirements over 2,000 packages",
+            3,
+            |_, meter| {
+                std::hint::black_box(
+                    olmv1::dependencies::plan_within(&plan_request, &catalogs, meter).is_ok(),
+                );
+            },
+        ));
+    }
+
+    println!("| kind | weight (units per item) | workload | units | CPU (ms) | ns per unit |");
+    println!("|---|---:|---|---:|---:|---:|");
+    let mut per_kind: Vec<(Work, f64)> = Vec::new();
+    for f in &figures {
+        let ns = f.seconds * 1e9 / f.units.max(1) as f64;
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {:.2} |",
+            f.kind.map_or("every kind", Work::name),
+            f.kind.map_or("-".to_string(), |k| k.weight().to_string()),
+            f.workload,
+            f.units,
+            f.seconds * 1e3,
+            ns
+        );
+        let Some(kind) = f.kind else { continue };
+        match per_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, worst)) => *worst = worst.max(ns),
+            None => per_kind.push((kind, ns)),
+        }
+    }
+    let most = per_kind.iter().map(|(_, ns)| *ns).fold(0.0, f64::max);
+    let least = per_kind.iter().map(|(_, ns)| *ns).fold(f64::MAX, f64::min);
+    println!(
+        "\nns per unit, worst workload of each kind: {}; spread {:.1}x (must stay under 10x)",
+        per_kind
+            .iter()
+            .map(|(k, ns)| format!("{} {ns:.2}", k.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        most / least
+    );
+}
