@@ -1,8 +1,8 @@
 //! The one writer of a command's output: every byte a command writes for people passes
 //! [`write_stdout`], [`write_terminal`] or [`write_stderr`], which escape control and format
 //! characters (catalog, bundle and cluster text never reaches the terminal raw; see `terminal`)
-//! and stop each stream at the output limit (`--max-output-bytes`); [`finish`] says what was
-//! left out. JSON is made within what is left of the limit ([`json`]) or not at all.
+//! and stop at the output limit (`--max-output-bytes`, stdout and stderr together); [`finish`]
+//! says what was left out, within the limit too. JSON is made within what is left of the limit ([`json`]) or not at all.
 
 use std::{
     io::Write,
@@ -21,7 +21,10 @@ pub const MAX_OUTPUT_BYTES: u64 = 1 << 20;
 /// to (`UnpackLimits::BUNDLE`).
 pub const MAX_MANIFEST_OUTPUT_BYTES: u64 = 64 << 20;
 
-/// What has been written to one stream, against the limit.
+/// Room kept for [`finish`]'s sentence: the rest of the limit is the output's.
+const NOTE_BYTES: u64 = 256;
+
+/// What has been written, against the limit.
 struct Written {
     bytes: u64,
     left_out: u64,
@@ -32,36 +35,43 @@ const NOTHING: Written = Written {
     left_out: 0,
 };
 
-/// The writer's state: the command, its limit and what each stream took.
+/// The writer's state: the command, its limit and what stdout and stderr took.
 struct OutputBudget {
     command: String,
     limit: u64,
-    stdout: Written,
-    stderr: Written,
+    written: Written,
+}
+
+impl OutputBudget {
+    /// What `text` may print of itself (see [`within_limit`]).
+    fn take<'t>(&mut self, text: &'t [u8]) -> &'t [u8] {
+        let room = self.limit.saturating_sub(NOTE_BYTES);
+        within_limit(&mut self.written, room, text)
+    }
 }
 
 static OUTPUT: Mutex<OutputBudget> = Mutex::new(OutputBudget {
     command: String::new(),
     limit: u64::MAX,
-    stdout: NOTHING,
-    stderr: NOTHING,
+    written: NOTHING,
 });
 
 fn output() -> MutexGuard<'static, OutputBudget> {
     OUTPUT.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Starts `command`'s output: at most `limit` bytes to each of stdout and stderr.
+/// Starts `command`'s output: at most `limit` bytes to stdout and stderr together.
 pub fn start(command: &str, limit: u64) {
     let mut budget = output();
     budget.command = command.to_string();
     budget.limit = limit;
 }
 
-/// The output limit, and how many bytes stdout can still take.
+/// The output limit, and how many bytes the output can still take.
 pub fn room() -> (u64, u64) {
     let budget = output();
-    (budget.limit, budget.limit.saturating_sub(budget.stdout.bytes))
+    let room = budget.limit.saturating_sub(NOTE_BYTES);
+    (budget.limit, room.saturating_sub(budget.written.bytes))
 }
 
 /// `value` as indented JSON (no raw control character; the strings exact) with its newline,
@@ -98,24 +108,22 @@ fn within_limit<'t>(written: &mut Written, limit: u64, text: &'t [u8]) -> &'t [u
     &text[..end]
 }
 
-/// Ends the command: when its output passed the limit, says so (one sentence on stderr, past the
-/// limit) and turns the exit status into 2.
+/// Ends the command: when its output passed the limit, says so (one sentence on stderr, in the
+/// room kept for it) and turns the exit status into 2.
 pub fn finish(code: ExitCode) -> ExitCode {
-    let (command, limit, stdout, stderr) = {
+    let (command, limit, left_out) = {
         let budget = output();
-        let c = budget.command.clone();
-        (c, budget.limit, budget.stdout.left_out, budget.stderr.left_out)
+        (budget.command.clone(), budget.limit, budget.written.left_out)
     };
-    let what = match (stdout, stderr) {
-        (0, 0) => return code,
-        (0, e) => format!("{e} bytes of messages"),
-        (o, 0) => format!("{o} bytes of output"),
-        (o, e) => format!("{o} bytes of output and {e} of messages"),
-    };
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "olmv1 {command}: {what} were not printed: over the limit of {limit} bytes (--max-output-bytes)"
+    if left_out == 0 {
+        return code;
+    }
+    let note = format!(
+        "olmv1 {command}: {left_out} bytes of output were not printed: over the limit of {limit} bytes (--max-output-bytes)\n"
     );
+    let note = escape_text(&note);
+    let cut = note.len().min(usize::try_from(NOTE_BYTES).unwrap_or(usize::MAX));
+    let _ = std::io::stderr().lock().write_all(&note.as_bytes()[..cut]);
     ExitCode::from(2)
 }
 
@@ -135,8 +143,7 @@ pub fn write_terminal(text: &TerminalText) {
 
 fn write_raw_stdout(text: &str) {
     let mut budget = output();
-    let limit = budget.limit;
-    let shown = within_limit(&mut budget.stdout, limit, text.as_bytes());
+    let shown = budget.take(text.as_bytes());
     if shown.is_empty() {
         return;
     }
@@ -155,8 +162,7 @@ fn write_raw_stdout(text: &str) {
 pub fn write_stderr(text: &str) {
     let escaped = escape_text(text);
     let mut budget = output();
-    let limit = budget.limit;
-    let shown = within_limit(&mut budget.stderr, limit, escaped.as_bytes());
+    let shown = budget.take(escaped.as_bytes());
     // Nothing better can be done when stderr is gone.
     let _ = std::io::stderr().lock().write_all(shown);
 }

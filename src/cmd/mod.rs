@@ -52,9 +52,9 @@ pub struct Cli {
     #[command(subcommand)]
     command: Command,
 
-    /// The most bytes a command prints on stdout: past it, text is cut after its last whole line
-    /// and JSON is not printed, with a message saying so and exit status 2 (default: 1 MiB;
-    /// 64 MiB for the manifests `render`, `install`, `upgrade` and `crd` print).
+    /// The most bytes a command prints (stdout and stderr): past it, text is cut after its last
+    /// whole line and JSON is not printed, with a message saying so and exit status 2 (default:
+    /// 1 MiB; 64 MiB for the manifests `render`, `install`, `upgrade` and `crd` print).
     #[arg(long, global = true, value_name = "BYTES", env = "OLMV1_MAX_OUTPUT_BYTES")]
     max_output_bytes: Option<u64>,
 
