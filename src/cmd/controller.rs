@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use tracing::error;
 
-use super::start::{BundleLimitArgs, TlsProfileArgs, parse_bind_address};
+use super::start::{BundleLimitArgs, LeaderTimingArgs, TlsProfileArgs, parse_bind_address};
 use crate::{
     apply::identity::InstallIdentity,
     bundle::render::WebhookProvider,
@@ -59,6 +59,9 @@ pub struct ControllerArgs {
     /// Elect a leader on a Lease before reconciling (for more than one replica).
     #[arg(long, env = "OLMV1_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
+    /// The leader election's durations.
+    #[command(flatten)]
+    pub leader_timings: LeaderTimingArgs,
     /// How many ClusterExtensions are reconciled at once.
     #[arg(long, env = "OLMV1_CONCURRENCY", default_value_t = 4)]
     pub concurrency: u16,
@@ -139,6 +142,10 @@ pub struct ControllerArgs {
     /// field's minimum of 10 stays for users).
     #[arg(long, default_value_t = cluster_extension::PROGRESS_DEADLINE_UNIT.as_secs(), hide = true)]
     pub progress_deadline_unit_seconds: u64,
+    /// Seconds between drift checks of the objects of kinds the controller does not watch (1,800;
+    /// shorter values are for tests).
+    #[arg(long, default_value_t = cluster_extension::DRIFT_CHECK.as_secs(), hide = true)]
+    pub drift_check_seconds: u64,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -164,7 +171,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             .tls_cert
             .zip(args.tls_key)
             .map(|(cert, key)| TlsFiles { cert, key }),
-        leader_elect: args.leader_elect,
+        leader_election: args.leader_timings.election(args.leader_elect)?,
         concurrency: args.concurrency,
         cache_dir: args.cache_dir,
         bundle_cache_grace: Duration::from_secs(args.bundle_cache_grace),
@@ -181,6 +188,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         upgradeable: args.upgradeable,
         max_jsonl_line_bytes: args.max_jsonl_line_bytes,
         progress_deadline_unit: Duration::from_secs(args.progress_deadline_unit_seconds.max(1)),
+        drift_check: Duration::from_secs(args.drift_check_seconds.max(1)),
     };
     controller::run(settings).await
 }

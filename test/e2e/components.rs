@@ -333,6 +333,9 @@ const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
 const PROGRESS_DEADLINE_UNIT: &str = "3";
 
+/// `--drift-check-seconds` of the controllers the tests start.
+const DRIFT_CHECK_SECONDS: &str = "10";
+
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
 fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
     spawn_controller_as("controller", name, operations, tls, extra)
@@ -380,6 +383,9 @@ pub fn controller_args(
         // Short, so that a rollout reaches its deadline (10 minutes at least) in 30 seconds.
         "--progress-deadline-unit-seconds",
         PROGRESS_DEADLINE_UNIT,
+        // Short, so that drift on the kinds the controller does not watch is found in seconds.
+        "--drift-check-seconds",
+        DRIFT_CHECK_SECONDS,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
@@ -556,6 +562,11 @@ pub fn start_idle_catalogd(name: &str, operations: &Operations, extra: &[&str]) 
     }
 }
 
+/// client-go's default leader election durations (lease, renew deadline, retry period, in
+/// seconds), shorter than the components' own (upstream's 137, 107, 26): a test's failover takes
+/// at most 17 s.
+pub const SHORT_LEASE: [u64; 3] = [15, 10, 2];
+
 /// One leader-elected replica of a component started by a test; killed when dropped.
 pub struct Replica {
     pub name: String,
@@ -565,14 +576,29 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
+    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect` and
+    /// client-go's short durations ([`SHORT_LEASE`]), so that failovers fit a test.
     pub fn start(role: &str, name: &str) -> Replica {
+        Replica::start_with_lease(role, name, SHORT_LEASE)
+    }
+
+    /// Starts replica `name` of `role` with `--leader-elect` and `[lease duration, renew
+    /// deadline, retry period]` in seconds.
+    pub fn start_with_lease(role: &str, name: &str, [lease, renew, retry]: [u64; 3]) -> Replica {
         let operations = Operations::unread();
         let address = format!("127.0.0.1:{}", support::free_port());
         let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
+        let timings = [
+            format!("--leader-election-lease-duration-seconds={lease}"),
+            format!("--leader-election-renew-deadline-seconds={renew}"),
+            format!("--leader-election-retry-period-seconds={retry}"),
+        ];
+        let args: Vec<&str> = std::iter::once("--leader-elect")
+            .chain(timings.iter().map(String::as_str))
+            .collect();
         let child = match role {
-            "controller" => spawn_controller(name, &operations, tls, &["--leader-elect"]),
-            _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
+            "controller" => spawn_controller(name, &operations, tls, &args),
+            _ => spawn_catalogd(name, &address, &operations, &args),
         };
         Replica {
             name: name.into(),

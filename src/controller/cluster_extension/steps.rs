@@ -29,7 +29,7 @@ use crate::{
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -183,25 +183,27 @@ impl ReconcileState<'_> {
         let (to_apply, held) = hold_new_api_services(self.previous_objects(), rendered);
         let applied = self.apply(&target, &installer_client, &to_apply).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
+        let objects = applied.iter().map(|a| a.object.clone()).collect();
+        self.record_and_prune(&target, &unpacked, &installer_client, objects, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
+        let mut applied = applied;
         if !held.is_empty() {
             match self
-                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), false)
+                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), None)
                 .await?
             {
-                Progress::Done => {
+                Progress::Done => applied.extend(
                     self.publish_api_services(&target, &installer_client, &held)
-                        .await?
-                }
+                        .await?,
+                ),
                 waiting => return Ok(waiting),
             }
         }
-        self.wait_for_readiness(&target, &installer_client, fingerprint, true)
+        self.wait_for_readiness(&target, &installer_client, fingerprint, Some(applied))
             .await
     }
 
@@ -661,7 +663,7 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         rendered: &[Value],
-    ) -> Result<Vec<ObjectRef>, StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
@@ -676,20 +678,26 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         held: &[Value],
-    ) -> Result<(), StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
             .await
             .map_err(|e| target.error(e))?;
         if let Some(record) = self.installed.clone() {
             let mut recorded = record.objects.clone();
-            recorded.extend(applied.iter().filter(|o| !record.objects.contains(o)).cloned());
+            recorded.extend(
+                applied
+                    .iter()
+                    .map(|a| &a.object)
+                    .filter(|o| !record.objects.contains(o))
+                    .cloned(),
+            );
             self.store(InstalledRevision {
                 objects: recorded,
                 ..record
             })
             .await?;
         }
-        Ok(())
+        Ok(applied)
     }
 
     /// Step: write the revision record, prune what the previous revision had and this one lacks,
@@ -739,17 +747,18 @@ impl ReconcileState<'_> {
     }
 
     /// Step: wait for readiness (CRDs Established, Deployments rolled out, APIServices
-    /// Available). A full apply (`complete`: nothing held back) that ends ready is remembered, so
-    /// that the next reconcile with nothing new makes no request, and marked in the revision
-    /// record (written only when the mark changes), so that a restarted controller can check it
-    /// with reads instead of applying again. Content never ready yet that waits past
-    /// `spec.progressDeadlineMinutes` is reported as stuck.
+    /// Available). A full apply (`applied`: everything applied; `None` while APIServices are held
+    /// back) that ends ready is remembered, so that the next reconcile with nothing new makes no
+    /// request, and marked in the revision record (written only when the mark changes), so that a
+    /// restarted controller can check it with reads instead of applying again, and the drift check
+    /// can compare the objects of unwatched kinds with what `applied` left. Content never ready
+    /// yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
-        complete: bool,
+        applied: Option<Vec<AppliedObject>>,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
@@ -769,10 +778,10 @@ impl ReconcileState<'_> {
                 Timestamp::now(),
             ));
         }
-        if !complete {
+        let Some(applied) = applied else {
             // Ready so far, with APIServices still to apply: nothing is remembered as done.
             return Ok(Progress::Done);
-        }
+        };
         if !self
             .ctx
             .last_apply
@@ -784,6 +793,10 @@ impl ReconcileState<'_> {
             let ready = Some(ReadyMark {
                 fingerprint,
                 watched: rollout.watched,
+                applied: applied
+                    .into_iter()
+                    .filter(|a| !objects::is_watched_kind(&a.object))
+                    .collect(),
             });
             let rollout = None;
             self.store(InstalledRevision {
@@ -1158,6 +1171,7 @@ mod tests {
         installed.ready = Some(ReadyMark {
             fingerprint: "a".into(),
             watched: vec![],
+            applied: vec![],
         });
         assert_eq!(rollout_start(Some(&installed), "a"), None);
         assert!(rollout_start(None, "a").is_some());

@@ -12,6 +12,9 @@
 //! | APIService | full, all (their availability is in their status) | discovery kept by [`ClusterLookups`]; owned APIServices' availability ([`LastApplies`]) |
 //! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_rbac`]) |
 //! | OperatorCondition | full, by owner label, only with `--operator-conditions` on | the hold's store and its owners' triggers ([`OperatorConditions::follow`]) |
+//!
+//! The owned objects of every other kind are not watched: the drift check ([`super::drift`])
+//! compares them with their last apply every 30 minutes, with a few lists for all extensions.
 
 use std::sync::Arc;
 
