@@ -678,7 +678,15 @@ async fn a_pinned_image_without_the_configs_label_is_blocked() {
     // This one also elects a leader first (the only test here that does: the Lease is shared).
     let _catalogd = run_cluster_catalogd(
         &format!("olmv1.test/catalogd={selector_value}"),
-        &["--leader-elect", "--leader-election-namespace", "default"],
+        &[
+            "--leader-elect",
+            "--leader-election-namespace",
+            "default",
+            // A Lease a killed run left behind is free after 15 s, not the default 137 s.
+            "--leader-election-lease-duration-seconds=15",
+            "--leader-election-renew-deadline-seconds=10",
+            "--leader-election-retry-period-seconds=2",
+        ],
     )
     .await;
     let api: Api<ClusterCatalog> = Api::all(support::client().await);

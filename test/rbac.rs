@@ -631,6 +631,10 @@ fn check_snapshots(snapshots: Snapshots) {
                     version,
                     "-n",
                     "operators",
+                    // As on a cluster without OLM classic's OperatorCondition CRD, whatever this
+                    // shared control plane serves.
+                    "--operator-conditions",
+                    "off",
                     "--catalog",
                 ])
                 .arg(format!("{catalog}={}", root.join(catalog).display()))

@@ -21,8 +21,8 @@ use serde_json::Value;
 use super::{
     ApplyError,
     lookups::ClusterLookups,
-    ownership::{FIELD_MANAGER, is_owned_by, owner_labels},
-    revision::{ObjectRef, WatchedObject},
+    ownership::{FIELD_MANAGER, is_owned_by, owner_kind_selector, owner_labels},
+    revision::{AppliedObject, ObjectRef, WatchedObject},
 };
 
 const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -177,14 +177,15 @@ fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
     object.metadata.owner_references = Some(references);
 }
 
-/// Applies objects as the service account, CRDs first, and returns what was applied. Objects
-/// that exist and belong to someone else are refused before anything is written.
+/// Applies objects as the service account, CRDs first, and returns what was applied, as the
+/// applies left it. Objects that exist and belong to someone else are refused before anything is
+/// written.
 pub async fn apply(
     sa_client: &Client,
     lookups: &ClusterLookups,
     owner: &Owner,
     objects: &[Value],
-) -> Result<Vec<ObjectRef>, ApplyError> {
+) -> Result<Vec<AppliedObject>, ApplyError> {
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
     let mut resources = ResourceCache {
         lookups: Some(lookups),
@@ -209,8 +210,7 @@ pub async fn apply(
     // CRDs first: the other objects may be instances of them.
     let mut applied = Vec::with_capacity(objects.len());
     for planned in &crds {
-        server_side_apply(sa_client, planned).await?;
-        applied.push(planned.reference());
+        applied.push(server_side_apply(sa_client, planned).await?);
     }
     for planned in &crds {
         wait_crd_established(
@@ -222,8 +222,7 @@ pub async fn apply(
     let mut instances = plan(sa_client, owner, &later, &mut resources).await?;
     rest_planned.append(&mut instances);
     for planned in &rest_planned {
-        server_side_apply(sa_client, planned).await?;
-        applied.push(planned.reference());
+        applied.push(server_side_apply(sa_client, planned).await?);
     }
     Ok(applied)
 }
@@ -287,7 +286,7 @@ pub fn describe(object: &ObjectRef) -> String {
     }
 }
 
-async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), ApplyError> {
+async fn server_side_apply(client: &Client, planned: &Planned) -> Result<AppliedObject, ApplyError> {
     let name = planned.object.metadata.name.clone().unwrap_or_default();
     let mut body = planned.object.clone();
     body.types = Some(kube::api::TypeMeta {
@@ -296,7 +295,7 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
     });
     // Force: olmv1 owns the fields it applies, and a drifted field is taken back.
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    planned
+    let written = planned
         .api(client)
         .patch(&name, &params, &Patch::Apply(&body))
         .await
@@ -304,7 +303,110 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
             object: describe(&planned.reference()),
             source,
         })?;
-    Ok(())
+    Ok(AppliedObject {
+        object: planned.reference(),
+        uid: written.metadata.uid.unwrap_or_default(),
+        resource_version: written.metadata.resource_version.unwrap_or_default(),
+    })
+}
+
+/// Whether the controller's watches report changes to objects like `object` (CRDs and
+/// Deployments): the drift of any other kind is found by [`list_owned`] and [`read_applied`].
+pub fn is_watched_kind(object: &ObjectRef) -> bool {
+    matches!(
+        (object.api_version.as_str(), object.kind.as_str()),
+        (CRD_API_VERSION, "CustomResourceDefinition") | (DEPLOYMENT_API_VERSION, "Deployment")
+    )
+}
+
+/// Every object of kind `api_version`/`kind` that carries a ClusterExtension's owner labels, in
+/// every namespace, as uid and resourceVersion by object: one metadata-only list request.
+pub async fn list_owned(
+    client: &Client,
+    lookups: &ClusterLookups,
+    api_version: &str,
+    kind: &str,
+) -> Result<HashMap<ObjectRef, (String, String)>, ApplyError> {
+    let gvk = gvk_of_parts(api_version, kind);
+    let mut resources = ResourceCache {
+        lookups: Some(lookups),
+        ..ResourceCache::default()
+    };
+    let (resource, _) = resources.lookup(client, &gvk).await?;
+    let params = ListParams::default().labels(&owner_kind_selector());
+    let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list_metadata(&params)
+        .await
+        .map_err(|source| ApplyError::Read {
+            object: format!("{kind} objects of ClusterExtensions"),
+            source,
+        })?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|item| {
+            let meta = item.metadata;
+            let object = ObjectRef {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                namespace: meta.namespace,
+                name: meta.name?,
+            };
+            Some((
+                object,
+                (
+                    meta.uid.unwrap_or_default(),
+                    meta.resource_version.unwrap_or_default(),
+                ),
+            ))
+        })
+        .collect())
+}
+
+/// Each of `objects` as it is now (uid and resourceVersion; `None`: gone), read one by one
+/// with `client` (an installer may read the objects it applies, not list their kinds).
+pub async fn read_applied(
+    client: &Client,
+    lookups: &ClusterLookups,
+    objects: &[ObjectRef],
+) -> Result<Vec<Option<(String, String)>>, ApplyError> {
+    let mut resources = ResourceCache {
+        lookups: Some(lookups),
+        ..ResourceCache::default()
+    };
+    let mut found = Vec::with_capacity(objects.len());
+    for object in objects {
+        let gvk = gvk_of_parts(&object.api_version, &object.kind);
+        let (resource, namespaced) = match resources.lookup(client, &gvk).await {
+            Ok(resource) => resource,
+            // The kind is not served any more: its objects are gone.
+            Err(ApplyError::Discovery { .. }) => {
+                found.push(None);
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        let api = api_for(client, &resource, namespaced, object.namespace.as_deref());
+        let meta = api
+            .get_metadata_opt(&object.name)
+            .await
+            .map_err(|source| ApplyError::Read {
+                object: describe(object),
+                source,
+            })?;
+        found.push(meta.map(|m| {
+            (
+                m.metadata.uid.unwrap_or_default(),
+                m.metadata.resource_version.unwrap_or_default(),
+            )
+        }));
+    }
+    Ok(found)
+}
+
+fn gvk_of_parts(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
 }
 
 async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyError> {
@@ -366,11 +468,7 @@ pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> 
     ordered.sort_by_key(|o| deletion_rank(o));
     let mut resources = ResourceCache::default();
     for object in ordered {
-        let (group, version) = object
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", &object.api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &object.kind);
+        let gvk = gvk_of_parts(&object.api_version, &object.kind);
         let (resource, namespaced) = match resources.lookup(client, &gvk).await {
             Ok(found) => found,
             // The kind itself is gone (its CRD was removed): so are its objects.

@@ -1066,11 +1066,18 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         .await;
     }
 
-    // The OperatorCondition (owned by the CSV as its controller) and its Role and RoleBinding.
-    let condition_accounts: Vec<&str> = match service_accounts.is_empty() {
-        true => vec!["default"],
-        false => service_accounts.iter().map(String::as_str).collect(),
-    };
+    // The OperatorCondition (owned by the CSV as its controller) and its Role and RoleBinding;
+    // its accounts as classic's generator lists them: clusterPermissions' then permissions',
+    // repeats kept, `default` when none.
+    let mut condition_accounts: Vec<String> = cluster_permissions
+        .iter()
+        .chain(&permissions)
+        .map(sa_of)
+        .filter(|sa| !sa.is_empty())
+        .collect();
+    if condition_accounts.is_empty() {
+        condition_accounts.push("default".into());
+    }
     let condition = create(
         client,
         &operator_conditions(),

@@ -56,11 +56,19 @@ impl Run {
 
     /// `olmv1 controller`'s flags for this run, on top of the environment's own (hack/interop.sh
     /// prints them with `interop controller-args`, the CI test passes them): upstream's model is
-    /// the controller's identity for every install and dependencies refused, as upstream does.
+    /// the controller's identity for every install, dependencies refused and no OperatorConditions,
+    /// as upstream does.
     pub fn controller_args(self) -> &'static [&'static str] {
         match self {
             Self::Olmv1 | Self::Upstream => &[],
-            Self::Olmv1UpstreamModel => &["--install-identity", "controller", "--dependencies", "refuse"],
+            Self::Olmv1UpstreamModel => &[
+                "--install-identity",
+                "controller",
+                "--dependencies",
+                "refuse",
+                "--operator-conditions",
+                "off",
+            ],
         }
     }
 

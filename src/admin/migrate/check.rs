@@ -205,6 +205,9 @@ pub struct Snapshot {
     pub catalog_sources: Vec<CatalogSource>,
     /// The OperatorConditions of those namespaces.
     pub operator_conditions: Vec<OperatorCondition>,
+    /// Whether the OperatorCondition CRD is served: the controller then keeps OperatorConditions
+    /// by default, and convert renders them.
+    pub operator_conditions_served: bool,
     /// The ClusterCatalogs.
     pub catalogs: Vec<CatalogView>,
     /// The ClusterExtensions.
@@ -681,14 +684,16 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
                 .iter()
                 .chain(&oc.spec.conditions)
                 .find(|c| c.type_ == "Upgradeable" && c.status == "False");
+            // Not blocking: convert keeps the OperatorCondition, and the controller holds
+            // upgrades while it says so, as classic does.
             if let Some(c) = not_upgradeable {
-                reasons.push(Reason::block(
+                reasons.push(Reason::note(
                     "NotUpgradeable",
                     format!(
                         "the operator says Upgradeable=False ({}): {}",
                         c.reason, c.message
                     ),
-                    "wait until the operator reports Upgradeable=True in its OperatorCondition",
+                    "nothing: convert keeps its OperatorCondition and olmv1 holds upgrades until it says Upgradeable=True (unless the controller runs with --operator-conditions=off)",
                 ));
             }
         }

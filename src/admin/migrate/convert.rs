@@ -9,22 +9,29 @@
 //! 3. the Subscription set to `Manual` approval: from now on classic can only propose an
 //!    InstallPlan, never execute one (an Automatic Subscription whose CSV disappears would
 //!    reinstall it);
-//! 4. adoption, first pass: olmv1's owner labels added to every adopted object; cluster-scoped
-//!    ones lose their `olm.owner*` labels (classic's `csv-cleanup` finalizer deletes the cluster
-//!    objects those labels name). Namespaced objects keep classic's labels and owner reference for
-//!    now: classic's olm-operator finds its Deployments by them and would rewrite one it misses;
+//! 4. adoption, first pass: olmv1's owner labels added to every adopted object and to classic's
+//!    roles and bindings olmv1 replaces; cluster-scoped ones lose their `olm.owner*` labels
+//!    (classic's `csv-cleanup` finalizer deletes the cluster objects those labels name, and the
+//!    operator would lose its cluster permissions before olmv1 grants them). Namespaced objects
+//!    keep classic's labels and owner reference for now: classic's olm-operator finds its
+//!    Deployments by them and would rewrite one it misses; but the OperatorCondition loses them
+//!    (the garbage collector may not follow its kind yet, and would delete it once the CSV is
+//!    gone);
 //! 5. the CSV deleted with `propagationPolicy: Orphan`: the garbage collector removes the CSV's
 //!    owner references from its dependents instead of deleting them; `csv-cleanup` is left to
 //!    classic for [`CLASSIC_FINALIZE_WAIT`], then removed (classic may not be running);
-//! 6. the Subscription, its InstallPlans, the copied CSVs and the OperatorCondition deleted
-//!    (after the CSV: a Subscription deleted while its CSV exists makes classic rewrite a
-//!    Deployment that carried the Subscription's config);
+//! 6. the Subscription, its InstallPlans and the copied CSVs deleted, and the OperatorCondition
+//!    unless olmv1 keeps it (adopted: the operator goes on using it) (after the CSV: a
+//!    Subscription deleted while its CSV exists makes classic rewrite a Deployment that carried
+//!    the Subscription's config);
 //! 7. adoption, second pass: owner references to the CSV and `olm.owner*` labels removed
 //!    wherever they remain;
 //! 8. the ClusterExtension created, pinned to the installed version: it finds every object
 //!    already labelled as its own and applies over it in place;
-//! 9. once Installed ([`follow_subscription`]): unpinned to follow the channel when the
-//!    Subscription's approval was Automatic, left pinned when Manual.
+//! 9. once Installed, olmv1's own grants in place: classic's roles and bindings it replaced
+//!    deleted ([`remove_replaced`]; rollback recreates them from the record);
+//! 10. ([`follow_subscription`]): unpinned to follow the channel when the Subscription's
+//!     approval was Automatic, left pinned when Manual.
 //!
 //! Between any two steps the workload runs untouched: no step deletes or recreates an adopted
 //! object, and no step changes a pod template.
@@ -135,10 +142,15 @@ pub struct Record {
     pub catalog_source: Option<Value>,
     /// The objects classic made for the CSV that olmv1 takes over.
     pub adopted: Vec<ObjectRef>,
-    /// Classic's roles and bindings for the CSV that olmv1 does not render (it renders its own
-    /// under other names): kept, orphaned, for the admin to delete once the extension runs.
+    /// Classic's roles and bindings for the CSV that olmv1 does not render (it grants the same
+    /// under its own names): adopted with the rest, deleted once the extension is Installed
+    /// (its own grants in place), recreated by rollback.
     #[serde(default)]
     pub left: Vec<ObjectRef>,
+    /// Those objects as they were, for rollback (empty in records of older versions, which
+    /// left them in place).
+    #[serde(default)]
+    pub left_objects: Vec<Value>,
     /// Whether converting restarts pods, as `check` computed it.
     #[serde(default)]
     pub pods_restart: String,
@@ -599,6 +611,7 @@ pub async fn prepare(
         classic_object(client, Kind::OperatorGroup, &og_ns, &og_name).await?,
         "the OperatorGroup",
     )?;
+    let left = leftovers(client, &identity, &adopted).await?;
     let catalog_source = match source {
         Some(s) => {
             let (ns, n) = key(&s.metadata);
@@ -618,7 +631,8 @@ pub async fn prepare(
             subscription,
             operator_group,
             catalog_source,
-            left: leftovers(client, &identity, &adopted).await?,
+            left: left.iter().map(|(r, _)| r.clone()).collect(),
+            left_objects: left.into_iter().map(|(_, o)| o).collect(),
             pods_restart: row.pods_restart.to_string(),
             certificates: row
                 .reasons
@@ -709,12 +723,12 @@ const CLASSIC_RBAC: [(&str, &str, bool); 4] = [
 ];
 
 /// Classic's roles and bindings made for the CSV (owner reference or labels) that are not
-/// adopted.
+/// adopted, each with its body as recorded.
 async fn leftovers(
     client: &Client,
     csv: &CsvIdentity,
     adopted: &[ObjectRef],
-) -> Result<Vec<ObjectRef>, ConvertError> {
+) -> Result<Vec<(ObjectRef, Value)>, ConvertError> {
     let mut left = Vec::new();
     for (api_version, kind, namespaced) in CLASSIC_RBAC {
         let (ar, _) = resource_of(client, api_version, kind).await?;
@@ -736,7 +750,11 @@ async fn leftovers(
                 name: o.name_any(),
             };
             if made_for_csv(&value, csv) && !adopted.contains(&r) {
-                left.push(r);
+                // List items carry no kind; rollback creates from the body.
+                let mut body = recorded(&value);
+                body["apiVersion"] = json!(api_version);
+                body["kind"] = json!(kind);
+                left.push((r, body));
             }
         }
     }
@@ -836,22 +854,31 @@ pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detac
     Some(patch)
 }
 
-/// One adoption pass over the record's objects; returns how many were changed.
+/// One adoption pass over the record's objects, classic's roles and bindings it replaces
+/// included; returns how many were changed.
 async fn adopt(client: &Client, record: &Record, detach: bool) -> Result<usize, ConvertError> {
     let mut changed = 0;
-    for r in &record.adopted {
+    for r in record.adopted.iter().chain(&record.left) {
         let api = api_for(client, r).await?;
         let Some(live) = api
             .get_opt(&r.name)
             .await
             .map_err(api_err(format!("reading {}", describe(r))))?
         else {
+            if record.left.contains(r) {
+                // Replaced and deleted by an earlier run (or by classic): nothing to adopt.
+                continue;
+            }
             return Err(ConvertError::Invalid(format!(
                 "{} is gone: it was to be adopted; nothing more was changed (rollback restores classic)",
                 describe(r)
             )));
         };
         let live = serde_json::to_value(live).unwrap_or_default();
+        // The OperatorCondition is detached at once: a custom resource the garbage collector may
+        // not follow yet (its CRD new), so it would not orphan it with the CSV and would then
+        // delete it for its dangling owner reference. No classic controller rewrites it.
+        let detach = detach || r.kind == olmv1_api::operator_condition::KIND;
         if let Some(patch) = adoption_patch(&live, &record.extension, r.namespace.is_none(), detach) {
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -1076,6 +1103,45 @@ pub async fn convert(
     Ok(())
 }
 
+/// Once the extension is Installed (its own grants in place): classic's roles and bindings for
+/// the CSV that olmv1 replaced, deleted, each only while it still carries the extension's owner
+/// labels (adopted by convert). The record keeps them for rollback. Idempotent.
+pub async fn remove_replaced(
+    client: &Client,
+    record: &Record,
+    report: &mut dyn FnMut(String),
+) -> Result<(), ConvertError> {
+    let mut deleted = 0;
+    for r in &record.left {
+        let api = api_for(client, r).await?;
+        let Some(live) = api
+            .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(r))))?
+        else {
+            continue;
+        };
+        if !is_owned_by(live.metadata.labels.as_ref(), &record.extension) {
+            report(format!(
+                "{} kept: it no longer carries ClusterExtension {}'s labels",
+                describe(r),
+                record.extension
+            ));
+            continue;
+        }
+        if delete_if_present(&api, &r.name, false, &describe(r)).await? {
+            deleted += 1;
+        }
+    }
+    if deleted > 0 {
+        report(format!(
+            "{deleted} roles and bindings classic made for {} deleted: ClusterExtension {}'s own grants are in place",
+            record.csv, record.extension
+        ));
+    }
+    Ok(())
+}
+
 /// `--delete-operatorgroup`, once the extension is Installed: the recorded OperatorGroup is
 /// deleted when no Subscription is left in its namespace (another operator there still needs
 /// it), and kept, saying why, otherwise. Rollback recreates it from the record. Idempotent.
@@ -1249,7 +1315,7 @@ pub async fn rollback(
         ));
     }
     let mut objects = installed;
-    for r in &record.adopted {
+    for r in record.adopted.iter().chain(&record.left) {
         if !objects.contains(r) {
             objects.push(r.clone());
         }
@@ -1307,6 +1373,13 @@ pub async fn rollback(
     for removed in certificates_removed {
         report(format!(
             "{removed} deleted (olmv1's: classic issues its own certificate)"
+        ));
+    }
+    let restored = restore_replaced(client, &record).await?;
+    if !record.left_objects.is_empty() {
+        report(format!(
+            "{restored} roles and bindings classic made for {} restored as classic left them",
+            record.csv
         ));
     }
     store
@@ -1371,6 +1444,65 @@ pub async fn rollback(
         }
     }
     Ok(())
+}
+
+/// Classic's roles and bindings convert replaced, as the record keeps them: recreated where
+/// convert deleted them, their labels (`olm.owner*` included) given back where they remain.
+/// Returns how many were written.
+async fn restore_replaced(client: &Client, record: &Record) -> Result<usize, ConvertError> {
+    let mut written = 0;
+    for body in &record.left_objects {
+        let Some(r) = record
+            .left
+            .iter()
+            .find(|r| r.kind == body["kind"] && r.name == body["metadata"]["name"])
+        else {
+            continue;
+        };
+        let api = api_for(client, r).await?;
+        let live = api
+            .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(r))))?;
+        match live {
+            None => {
+                let object: DynamicObject = serde_json::from_value(recorded(body))
+                    .map_err(|e| ConvertError::Invalid(format!("the recorded {}: {e}", describe(r))))?;
+                match api.create(&PostParams::default(), &object).await {
+                    Ok(_) => written += 1,
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(source) => {
+                        return Err(ConvertError::Api {
+                            what: format!("recreating {}", describe(r)),
+                            source,
+                        });
+                    }
+                }
+            }
+            Some(live) => {
+                let live = serde_json::to_value(live).unwrap_or_default();
+                if let Some(patch) = relabel_patch(&live, body) {
+                    api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(api_err(format!("restoring {}", describe(r))))?;
+                    written += 1;
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// The merge patch giving `live` back the labels `recorded` had (classic's `olm.owner*`
+/// included); `None` when it has them.
+pub fn relabel_patch(live: &Value, recorded: &Value) -> Option<Value> {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in recorded["metadata"]["labels"].as_object().into_iter().flatten() {
+        if live["metadata"]["labels"][k] != *v {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    (!labels.is_empty()).then(|| json!({"metadata": {"labels": labels}}))
 }
 
 /// Whether `r` is a cert-manager Certificate or Issuer (olmv1 renders them; classic has none).
@@ -1572,6 +1704,20 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_role_gets_back_the_labels_classic_gave_it() {
+        let recorded = json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+            "olm.owner.kind": "ClusterServiceVersion", "olm.managed": "true"}}});
+        // Adopted (classic's owner labels gone from a cluster-scoped one), then released.
+        let live = json!({"metadata": {"labels": {"olm.managed": "true"}}});
+        assert_eq!(
+            relabel_patch(&live, &recorded).unwrap(),
+            json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+                "olm.owner.kind": "ClusterServiceVersion"}}})
+        );
+        assert_eq!(relabel_patch(&recorded, &recorded), None);
+    }
+
+    #[test]
     fn release_removes_only_this_extensions_marks() {
         let live = json!({"metadata": {"labels": owner_labels("ext"), "ownerReferences": [
             {"kind": "ClusterExtension", "name": "ext"}, {"kind": "ClusterExtension", "name": "other"}]}});
@@ -1634,6 +1780,7 @@ mod tests {
             catalog_source: None,
             adopted: Vec::new(),
             left: Vec::new(),
+            left_objects: Vec::new(),
             pods_restart: "no".into(),
             certificates: Vec::new(),
             installer: Vec::new(),

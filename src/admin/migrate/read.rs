@@ -29,8 +29,12 @@ use crate::{
         cluster::{SourcedCatalog, cluster_catalogs},
         sources::CatalogSources,
     },
-    bundle::{registry_v1::RegistryV1Bundle, render::render},
+    bundle::{
+        registry_v1::RegistryV1Bundle,
+        render::{RenderOptions, render_with_options},
+    },
     catalog::{PROPERTY_PACKAGE, Property, client::CatalogClient},
+    controller::cluster_extension::operator_conditions,
     image::{PullOptions, pull_and_read},
 };
 
@@ -164,6 +168,9 @@ pub async fn read_snapshot(
         operator_groups: list_classic(client, Kind::OperatorGroup).await?,
         catalog_sources: list_classic(client, Kind::CatalogSource).await?,
         operator_conditions: list_classic(client, Kind::OperatorCondition).await?,
+        operator_conditions_served: operator_conditions::served(client)
+            .await
+            .map_err(api_error("discovering operators.coreos.com/v2"))?,
         extensions: extensions.iter().map(|e| extension_view(e, &views)).collect(),
         catalogs: views,
         restarts: BTreeMap::new(),
@@ -235,8 +242,8 @@ fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionVi
 
 /// The objects olmv1 renders for `sub`'s installed bundle, as `convert` installs it: the bundle
 /// pulled from the image a ClusterCatalog names, the OperatorGroup's single target as
-/// `watchNamespace`, the Subscription's carried config as `deploymentConfig`. Also returns the
-/// extension's inline config.
+/// `watchNamespace`, the Subscription's carried config as `deploymentConfig`, its OperatorCondition
+/// when the controller keeps them. Also returns the extension's inline config.
 pub async fn render_installed(
     pull: &PullOptions,
     snapshot: &Snapshot,
@@ -263,7 +270,12 @@ pub async fn render_installed(
         Err(e) => return Err(format!("pulling bundle image {image}: {e}")),
     };
     let value = Value::Object(config.clone());
-    let objects = render(&bundle, &ns, Some(&value)).map_err(|e| format!("rendering {csv}: {e}"))?;
+    let options = RenderOptions {
+        operator_conditions: snapshot.operator_conditions_served,
+        ..RenderOptions::default()
+    };
+    let objects = render_with_options(&bundle, &ns, Some(&value), options)
+        .map_err(|e| format!("rendering {csv}: {e}"))?;
     Ok((objects, config))
 }
 

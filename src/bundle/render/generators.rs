@@ -1,8 +1,9 @@
 //! The generators, in upstream's order: ServiceAccounts, Roles/RoleBindings,
-//! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, Deployments, validating and mutating
-//! webhook configurations, the Services of webhook- and APIService-serving Deployments, owned
-//! APIServices with their authentication bindings, the certificate provider's objects
-//! (cert-manager Issuers and Certificates; none for OpenShift's service CA).
+//! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, the OperatorCondition with its Role and
+//! RoleBinding (when asked), Deployments, validating and mutating webhook configurations, the
+//! Services of webhook- and APIService-serving Deployments, owned APIServices with their
+//! authentication bindings, the certificate provider's objects (cert-manager Issuers and
+//! Certificates; none for OpenShift's service CA).
 //!
 //! Where upstream iterates a Go set (service accounts, cert-provider objects) its order is random;
 //! here it is sorted by name, so output is deterministic.
@@ -10,9 +11,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DeploymentSpec;
-use k8s_openapi::api::core::v1::{KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use olmv1_api::operator_condition::{self, ENV_OPERATOR_CONDITION_NAME};
 use serde_json::{Map, Value, json};
 
 use crate::bundle::csv::{
@@ -127,6 +131,8 @@ pub struct RenderContext<'a> {
     pub deployment_config: Option<&'a DeploymentConfig>,
     /// Who provides webhook certificates.
     pub webhook_provider: WebhookProvider,
+    /// Whether the bundle gets its OperatorCondition ([`operator_condition`]).
+    pub operator_conditions: bool,
 }
 
 impl RenderContext<'_> {
@@ -199,6 +205,10 @@ pub fn generate(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     objects.extend(cluster_permissions(ctx));
     objects.extend(crds(ctx)?);
     objects.extend(others(ctx));
+    if ctx.operator_conditions {
+        // Before the Deployments: the operator reads it as it starts.
+        objects.extend(operator_condition(ctx));
+    }
     objects.extend(deployments(ctx)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_VALIDATING)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_MUTATING)?);
@@ -432,6 +442,13 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         if let Some(config) = ctx.deployment_config {
             apply_deployment_config(&mut spec, &mut deployment_annotations, config);
         }
+        if ctx.operator_conditions {
+            // Classic sets it after the Subscription's config, in every container.
+            let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+            for container in &mut pod.containers {
+                set_env(container, ENV_OPERATOR_CONDITION_NAME, ctx.csv_name());
+            }
+        }
         if certificate_deployments.contains(name.as_str()) {
             let names = webhook_service_name(name)?;
             let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
@@ -449,6 +466,88 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}));
     }
     Ok(out)
+}
+
+/// `name=value` in `container`'s env: replaced where it is, else appended (classic's
+/// `ensureEnvVarIsPresent`).
+fn set_env(container: &mut Container, name: &str, value: &str) {
+    let env = container.env.get_or_insert_with(Vec::new);
+    let var = EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    };
+    match env.iter_mut().find(|e| e.name == name) {
+        Some(existing) => *existing = var,
+        None => env.push(var),
+    }
+}
+
+/// The name of the Role and RoleBinding granting the operators of `package` their
+/// OperatorCondition. Not classic's (the OperatorCondition's, `<csv>`): where classic's
+/// OperatorCondition controller runs, it keeps a Role and RoleBinding of that name owned by the
+/// OperatorCondition, and would take olmv1's over. The package's, not the CSV's: the same across
+/// upgrades, so that the installer's grant on them (by name) still holds after one.
+pub fn operator_condition_role_name(package: &str) -> String {
+    format!("{package}-operator-condition")
+}
+
+/// The OperatorCondition OLM classic keeps for the bundle, named as classic names it (the CSV's
+/// name) and listing what classic lists: the CSV's Deployments, and the ServiceAccounts of its
+/// clusterPermissions then permissions (`default` when none); and what classic grants those
+/// accounts: get, update and patch on that one object.
+pub fn operator_condition(ctx: &RenderContext<'_>) -> Vec<Value> {
+    let spec = &ctx.bundle.csv.spec.install.spec;
+    let name = ctx.csv_name();
+    let deployments: Vec<&str> = spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let mut accounts: Vec<&str> = spec
+        .cluster_permissions
+        .iter()
+        .chain(&spec.permissions)
+        .map(|p| p.service_account_name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if accounts.is_empty() {
+        accounts.push("default");
+    }
+    let subjects: Vec<Value> = accounts
+        .iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|sa| json!({"kind": "ServiceAccount", "name": sa, "namespace": ctx.install_namespace}))
+        .collect();
+    let role = operator_condition_role_name(&ctx.bundle.package_name);
+    vec![
+        json!({
+            "apiVersion": operator_condition::API_VERSION,
+            "kind": operator_condition::KIND,
+            "metadata": {"name": name, "namespace": ctx.install_namespace},
+            "spec": {"deployments": deployments, "serviceAccounts": accounts},
+        }),
+        json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": ctx.install_namespace},
+            "rules": [{
+                "apiGroups": [operator_condition::GROUP],
+                "resources": [operator_condition::PLURAL],
+                "resourceNames": [name],
+                "verbs": ["get", "update", "patch"],
+            }],
+        }),
+        json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": ctx.install_namespace},
+            "subjects": subjects,
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": role},
+        }),
+    ]
 }
 
 /// Replaces the certificate volumes and mounts (by name or by protected mount path) with the

@@ -7,9 +7,12 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use olmv1_api::v1::{
-    AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
-    conditions::LABEL_CATALOG_NAME,
+use olmv1_api::{
+    operator_condition::Upgradeability,
+    v1::{
+        AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
+        conditions::LABEL_CATALOG_NAME,
+    },
 };
 use serde_json::Value;
 use tracing::debug;
@@ -19,13 +22,14 @@ use super::{
     dependencies::{self, DependencyCheckError},
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
+    operator_conditions::{self, Found, HeldUpgrade},
 };
 use crate::{
     apply::{
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -59,6 +63,9 @@ pub struct Outcome {
     pub deprecation: [ConditionData; 4],
     /// How far the pipeline got.
     pub result: Result<Progress, StepError>,
+    /// The upgrade the installed bundle's OperatorCondition holds, if any (the installed bundle
+    /// was reconciled instead).
+    pub held: Option<HeldUpgrade>,
 }
 
 impl Outcome {
@@ -76,6 +83,7 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         installed: None,
         deprecation: None,
         catalogs: Vec::new(),
+        held: None,
     };
     ctx.last_apply.begin(&ext.name_any());
     let result = state.run().await;
@@ -94,6 +102,8 @@ struct ReconcileState<'a> {
     /// The ClusterCatalogs listed for resolution (other extensions' bundles are looked up in
     /// them).
     catalogs: Vec<ClusterCatalog>,
+    /// The upgrade [`ReconcileState::hold_upgrade`] held.
+    held: Option<HeldUpgrade>,
 }
 
 /// The bundle a reconcile installs: resolved from catalogs, or the installed one kept when no
@@ -157,6 +167,7 @@ impl ReconcileState<'_> {
         let installer = self.choose_installer()?;
         let catalogs = self.list_catalogs().await;
         let target = self.resolve(catalogs).await?;
+        let target = self.hold_upgrade(target, &installer).await?;
         let unpacked = self.unpack(&target).await?;
         self.check_dependencies(&target, &unpacked).await?;
         let rendered = self.render(&target, &unpacked)?;
@@ -172,25 +183,27 @@ impl ReconcileState<'_> {
         let (to_apply, held) = hold_new_api_services(self.previous_objects(), rendered);
         let applied = self.apply(&target, &installer_client, &to_apply).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
+        let objects = applied.iter().map(|a| a.object.clone()).collect();
+        self.record_and_prune(&target, &unpacked, &installer_client, objects, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
+        let mut applied = applied;
         if !held.is_empty() {
             match self
-                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), false)
+                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), None)
                 .await?
             {
-                Progress::Done => {
+                Progress::Done => applied.extend(
                     self.publish_api_services(&target, &installer_client, &held)
-                        .await?
-                }
+                        .await?,
+                ),
                 waiting => return Ok(waiting),
             }
         }
-        self.wait_for_readiness(&target, &installer_client, fingerprint, true)
+        self.wait_for_readiness(&target, &installer_client, fingerprint, Some(applied))
             .await
     }
 
@@ -213,6 +226,7 @@ impl ReconcileState<'_> {
             record: self.installed,
             deprecation,
             result,
+            held: self.held,
         }
     }
 
@@ -329,6 +343,40 @@ impl ReconcileState<'_> {
         let resolution = self.ctx.dependencies.resolve(&request, &inputs)?;
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
+    }
+
+    /// Step (with `--operator-conditions`): the installed bundle's OperatorCondition, its status
+    /// mirrored, decides whether `target`, another bundle, may replace it; while it is not
+    /// upgradeable the installed bundle is reconciled instead and the hold reported.
+    async fn hold_upgrade(&mut self, target: Target, installer: &Installer) -> Result<Target, StepError> {
+        let (Some(conditions), Some(installed)) = (&self.ctx.operator_conditions, &self.installed) else {
+            return Ok(target);
+        };
+        let (namespace, name) = (&self.ext.spec.namespace, &installed.bundle_name);
+        let upgrading = target.bundle_name != *name;
+        let oc = match conditions.get(namespace, name, &self.ext.name_any()).await {
+            Some(Found::Present(oc)) => oc,
+            Some(Found::Absent) => return Ok(target),
+            None if upgrading => return Err(StepError::OperatorConditionsNotListed),
+            None => return Ok(target),
+        };
+        if oc.mirrored_status("").is_some() {
+            let client = self.installer_client(installer).await?;
+            operator_conditions::mirror_status(&client, &oc).await;
+        }
+        let Upgradeability::Held(hold) = oc.upgradeability() else {
+            return Ok(target);
+        };
+        if !upgrading {
+            return Ok(target);
+        }
+        self.held = Some(HeldUpgrade {
+            bundle: target.bundle_name.clone(),
+            version: target.version.clone(),
+            condition: format!("{namespace}/{name}"),
+            hold,
+        });
+        Ok(Target::installed(installed))
     }
 
     /// Step: pull the bundle image into the digest-keyed cache and load it as registry+v1.
@@ -493,13 +541,12 @@ impl ReconcileState<'_> {
             .as_ref()
             .and_then(|c| c.inline.clone())
             .map(Value::Object);
-        render::render_with_provider(
-            &unpacked.bundle,
-            &ext.spec.namespace,
-            config.as_ref(),
-            self.ctx.webhook_provider,
-        )
-        .map_err(|e| target.error(e))
+        let options = render::RenderOptions {
+            webhook_provider: self.ctx.webhook_provider,
+            operator_conditions: self.ctx.operator_conditions.is_some(),
+        };
+        render::render_with_options(&unpacked.bundle, &ext.spec.namespace, config.as_ref(), options)
+            .map_err(|e| target.error(e))
     }
 
     /// Whether this image was applied for this generation and the same full apply ended ready,
@@ -616,7 +663,7 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         rendered: &[Value],
-    ) -> Result<Vec<ObjectRef>, StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
@@ -631,20 +678,26 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         held: &[Value],
-    ) -> Result<(), StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
             .await
             .map_err(|e| target.error(e))?;
         if let Some(record) = self.installed.clone() {
             let mut recorded = record.objects.clone();
-            recorded.extend(applied.iter().filter(|o| !record.objects.contains(o)).cloned());
+            recorded.extend(
+                applied
+                    .iter()
+                    .map(|a| &a.object)
+                    .filter(|o| !record.objects.contains(o))
+                    .cloned(),
+            );
             self.store(InstalledRevision {
                 objects: recorded,
                 ..record
             })
             .await?;
         }
-        Ok(())
+        Ok(applied)
     }
 
     /// Step: write the revision record, prune what the previous revision had and this one lacks,
@@ -694,17 +747,18 @@ impl ReconcileState<'_> {
     }
 
     /// Step: wait for readiness (CRDs Established, Deployments rolled out, APIServices
-    /// Available). A full apply (`complete`: nothing held back) that ends ready is remembered, so
-    /// that the next reconcile with nothing new makes no request, and marked in the revision
-    /// record (written only when the mark changes), so that a restarted controller can check it
-    /// with reads instead of applying again. Content never ready yet that waits past
-    /// `spec.progressDeadlineMinutes` is reported as stuck.
+    /// Available). A full apply (`applied`: everything applied; `None` while APIServices are held
+    /// back) that ends ready is remembered, so that the next reconcile with nothing new makes no
+    /// request, and marked in the revision record (written only when the mark changes), so that a
+    /// restarted controller can check it with reads instead of applying again, and the drift check
+    /// can compare the objects of unwatched kinds with what `applied` left. Content never ready
+    /// yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
-        complete: bool,
+        applied: Option<Vec<AppliedObject>>,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
@@ -724,10 +778,10 @@ impl ReconcileState<'_> {
                 Timestamp::now(),
             ));
         }
-        if !complete {
+        let Some(applied) = applied else {
             // Ready so far, with APIServices still to apply: nothing is remembered as done.
             return Ok(Progress::Done);
-        }
+        };
         if !self
             .ctx
             .last_apply
@@ -739,6 +793,10 @@ impl ReconcileState<'_> {
             let ready = Some(ReadyMark {
                 fingerprint,
                 watched: rollout.watched,
+                applied: applied
+                    .into_iter()
+                    .filter(|a| !objects::is_watched_kind(&a.object))
+                    .collect(),
             });
             let rollout = None;
             self.store(InstalledRevision {
@@ -1113,6 +1171,7 @@ mod tests {
         installed.ready = Some(ReadyMark {
             fingerprint: "a".into(),
             watched: vec![],
+            applied: vec![],
         });
         assert_eq!(rollout_start(Some(&installed), "a"), None);
         assert!(rollout_start(None, "a").is_some());

@@ -11,6 +11,10 @@
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
 //! | APIService | full, all (their availability is in their status) | discovery kept by [`ClusterLookups`]; owned APIServices' availability ([`LastApplies`]) |
 //! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_rbac`]) |
+//! | OperatorCondition | full, by owner label, only with `--operator-conditions` on | the hold's store and its owners' triggers ([`OperatorConditions::follow`]) |
+//!
+//! The owned objects of every other kind are not watched: the drift check ([`super::drift`])
+//! compares them with their last apply every 30 minutes, with a few lists for all extensions.
 
 use std::sync::Arc;
 
@@ -25,18 +29,18 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, reflector::ObjectRef, watcher},
 };
-use olmv1_api::v1::{
-    ClusterCatalog, ClusterExtension,
-    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+use olmv1_api::{
+    operator_condition::OperatorCondition,
+    v1::{ClusterCatalog, ClusterExtension},
 };
 use tracing::warn;
 
-use super::LastApplies;
+use super::{LastApplies, operator_conditions::OperatorConditions};
 use crate::{
     apply::{
         lookups::ClusterLookups,
         objects::{crd_state, ready_api_service, ready_deployment},
-        ownership::owner_kind_selector,
+        ownership::{owner_kind_selector, owner_of},
         revision::WatchedObject,
     },
     catalog::cache::CachedCatalogClient,
@@ -107,6 +111,20 @@ pub fn api_service_changed(
     owner_changed(api_service, ready_api_service(api_service), last_apply)
 }
 
+/// The OperatorConditions the controller applied (only when it keeps them): into their store, and
+/// as triggers of their owners when what they say of upgrades changes. `None` once taken.
+pub fn operator_conditions(
+    client: Client,
+    conditions: &OperatorConditions,
+    last_apply: &LastApplies,
+) -> Option<impl Stream<Item = Result<OperatorCondition, watcher::Error>> + Send + 'static> {
+    let events = watcher(
+        Api::<OperatorCondition>::all(client),
+        crate::watch::config().labels(&owner_kind_selector()),
+    );
+    conditions.follow(events, last_apply)
+}
+
 /// What a Deployment's event says of its owner's last apply.
 pub fn deployment_changed(
     deployment: &Deployment,
@@ -148,15 +166,6 @@ where
         .touched_objects()
 }
 
-/// The ClusterExtension named in an object's owner labels.
-fn owner_of<K: Resource>(object: &K) -> Option<&str> {
-    let labels = object.meta().labels.as_ref()?;
-    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
-        return None;
-    }
-    labels.get(LABEL_OWNER_NAME).map(String::as_str)
-}
-
 /// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
 /// is as that apply left it (see [`LastApplies::object_changed`]).
 fn owner_changed<K: Resource>(
@@ -175,6 +184,8 @@ mod tests {
 
     use futures::StreamExt;
     use kube::api::ObjectMeta;
+
+    use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 
     use super::*;
     use crate::controller::cluster_extension::Freshness;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
-use olmv1_test_operator::{aggregated, apiserver, controller, delegated, serve, tls};
+use olmv1_test_operator::{aggregated, apiserver, controller, delegated, serve, tls, upgradeable};
 use tokio::net::TcpListener;
 
 /// How long a stopping aggregated API server keeps serving after SIGTERM: the pod has left its
@@ -123,6 +123,7 @@ async fn run(args: Args) -> Result<(), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("Kubernetes client: {e}"))?;
+    tokio::spawn(upgradeable::run(client.clone(), args.bundle_version.clone()));
     controller::run(
         client,
         args.bundle_version,
