@@ -547,11 +547,12 @@ fn only_dep(package: &str, dependency: &str) -> Package {
     )
 }
 
-/// What a conversion must keep of the workload: each Deployment's uid and generation, the
-/// ReplicaSets by name and uid, the pods by uid.
+/// What a conversion must keep of the workload: each Deployment's uid, generation and pod
+/// template (a failure shows what changed in it), the ReplicaSets by name and uid, the pods by uid.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Workload {
     pub deployments: BTreeMap<String, (String, i64)>,
+    pub templates: BTreeMap<String, serde_json::Value>,
     pub replica_sets: BTreeMap<String, String>,
     pub pods: BTreeMap<String, String>,
 }
@@ -564,11 +565,14 @@ pub(crate) async fn workload(client: &kube::Client, install: &ClassicInstall) ->
     let lp = kube::api::ListParams::default();
     let ns = &install.namespace;
     let mut deployments = BTreeMap::new();
+    let mut templates = BTreeMap::new();
     for name in &install.deployments {
         let d = Api::<Deployment>::namespaced(client.clone(), ns)
             .get(name)
             .await
             .unwrap();
+        let template = d.spec.as_ref().map(|s| &s.template);
+        templates.insert(name.clone(), serde_json::to_value(template).unwrap());
         deployments.insert(
             name.clone(),
             (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
@@ -577,6 +581,7 @@ pub(crate) async fn workload(client: &kube::Client, install: &ClassicInstall) ->
     let named = |m: kube::api::ObjectMeta| (m.name.unwrap(), m.uid.unwrap());
     Workload {
         deployments,
+        templates,
         replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), ns)
             .list(&lp)
             .await

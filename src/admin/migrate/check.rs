@@ -976,7 +976,8 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
 /// Where `rendered` (what olmv1 renders: a pod template) differs from `live` (what runs): each
 /// field olmv1 sets must hold the same value in the live object; fields only the live object
 /// has (classic's own annotations, its injected env) stay as they are. Lists of named items
-/// (containers, env, volumes, ports) are matched by name, other lists compared whole.
+/// (containers, env, volumes, ports) are matched by name, and the order of the names both have
+/// must be the same; other lists are compared whole.
 /// `path` names the top; at most `limit` differences are returned.
 pub fn differences(rendered: &Value, live: &Value, path: &str, limit: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -1003,6 +1004,35 @@ fn diff_into(rendered: &Value, live: &Value, path: &str, limit: usize, out: &mut
             }
         }
         (Value::Array(r), Value::Array(l)) if !r.is_empty() && r.iter().all(|v| v.get("name").is_some()) => {
+            // A server-side apply lays the items out in the rendered order, and the Deployment
+            // controller hashes the template as laid out: a new order alone rolls the pods.
+            let rendered_order: Vec<&Value> = r
+                .iter()
+                .filter_map(|rv| rv.get("name"))
+                .filter(|n| l.iter().any(|lv| lv.get("name") == Some(*n)))
+                .collect();
+            let live_order: Vec<&Value> = l
+                .iter()
+                .filter_map(|lv| lv.get("name"))
+                .filter(|n| rendered_order.contains(n))
+                .collect();
+            if rendered_order != live_order {
+                let names = |order: &[&Value]| {
+                    order
+                        .iter()
+                        .map(|n| n.as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                out.push(format!(
+                    "{path} is in the order {} (now {})",
+                    names(&rendered_order),
+                    names(&live_order)
+                ));
+                if out.len() >= limit {
+                    return;
+                }
+            }
             for rv in r {
                 let name = rv["name"].as_str().unwrap_or_default();
                 let p = format!("{path}[{name}]");
@@ -1243,6 +1273,21 @@ mod tests {
             differences(&rendered, &missing, "t", 3),
             ["t.spec.containers[m].env[X] is added"]
         );
+    }
+
+    #[test]
+    fn named_items_in_another_order_are_a_difference() {
+        // OLM v1 mounts webhook-cert before apiservice-cert, classic the other way round.
+        let rendered = json!({"spec": {"volumes": [{"name": "webhook-cert"}, {"name": "apiservice-cert"}]}});
+        let live = json!({"spec": {"volumes": [{"name": "extra"}, {"name": "apiservice-cert"}, {"name": "webhook-cert"}]}});
+        assert_eq!(
+            differences(&rendered, &live, "t", 3),
+            [
+                "t.spec.volumes is in the order webhook-cert, apiservice-cert (now apiservice-cert, webhook-cert)"
+            ]
+        );
+        let same = json!({"spec": {"volumes": [{"name": "webhook-cert"}, {"name": "extra"}, {"name": "apiservice-cert"}]}});
+        assert!(differences(&rendered, &same, "t", 3).is_empty());
     }
 
     #[test]
