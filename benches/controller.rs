@@ -47,7 +47,7 @@ async fn run() {
         .unwrap_or(100);
 
     // The components' namespace, identities and RBAC, as the install manifest has them.
-    let rbac = support::install_manifest_rbac("default");
+    let rbac = support::install_manifest_rbac("default", &[]);
     support::kubectl_apply(&json!({"apiVersion": "v1", "kind": "List", "items": rbac}).to_string()).ok();
     // One catalog with a package per extension, each with its own CRD group.
     let packages: Vec<String> = (0..=extensions).map(|i| format!("bench{i}")).collect();

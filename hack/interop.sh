@@ -13,7 +13,8 @@
 #   2. the differences table: every scenario (test/interop/scenarios.rs) run by olmv1 controller
 #      as it ships (installer ServiceAccounts, dependencies checked), again by olmv1 controller in
 #      upstream's model (`interop controller-args olmv1-upstream-model`: --install-identity
-#      controller --dependencies refuse) with upstream v1.11's YAML (no serviceAccount), then by
+#      controller --dependencies refuse --operator-conditions off) with upstream v1.11's YAML (no
+#      serviceAccount), then by
 #      upstream operator-controller with that YAML, against the same catalogs;
 #   3. olmv1 catalogd serves; upstream operator-controller installs and upgrades the real operator;
 #   4. upstream's outcomes become the records the CI test compares with

@@ -131,7 +131,9 @@ wait_ready() {
 
 # ---------------------------------------------------------------------------------------------
 # Certificates: a serving CA + a serving cert for 127.0.0.1/localhost, a client CA + an admin client
-# cert in system:masters, and the service-account signing key.
+# cert in system:masters, the service-account signing key, and the aggregation layer's front proxy:
+# its own CA and the client cert (CN front-proxy-client) kube-apiserver presents to aggregated API
+# servers, which trust the user it names in X-Remote-* headers only on that cert.
 ossl() { openssl "$@" >/dev/null 2>&1 || die "openssl $1 failed"; }
 make_pki() {
   ossl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout "$pki/ca.key" -out "$pki/ca.crt" \
@@ -168,6 +170,13 @@ EOF
     ossl x509 -req -in "$pki/kube-proxy.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" -CAcreateserial \
       -days 3650 -extfile "$pki/client.ext" -out "$pki/kube-proxy.crt"
   fi
+  ossl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout "$pki/front-proxy-ca.key" -out "$pki/front-proxy-ca.crt" \
+    -subj "/CN=olmv1-local-front-proxy-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign"
+  ossl req -newkey rsa:2048 -nodes -keyout "$pki/front-proxy-client.key" -out "$pki/front-proxy-client.csr" \
+    -subj "/CN=front-proxy-client"
+  ossl x509 -req -in "$pki/front-proxy-client.csr" -CA "$pki/front-proxy-ca.crt" -CAkey "$pki/front-proxy-ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/client.ext" -out "$pki/front-proxy-client.crt"
   ossl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key"
   ossl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
   rm -f "$pki"/*.csr
@@ -267,7 +276,11 @@ for attempt in 1 2 3; do
     --client-ca-file="$pki/client-ca.crt" \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$logs/audit.log"
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$logs/audit.log" \
+    --requestheader-client-ca-file="$pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$pki/front-proxy-client.crt" --proxy-client-key-file="$pki/front-proxy-client.key"
   rc=0
   wait_ready kube-apiserver "/readyz" curl_admin "https://127.0.0.1:$api_port/readyz" || rc=$?
   ((rc == 0)) && break

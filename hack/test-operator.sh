@@ -5,8 +5,12 @@
 #      only, run as 65532:65532; reproducible (same sources -> same digest);
 #   2. three registry+v1 bundles from test/operator/bundle, the image pinned by digest:
 #        0.1.0, 0.2.0 (replaces 0.1.0), 0.3.0 (replaces 0.2.0; broken: --fail-at-start, exits 1);
+#      and three of the aggregated API server from test/operator/bundle-api (the same image,
+#      --mode aggregated-api), each owning an APIService per version it serves:
+#        0.1.0 (v1alpha1), 0.2.0 (v1alpha1, v1; replaces 0.1.0), 0.3.0 (v1; replaces 0.2.0);
 #      each checked with `olmv1 render` before it is pushed;
-#   3. a file-based catalog: package webhook-operator, channel stable, the three bundles by digest.
+#   3. a file-based catalog: packages webhook-operator and gadget-operator, channel stable, the
+#      bundles by digest.
 # Everything it pushed goes to stderr; the last line on stdout is the catalog's digest reference.
 #
 # Usage: source ENV/env.sh; hack/test-operator.sh
@@ -38,6 +42,14 @@ BUNDLES=(
   '0.1.0::'
   '0.2.0:0.1.0:'
   '0.3.0:0.2.0:, "--fail-at-start"'
+)
+# The aggregated API server: version:replaces:API versions served (comma-separated).
+GADGET_PACKAGE=gadget-operator
+GADGET_GROUP=gadgets.test.olmv1.dev
+GADGET_BUNDLES=(
+  '0.1.0::v1alpha1'
+  '0.2.0:0.1.0:v1alpha1,v1'
+  '0.3.0:0.2.0:v1'
 )
 
 build_only=0
@@ -84,22 +96,40 @@ log "image $image ($(stat -c %s "$rootfs/usr/local/bin/webhook-operator") bytes 
 node_image="$node_registry/${image#*/}"
 
 # 2. The bundles.
-declare -A bundle_refs
-for entry in "${BUNDLES[@]}"; do
-  IFS=: read -r v replaces extra <<<"$entry"
-  dir="$work/bundles/$v"
+# publish_bundle PACKAGE TEMPLATE VERSION REPLACES [SED ARGS...]: the CSV template filled in (the
+# common placeholders, then the SED ARGS), checked with olmv1 render and pushed; prints its
+# digest reference.
+publish_bundle() {
+  local package=$1 template=$2 v=$3 replaces=$4
+  shift 4
+  local dir="$work/bundles/$package/$v"
   mkdir -p "$dir"
-  cp -r test/operator/bundle/. "$dir/"
-  csv="$dir/manifests/webhook-operator.clusterserviceversion.yaml"
+  cp -r "$template/." "$dir/"
+  local csv="$dir/manifests/$package.clusterserviceversion.yaml"
   [[ -n $replaces ]] || sed -i '/^  replaces: /d' "$csv"
   sed -i -e "s|__VERSION__|$v|g" -e "s|__REPLACES__|$replaces|g" -e "s|__IMAGE__|$node_image|g" \
-    -e "s|__EXTRA_ARGS__|$extra|g" -e "s|__NODE_LABEL__|$NODE_LABEL|g" -e "s|__NODE_TAINT__|$NODE_TAINT|g" "$csv"
-  ! grep -n '__[A-Z_]*__' "$csv" >&2 || die "placeholders left in the $v CSV"
-  "$olmv1" render --bundle "$dir" --namespace "$PACKAGE-system" >/dev/null ||
-    die "olmv1 render refused bundle $v"
-  bundle_refs[$v]=$("$olmv1" image push "$dir" "$OLMV1_REGISTRY/$PREFIX/webhook-operator-bundle:v$v" \
-    --label operators.operatorframework.io.bundle.mediatype.v1=registry+v1)
+    -e "s|__NODE_LABEL__|$NODE_LABEL|g" -e "s|__NODE_TAINT__|$NODE_TAINT|g" "$@" "$csv"
+  ! grep -n '__[A-Z_]*__' "$csv" >&2 || die "placeholders left in the $package $v CSV"
+  "$olmv1" render --bundle "$dir" --namespace "$package-system" >/dev/null ||
+    die "olmv1 render refused bundle $package $v"
+  "$olmv1" image push "$dir" "$OLMV1_REGISTRY/$PREFIX/$package-bundle:v$v" \
+    --label operators.operatorframework.io.bundle.mediatype.v1=registry+v1
+}
+declare -A bundle_refs gadget_refs
+for entry in "${BUNDLES[@]}"; do
+  IFS=: read -r v replaces extra <<<"$entry"
+  bundle_refs[$v]=$(publish_bundle "$PACKAGE" test/operator/bundle "$v" "$replaces" -e "s|__EXTRA_ARGS__|$extra|g")
   log "bundle $v ${bundle_refs[$v]}"
+done
+for entry in "${GADGET_BUNDLES[@]}"; do
+  IFS=: read -r v replaces versions <<<"$entry"
+  owned=""
+  for api_version in ${versions//,/ }; do
+    owned+="${owned:+, }{name: gadgets, group: $GADGET_GROUP, version: $api_version, kind: Gadget, displayName: Gadget, deploymentName: gadget-operator-server, containerPort: 5443}"
+  done
+  gadget_refs[$v]=$(publish_bundle "$GADGET_PACKAGE" test/operator/bundle-api "$v" "$replaces" \
+    -e "s|__API_VERSIONS__|$versions|g" -e "s|__API_SERVICES__|[$owned]|g")
+  log "bundle $GADGET_PACKAGE $v ${gadget_refs[$v]}"
 done
 
 # 3. The catalog.
@@ -122,7 +152,26 @@ mkdir -p "$configs"
     done
   done
 } >"$configs/catalog.yaml"
+gadget_configs="$work/configs/$GADGET_PACKAGE"
+mkdir -p "$gadget_configs"
+{
+  printf 'schema: olm.package\nname: %s\ndefaultChannel: %s\n' "$GADGET_PACKAGE" "$CHANNEL"
+  printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n' "$GADGET_PACKAGE" "$CHANNEL"
+  for entry in "${GADGET_BUNDLES[@]}"; do
+    IFS=: read -r v replaces _ <<<"$entry"
+    printf '  - name: %s.v%s\n' "$GADGET_PACKAGE" "$v"
+    [[ -z $replaces ]] || printf '    replaces: %s.v%s\n' "$GADGET_PACKAGE" "$replaces"
+  done
+  for entry in "${GADGET_BUNDLES[@]}"; do
+    IFS=: read -r v _ versions <<<"$entry"
+    printf -- '---\nschema: olm.bundle\nname: %s.v%s\npackage: %s\nimage: %s\n' "$GADGET_PACKAGE" "$v" "$GADGET_PACKAGE" "${gadget_refs[$v]}"
+    printf 'properties:\n  - type: olm.package\n    value:\n      packageName: %s\n      version: %s\n' "$GADGET_PACKAGE" "$v"
+    for api_version in ${versions//,/ }; do
+      printf '  - type: olm.gvk\n    value:\n      group: %s\n      kind: Gadget\n      version: %s\n' "$GADGET_GROUP" "$api_version"
+    done
+  done
+} >"$gadget_configs/catalog.yaml"
 catalog=$("$olmv1" image push "$work/configs" "$OLMV1_REGISTRY/$PREFIX/catalog:latest" --prefix /configs \
   --label operators.operatorframework.io.index.configs.v1=/configs)
-log "catalog $catalog (package $PACKAGE, channel $CHANNEL: ${BUNDLES[*]%%:*})"
+log "catalog $catalog (channel $CHANNEL: package $PACKAGE ${BUNDLES[*]%%:*}, package $GADGET_PACKAGE ${GADGET_BUNDLES[*]%%:*})"
 echo "$catalog"

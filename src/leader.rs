@@ -3,11 +3,12 @@
 //!
 //! The leader stops writing before any other replica may take over: every client of a leading
 //! process passes through a [`Leadership`] guard that refuses requests once the last successful
-//! renewal is [`RENEW_DEADLINE`] old, while another replica only takes the Lease once its
-//! `renewTime` is [`LEASE_DURATION`] old. The margin between the two absorbs clock skew and a
+//! renewal is the renew deadline old, while another replica only takes the Lease once its
+//! `renewTime` is the lease duration old. The margin between the two absorbs clock skew and a
 //! request in flight. A process paused (SIGSTOP, a partition) past the deadline finds its guard
 //! closed when it resumes, and [`LeaderElector::hold`] returns so that it exits and restarts.
-//! The durations are client-go's defaults (15 s, 10 s, 2 s).
+//! The durations ([`LeaderTimings`]) default to upstream's (137 s, 107 s, 26 s): a renewal every
+//! 26 s is one request, where client-go's defaults (15 s, 10 s, 2 s) cost thirteen.
 
 use std::{
     sync::{Arc, Mutex},
@@ -26,16 +27,55 @@ use kube::{
 };
 use tracing::{info, warn};
 
-/// How long a lease is valid without renewal, for the replicas waiting to take over.
-pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How long the leader keeps writing after its last successful renewal.
-pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// How often the leader renews and candidates retry.
-pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// How long a Lease is valid, how long its leader keeps writing without renewing it, and how often
+/// the leader renews it (and candidates retry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderTimings {
+    /// How long a lease is valid without renewal, for the replicas waiting to take over.
+    pub lease_duration: Duration,
+    /// How long the leader keeps writing after its last successful renewal.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and candidates retry.
+    pub retry_period: Duration,
+}
 
-// The leader stops before a candidate may take over, and retries before it must stop.
-const _: () = assert!(RENEW_DEADLINE.as_secs() < LEASE_DURATION.as_secs());
-const _: () = assert!(RETRY_PERIOD.as_secs() < RENEW_DEADLINE.as_secs());
+impl LeaderTimings {
+    /// Upstream operator-controller's and catalogd's: a 137 s lease, a 107 s renew deadline, a
+    /// renewal every 26 s (about 140 requests an hour, where client-go's 2 s costs 1,800).
+    pub const UPSTREAM: Self = Self {
+        lease_duration: Duration::from_secs(137),
+        renew_deadline: Duration::from_secs(107),
+        retry_period: Duration::from_secs(26),
+    };
+
+    /// These timings, if the leader renews before it must stop (`retry_period <
+    /// renew_deadline`) and stops before a candidate may take over (`renew_deadline <
+    /// lease_duration`).
+    pub fn new(
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Result<Self, LeaderError> {
+        if retry_period.is_zero() || retry_period >= renew_deadline || renew_deadline >= lease_duration {
+            return Err(LeaderError::Timings {
+                lease_duration,
+                renew_deadline,
+                retry_period,
+            });
+        }
+        Ok(Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        })
+    }
+}
+
+impl Default for LeaderTimings {
+    fn default() -> Self {
+        Self::UPSTREAM
+    }
+}
 
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +102,16 @@ pub enum LeaderError {
         name: String,
         deadline: Duration,
     },
+    /// Timings under which the leader could still write after another replica took over.
+    #[error(
+        "leader election needs a retry period ({retry_period:?}) shorter than the renew deadline \
+         ({renew_deadline:?}), itself shorter than the lease duration ({lease_duration:?})"
+    )]
+    Timings {
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    },
 }
 
 impl LeaderError {
@@ -73,7 +123,7 @@ impl LeaderError {
 
 /// A request refused because this process does not (or no longer) lead.
 #[derive(Debug, thiserror::Error)]
-#[error("not the leader: the Lease was not renewed within {RENEW_DEADLINE:?}, requests are refused")]
+#[error("not the leader: the Lease was not renewed within its renew deadline, requests are refused")]
 pub struct NotLeader;
 
 /// Whether this process may talk to the API server as the leader: a deadline that each
@@ -174,6 +224,7 @@ pub struct LeaderElector {
     name: String,
     identity: String,
     leadership: Leadership,
+    timings: LeaderTimings,
     /// The Lease as this replica last wrote it, while it holds it: a renewal replaces it
     /// without reading it first (one request, not two), and falls back to reading it on a
     /// conflict (someone else wrote it since).
@@ -181,15 +232,23 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
-    /// Elects on Lease `namespace/name` as `identity` (e.g. the pod name), opening and closing
-    /// `leadership`. `client` must not be guarded by `leadership` itself.
-    pub fn new(client: Client, namespace: &str, name: &str, identity: &str, leadership: Leadership) -> Self {
+    /// Elects on Lease `namespace/name` as `identity` (e.g. the pod name) with `timings`,
+    /// opening and closing `leadership`. `client` must not be guarded by `leadership` itself.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        leadership: Leadership,
+        timings: LeaderTimings,
+    ) -> Self {
         Self {
             leases: Api::namespaced(client, namespace),
             namespace: namespace.into(),
             name: name.into(),
             identity: identity.into(),
             leadership,
+            timings,
             held: Mutex::new(None),
         }
     }
@@ -200,22 +259,22 @@ impl LeaderElector {
             let attempt = Instant::now();
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
-                    self.leadership.set(Some(attempt + RENEW_DEADLINE));
+                    self.leadership.set(Some(attempt + self.timings.renew_deadline));
                     info!(lease = %self.name, identity = %self.identity, "became leader");
                     return Ok(());
                 }
                 Ok(false) => {}
                 Err(e) => warn!(error = %e, "cannot read the Lease; retrying"),
             }
-            tokio::time::sleep(RETRY_PERIOD).await;
+            tokio::time::sleep(self.timings.retry_period).await;
         }
     }
 
-    /// Renews the lease every [`RETRY_PERIOD`]; returns why leadership was lost, after closing
+    /// Renews the lease every retry period; returns why leadership was lost, after closing
     /// the guard. Never returns while leading.
     pub async fn hold(&self) -> LeaderError {
         let lost = loop {
-            tokio::time::sleep(RETRY_PERIOD).await;
+            tokio::time::sleep(self.timings.retry_period).await;
             let attempt = Instant::now();
             let remaining = self.leadership.remaining();
             if remaining.is_zero() {
@@ -223,7 +282,7 @@ impl LeaderElector {
             }
             // A renewal that hangs past the deadline is as good as a failed one.
             match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => self.leadership.set(Some(attempt + RENEW_DEADLINE)),
+                Ok(Ok(true)) => self.leadership.set(Some(attempt + self.timings.renew_deadline)),
                 Ok(Ok(false)) => break self.taken().await,
                 Ok(Err(e)) => warn!(error = %e, "failed to renew the lease; retrying until the deadline"),
                 Err(_) => break self.not_renewed(),
@@ -234,11 +293,40 @@ impl LeaderElector {
         lost
     }
 
+    /// Gives the Lease up on a graceful stop, once this replica wrote its last: closes the guard,
+    /// then writes the Lease with no holder, as client-go's `ReleaseOnCancel`, so that another
+    /// replica takes it at its next retry instead of waiting out the lease duration. A failure is
+    /// only logged: the others then wait for the lease to run out.
+    pub async fn release(&self) {
+        self.leadership.set(None);
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(mut lease) = held else {
+            return;
+        };
+        let now = MicroTime(Timestamp::now());
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.acquire_time = Some(now.clone());
+            spec.renew_time = Some(now);
+        }
+        match self
+            .leases
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => info!(lease = %self.name, identity = %self.identity, "released the Lease"),
+            Err(e) => {
+                warn!(lease = %self.name, error = %e, "could not release the Lease; the others wait for it to expire")
+            }
+        }
+    }
+
     fn not_renewed(&self) -> LeaderError {
         LeaderError::NotRenewed {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
-            deadline: RENEW_DEADLINE,
+            deadline: self.timings.renew_deadline,
         }
     }
 
@@ -295,7 +383,9 @@ impl LeaderElector {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
-        if holder != self.identity && !expired(&spec, now) {
+        // A Lease released (no holder) is free at once.
+        if !holder.is_empty() && holder != self.identity && !expired(&spec, now, self.timings.lease_duration)
+        {
             return Ok(false);
         }
         let transitions = spec.lease_transitions.unwrap_or_default() + i32::from(holder != self.identity);
@@ -326,7 +416,13 @@ impl LeaderElector {
     fn spec(&self, acquired: Timestamp, transitions: i32, now: Timestamp) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.identity.clone()),
-            lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
+            lease_duration_seconds: Some(
+                self.timings
+                    .lease_duration
+                    .as_secs()
+                    .try_into()
+                    .unwrap_or(i32::MAX),
+            ),
             acquire_time: Some(MicroTime(acquired)),
             renew_time: Some(MicroTime(now)),
             lease_transitions: Some(transitions),
@@ -335,8 +431,9 @@ impl LeaderElector {
     }
 }
 
-/// Whether the holder's lease ran out: `renewTime` more than `leaseDurationSeconds` ago.
-fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
+/// Whether the holder's lease ran out: `renewTime` more than `leaseDurationSeconds` ago (`own`
+/// when the Lease names none).
+fn expired(spec: &LeaseSpec, now: Timestamp, own: Duration) -> bool {
     let renewed = spec
         .renew_time
         .as_ref()
@@ -344,7 +441,7 @@ fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
         .unwrap_or(Timestamp::UNIX_EPOCH);
     let duration = spec
         .lease_duration_seconds
-        .map_or(LEASE_DURATION.as_secs() as i64, i64::from);
+        .map_or(own.as_secs() as i64, i64::from);
     now.as_millisecond() > renewed.as_millisecond() + duration * 1000
 }
 
@@ -381,11 +478,33 @@ mod tests {
             ..Default::default()
         };
         let at = |ms: i64| Timestamp::from_millisecond(1_000_000_000 + ms).unwrap();
-        assert!(!expired(&spec, at(15_000)));
-        assert!(expired(&spec, at(15_001)));
+        let own = LeaderTimings::UPSTREAM.lease_duration;
         assert!(
-            expired(&LeaseSpec::default(), at(0)),
+            !expired(&spec, at(15_000), own),
+            "the Lease's own duration counts"
+        );
+        assert!(expired(&spec, at(15_001), own));
+        assert!(
+            expired(&LeaseSpec::default(), at(0), own),
             "a Lease never renewed is free"
         );
+    }
+
+    #[test]
+    fn timings_under_which_a_leader_could_outlive_its_lease_are_refused() {
+        let s = Duration::from_secs;
+        assert_eq!(LeaderTimings::default(), LeaderTimings::UPSTREAM);
+        assert_eq!(
+            LeaderTimings::new(s(137), s(107), s(26)).unwrap(),
+            LeaderTimings::UPSTREAM
+        );
+        assert!(LeaderTimings::new(s(15), s(10), s(2)).is_ok());
+        for (lease, renew, retry) in [(10, 10, 2), (15, 20, 2), (15, 10, 10), (15, 10, 0)] {
+            let error = LeaderTimings::new(s(lease), s(renew), s(retry)).unwrap_err();
+            assert!(
+                matches!(error, LeaderError::Timings { .. }) && error.is_terminal(),
+                "{lease} {renew} {retry}: {error}"
+            );
+        }
     }
 }

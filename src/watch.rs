@@ -22,11 +22,21 @@ pub fn config() -> watcher::Config {
 /// A timeout in `[MIN_TIMEOUT, 2 * MIN_TIMEOUT)` seconds, different for each call.
 fn jittered_timeout_secs() -> u32 {
     let min = MIN_TIMEOUT.as_secs();
+    (min + random() % min) as u32
+}
+
+/// A period in `[period, 1.2 * period)`, different for each call: periodic work of many objects
+/// (or replicas) started together does not stay together.
+pub fn jittered(period: Duration) -> Duration {
+    let spread = (period.as_millis() / 5).max(1) as u64;
+    period + Duration::from_millis(random() % spread)
+}
+
+fn random() -> u64 {
     // A fresh RandomState is randomly keyed: enough for jitter, no extra dependency.
-    let random = std::collections::hash_map::RandomState::new()
+    std::collections::hash_map::RandomState::new()
         .build_hasher()
-        .finish();
-    (min + random % min) as u32
+        .finish()
 }
 
 #[cfg(test)]
@@ -46,6 +56,13 @@ mod tests {
             "64 draws gave {} distinct timeouts",
             timeouts.len()
         );
+        let period = Duration::from_secs(100);
+        let periods: std::collections::BTreeSet<Duration> = (0..64).map(|_| jittered(period)).collect();
+        assert!(
+            periods.iter().all(|p| (period..period * 6 / 5).contains(p)),
+            "{periods:?}"
+        );
+        assert!(periods.len() > 32);
         let config = config();
         assert!(config.bookmarks);
         assert!(config.timeout.is_some_and(|t| t >= min));

@@ -462,6 +462,7 @@ fn every_value_lands_where_the_readme_says() {
         "--system-namespace=olm",
         "--install-identity=controller",
         "--dependencies=refuse",
+        "--operator-conditions=install",
         "--webhook-provider=openshift-service-ca",
         "--concurrency=8",
     ] {
@@ -470,6 +471,25 @@ fn every_value_lands_where_the_readme_says() {
             "no {arg} in {controller_args:?}"
         );
     }
+    let install_crd = find(
+        &objects,
+        "ClusterRole",
+        "olmv1-controller-operator-conditions-install",
+    );
+    assert_eq!(
+        install_crd["rules"][0]["verbs"],
+        json!(["create"]),
+        "operatorConditions"
+    );
+    let binding = find(
+        &objects,
+        "ClusterRoleBinding",
+        "olmv1-controller-operator-conditions-install",
+    );
+    assert_eq!(
+        binding["subjects"][0]["name"], "olmv1-controller",
+        "operatorConditions"
+    );
     let catalogd_args = args(catalogd);
     for arg in [
         "--external-address=catalogd-service.olm.svc",
@@ -612,6 +632,7 @@ fn wrong_types_and_unknown_keys_are_refused_naming_the_value() {
         ("tolerations.key=a", "at '/tolerations': got object, want array"),
         ("installIdentity=admin", "at '/installIdentity'"),
         ("dependencies=ignore", "at '/dependencies'"),
+        ("operatorConditions=always", "at '/operatorConditions'"),
         ("tls.profile=strong", "at '/tls/profile'"),
         ("image.digest=latest", "at '/image/digest'"),
         (

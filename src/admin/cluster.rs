@@ -1,6 +1,7 @@
 //! The cluster as the admin commands read it: ClusterCatalogs as resolution inputs, their content
-//! fetched from `<status.urls.base>/api/v1/all` exactly as the controller fetches it, and
-//! ClusterExtensions with their installed bundles.
+//! fetched from `<status.urls.base>/api/v1/all` exactly as the controller fetches it,
+//! ClusterExtensions with their installed bundles, and whether the controller keeps
+//! OperatorConditions.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -9,6 +10,7 @@ use olmv1_api::v1::{AvailabilityMode, ClusterCatalog, ClusterExtension, conditio
 
 use crate::{
     catalog::{CatalogIndex, cache::served_source, client::CatalogClient, source::CatalogContent},
+    controller::cluster_extension::operator_conditions::{self, OperatorConditionsMode},
     resolve::{CatalogInput, InstalledBundle},
 };
 
@@ -181,5 +183,24 @@ pub fn check_readable(
             message: c.problem.clone().unwrap_or_default(),
         }),
         None => Ok(()),
+    }
+}
+
+/// Whether the controller keeps OperatorConditions, as the admin commands render for it: as
+/// `told` (the controller's `--operator-conditions`), else as its default decides (when the CRD
+/// is served).
+pub async fn operator_conditions_kept(
+    client: &Client,
+    told: Option<OperatorConditionsMode>,
+) -> Result<bool, ClusterError> {
+    match told {
+        Some(OperatorConditionsMode::Off) => Ok(false),
+        Some(OperatorConditionsMode::Install | OperatorConditionsMode::Use) => Ok(true),
+        None => operator_conditions::served(client)
+            .await
+            .map_err(|source| ClusterError::Api {
+                what: "discovering operators.coreos.com/v2".into(),
+                source,
+            }),
     }
 }

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     apply::revision::{RecordError, RevisionStore},
-    bundle::render::WebhookProvider,
+    bundle::render::{RenderOptions, WebhookProvider},
     controller::cluster_extension::{
         UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension, served_apis,
     },
@@ -325,6 +325,7 @@ async fn install_with_installer(
         service_account: &service_account,
         allow_escalate: false,
         webhook_provider: WebhookProvider::default(),
+        operator_conditions: cluster::operator_conditions_kept(client, None).await?,
     };
     let computed = installer::compute_installer(client, &target, sources).await?;
     report(Report::Out(computed.yaml(&name)?));
@@ -408,7 +409,10 @@ async fn update_installer(
         &desired,
         &options.system_namespace,
         false,
-        WebhookProvider::default(),
+        RenderOptions {
+            webhook_provider: WebhookProvider::default(),
+            operator_conditions: cluster::operator_conditions_kept(client, None).await?,
+        },
         sources,
     )
     .await;

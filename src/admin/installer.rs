@@ -24,8 +24,9 @@ use crate::apply::lookups::ClusterLookups;
 use crate::apply::preflight::{Access, PreflightError, discover_resources};
 use crate::apply::revision::{ObjectRef, RecordError, RevisionStore};
 use crate::bundle::registry_v1::{LoadError, RegistryV1Bundle};
-use crate::bundle::render::{RenderError, WebhookProvider, render_with_provider};
+use crate::bundle::render::{RenderError, RenderOptions, WebhookProvider, render_with_options};
 use crate::catalog::{Bundle, CatalogError, SCHEMA_BUNDLE};
+use crate::controller::cluster_extension::operator_conditions::OperatorConditionsMode;
 use crate::image::pull_and_read;
 use crate::resolve::{
     CatalogSelector, InstalledBundle, Resolution, ResolveError, ResolveRequest, resolve_allowing_dependencies,
@@ -154,6 +155,9 @@ pub struct Target<'a> {
     pub allow_escalate: bool,
     /// Who provides webhook serving certificates (as the controller's flag of the same name).
     pub webhook_provider: WebhookProvider,
+    /// Whether the controller keeps OperatorConditions ([`cluster::operator_conditions_kept`]):
+    /// the installer then writes each bundle's OperatorCondition, its Role and RoleBinding.
+    pub operator_conditions: bool,
 }
 
 /// An installer computed for a resolved bundle.
@@ -205,16 +209,17 @@ pub async fn compute_installer(
         .as_ref()
         .and_then(|c| c.inline.clone())
         .map(Value::Object);
-    let rendered = render_with_provider(
-        &bundle,
-        &ext.spec.namespace,
-        config.as_ref(),
-        target.webhook_provider,
-    )
-    .map_err(|source| InstallerError::Render {
-        bundle: resolution.bundle.name.clone(),
-        source,
-    })?;
+    let options = RenderOptions {
+        webhook_provider: target.webhook_provider,
+        operator_conditions: target.operator_conditions,
+    };
+    let rendered =
+        render_with_options(&bundle, &ext.spec.namespace, config.as_ref(), options).map_err(|source| {
+            InstallerError::Render {
+                bundle: resolution.bundle.name.clone(),
+                source,
+            }
+        })?;
     let resources = discover_resources(client, &ClusterLookups::new(), &rendered)
         .await
         .map_err(InstallerError::Discovery)?;
@@ -333,7 +338,7 @@ pub async fn upgrade_diff(
     desired: &ClusterExtension,
     system_namespace: &str,
     allow_escalate: bool,
-    webhook_provider: WebhookProvider,
+    render: RenderOptions,
     sources: &CatalogSources,
 ) -> Result<(Installer, RbacDiff), InstallerError> {
     let name = current.name_any();
@@ -347,7 +352,8 @@ pub async fn upgrade_diff(
         installed_objects: &objects,
         service_account,
         allow_escalate,
-        webhook_provider,
+        webhook_provider: render.webhook_provider,
+        operator_conditions: render.operator_conditions,
     };
     let new = compute_installer(client, &target, sources).await?;
     let old = match held_grants(client, &name).await? {
@@ -367,7 +373,8 @@ pub async fn upgrade_diff(
                 installed_objects: &[],
                 service_account,
                 allow_escalate,
-                webhook_provider,
+                webhook_provider: render.webhook_provider,
+                operator_conditions: render.operator_conditions,
             };
             compute_installer(client, &target, sources).await?.grants
         }
@@ -696,6 +703,8 @@ pub struct RbacOptions {
     pub allow_escalate: bool,
     /// See [`Target::webhook_provider`].
     pub webhook_provider: WebhookProvider,
+    /// The controller's `--operator-conditions`, if known (else as its default decides).
+    pub operator_conditions: Option<OperatorConditionsMode>,
     /// The controller's namespace (where it records installed revisions).
     pub system_namespace: String,
 }
@@ -708,6 +717,11 @@ pub async fn rbac(
     options: &RbacOptions,
     sources: &CatalogSources,
 ) -> Result<String, InstallerError> {
+    let operator_conditions = cluster::operator_conditions_kept(client, options.operator_conditions).await?;
+    let render = RenderOptions {
+        webhook_provider: options.webhook_provider,
+        operator_conditions,
+    };
     match what {
         RbacFor::Package(package) => {
             let name = package.name.clone().unwrap_or_else(|| package.package.clone());
@@ -723,6 +737,7 @@ pub async fn rbac(
                 service_account: &service_account,
                 allow_escalate: options.allow_escalate,
                 webhook_provider: options.webhook_provider,
+                operator_conditions,
             };
             compute_installer(client, &target, sources).await?.yaml(&name)
         }
@@ -739,7 +754,7 @@ pub async fn rbac(
                 &desired,
                 &options.system_namespace,
                 options.allow_escalate,
-                options.webhook_provider,
+                render,
                 sources,
             )
             .await?;
@@ -767,6 +782,7 @@ pub async fn rbac(
                 service_account: &service_account,
                 allow_escalate: options.allow_escalate,
                 webhook_provider: options.webhook_provider,
+                operator_conditions,
             };
             compute_installer(client, &target, sources).await?.yaml(name)
         }

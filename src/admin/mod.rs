@@ -22,6 +22,7 @@ pub mod graph;
 pub mod install;
 pub mod installer;
 pub mod migrate;
+pub mod output;
 pub mod rbac;
 pub mod render;
 pub mod request;

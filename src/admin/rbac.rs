@@ -24,6 +24,7 @@ use crate::apply::preflight::{
     owner_finalizers_access, required_access,
 };
 use crate::apply::revision::ObjectRef;
+use olmv1_api::operator_condition;
 
 /// Label on every object of an installer olmv1 created, naming the ClusterExtension it serves
 /// (the uninstall removes them by it).
@@ -62,7 +63,32 @@ pub fn installer_grants(
         &AccessPolicy::installer(),
     )?;
     plan.require(owner_finalizers_access(spec.extension));
-    Ok(minimal(&plan.grants(spec.allow_escalate)))
+    let grants = plan
+        .grants(spec.allow_escalate)
+        .into_iter()
+        .map(any_operator_condition)
+        .collect();
+    Ok(minimal(&grants))
+}
+
+/// `access` on any OperatorCondition of its namespace when it names one. OperatorConditions are
+/// named after the CSV, as classic names them, so each upgrade brings a new one: an installer
+/// limited to the installed one's name would have to be rewritten before every upgrade along a
+/// channel. Only in a namespace (the install namespace), never cluster-wide.
+fn any_operator_condition(mut access: Access) -> Access {
+    if let AccessTarget::Resource {
+        namespace: Some(_),
+        group,
+        resource,
+        name,
+        ..
+    } = &mut access.target
+        && group == operator_condition::GROUP
+        && resource == operator_condition::PLURAL
+    {
+        *name = None;
+    }
+    access
 }
 
 /// `accesses` without those another one of them covers (as an RBAC rule made of it would).
@@ -334,6 +360,41 @@ mod tests {
 
     fn lines(grants: &[Access]) -> Vec<String> {
         grouped(grants).into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// The OperatorCondition, named after the CSV, is granted by kind in the install namespace
+    /// (its Role's rules too): the next bundle's, of another name, needs no new installer. Its
+    /// Role and RoleBinding, named after the package, stay named.
+    #[test]
+    fn operator_conditions_are_granted_in_the_namespace_whatever_their_name() {
+        let mut table = table();
+        table.insert(
+            "operators.coreos.com",
+            "v2",
+            "OperatorCondition",
+            crate::apply::preflight::ResourceInfo {
+                plural: "operatorconditions".into(),
+                namespaced: true,
+            },
+        );
+        let objects = vec![
+            json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+                   "metadata": {"name": "op.v1.0.0", "namespace": "ops"}, "spec": {}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "op-operator-condition", "namespace": "ops"},
+                   "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["operatorconditions"],
+                              "resourceNames": ["op.v1.0.0"], "verbs": ["get", "update", "patch"]}]}),
+        ];
+        let grants = installer_grants(&spec(false), &objects, &[], &table).unwrap();
+        assert_eq!(
+            lines(&grants),
+            [
+                "update olm.operatorframework.io/clusterextensions/finalizers \"op\"",
+                "create, delete, get, patch, update operators.coreos.com/operatorconditions in namespace \"ops\"",
+                "patch operators.coreos.com/operatorconditions/status in namespace \"ops\"",
+                "create, delete, get, patch rbac.authorization.k8s.io/roles \"op-operator-condition\" in namespace \"ops\"",
+            ]
+        );
     }
 
     #[test]

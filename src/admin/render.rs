@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::bundle::registry_v1::RegistryV1Bundle;
-use crate::bundle::render::{WebhookProvider, render_with_provider};
+use crate::bundle::render::{self, WebhookProvider, render_with_options};
 use crate::image::{PullOptions, RegistriesConf, RegistryConfig, RegistryOptions, UnpackLimits, pull_to_dir};
 
 /// Output formats of `olmv1 render`.
@@ -36,6 +36,9 @@ pub struct RenderOptions {
     pub config: Option<String>,
     /// Who provides webhook serving certificates.
     pub webhook_provider: WebhookProvider,
+    /// Also the OperatorCondition the controller keeps for the bundle (its `--operator-conditions`
+    /// on): the object, its Role and RoleBinding, `OPERATOR_CONDITION_NAME`.
+    pub operator_conditions: bool,
     /// Output format.
     pub output: OutputFormat,
     /// Where pulled images are unpacked (default: under the user's cache directory).
@@ -56,8 +59,12 @@ pub struct RenderOptions {
 pub async fn render_to_string(args: &RenderOptions) -> Result<String, String> {
     let bundle = load_bundle(args).await?;
     let config = inline_config(args)?;
-    let objects = render_with_provider(&bundle, &args.namespace, config.as_ref(), args.webhook_provider)
-        .map_err(|e| e.to_string())?;
+    let options = render::RenderOptions {
+        webhook_provider: args.webhook_provider,
+        operator_conditions: args.operator_conditions,
+    };
+    let objects =
+        render_with_options(&bundle, &args.namespace, config.as_ref(), options).map_err(|e| e.to_string())?;
     format_objects(&objects, args.output)
 }
 
@@ -184,6 +191,7 @@ mod tests {
             watch_namespace: None,
             config: None,
             webhook_provider: WebhookProvider::default(),
+            operator_conditions: false,
             output: OutputFormat::Yaml,
             cache_dir: None,
             insecure_registry: Vec::new(),

@@ -13,7 +13,7 @@ use super::{
     Report, Reporter,
     cluster::SourcedCatalog,
     dependencies::BundleRequirements,
-    table::{MAX_CELL_CHARS, Table, Tone},
+    table::{Table, Tone},
     terminal::escape_value,
 };
 use crate::{
@@ -407,10 +407,8 @@ pub fn table(rows: &[PackageSummary]) -> Table {
                 ("yes, once REQUIRES are installed".to_string(), Tone::Good)
             }
             None => ("yes".to_string(), Tone::Good),
-            Some(reason) => (
-                format!("no: {}", first_line(reason, MAX_CELL_CHARS - 4)),
-                Tone::Bad,
-            ),
+            // The whole reason, cut as every shown value is (after its row when long).
+            Some(reason) => (format!("no: {reason}"), Tone::Bad),
         };
         let mut row = vec![
             (r.package.clone(), Tone::Plain),
@@ -449,14 +447,4 @@ pub fn table(rows: &[PackageSummary]) -> Table {
         t.toned_row(row);
     }
     t
-}
-
-/// The first line of a message, cut to one table cell (the whole message is in `-o json`).
-fn first_line(text: &str, width: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > width {
-        format!("{}...", line.chars().take(width - 3).collect::<String>())
-    } else {
-        line.to_string()
-    }
 }

@@ -1,5 +1,5 @@
 //! Aligned text tables for people; colour only when the output is a terminal; cells escaped
-//! (`crate::escape`) and wrapped at a bounded width.
+//! and cut (`crate::escape`); a cell too wide for its column shown after its row.
 
 use std::fmt::Write as _;
 
@@ -51,52 +51,56 @@ impl Table {
     }
 
     /// The table as text, columns separated by three spaces; `colour` adds ANSI colours. Every
-    /// cell is escaped ([`escape_value`]) before it is measured, so a hostile name can neither
-    /// act on the terminal nor misalign a column; a cell wider than [`MAX_CELL_CHARS`] wraps
-    /// onto the following lines of its column.
+    /// cell is escaped and cut ([`escape_value`]) before it is measured, so a hostile name can
+    /// neither act on the terminal nor misalign a column.
+    ///
+    /// A cell wider than [`MAX_CELL_CHARS`] in any column but the last does not fit its column:
+    /// the row shows [`BELOW`] there, and the cell follows the row on a line of its own,
+    /// `  HEADER: cell`, which no column pads. The last column pads nothing, so its cells stay
+    /// on their row whatever their length. So every line is at most the columns' widths plus one
+    /// cell, and the text is linear in the cells' lengths.
     pub fn render(&self, colour: bool) -> String {
         let columns = self.header.len();
-        let header: Vec<(String, Tone)> = self.header.iter().map(|h| (h.clone(), Tone::Plain)).collect();
-        // Per row, per cell: its lines.
-        let rows: Vec<Vec<(Vec<String>, Tone)>> = std::iter::once(&header)
-            .chain(&self.rows)
+        let last = columns.saturating_sub(1);
+        let header: Vec<Cell<'_>> = self
+            .header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| Cell::new(h, Tone::Plain, i == last))
+            .collect();
+        let rows: Vec<Vec<Cell<'_>>> = self
+            .rows
+            .iter()
             .map(|row| {
                 row.iter()
                     .take(columns)
-                    .map(|(cell, tone)| (wrap(&escape_value(cell), MAX_CELL_CHARS), *tone))
+                    .enumerate()
+                    .map(|(i, (cell, tone))| Cell::new(cell, *tone, i == last))
                     .collect()
             })
             .collect();
         let mut widths = vec![0; columns];
-        for row in &rows {
-            for (i, (lines, _)) in row.iter().enumerate() {
-                for line in lines {
-                    widths[i] = widths[i].max(line.chars().count());
-                }
+        for row in std::iter::once(&header).chain(&rows) {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(cell.shown_width());
             }
         }
         let mut out = String::new();
-        for row in &rows {
-            let height = row.iter().map(|(lines, _)| lines.len()).max().unwrap_or(1);
-            for j in 0..height {
-                let mut line = String::new();
-                for (i, (lines, tone)) in row.iter().enumerate() {
-                    let piece = lines.get(j).map(String::as_str).unwrap_or_default();
-                    let last = i + 1 == row.len();
-                    let pad = if last {
-                        0
-                    } else {
-                        widths[i] - piece.chars().count() + 3
-                    };
-                    let _ = match (colour && !piece.is_empty(), tone) {
-                        (true, Tone::Good) => write!(line, "\x1b[32m{piece}\x1b[0m"),
-                        (true, Tone::Warn) => write!(line, "\x1b[33m{piece}\x1b[0m"),
-                        (true, Tone::Bad) => write!(line, "\x1b[31m{piece}\x1b[0m"),
-                        _ => write!(line, "{piece}"),
-                    };
-                    line.push_str(&" ".repeat(pad));
+        for row in std::iter::once(&header).chain(&rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                push_toned(&mut line, cell.shown(), cell.tone, colour);
+                if i + 1 < row.len() {
+                    line.push_str(&" ".repeat(widths[i] - cell.shown_width() + 3));
                 }
-                out.push_str(line.trim_end());
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            for (i, cell) in row.iter().enumerate().filter(|(_, c)| !c.fits) {
+                out.push_str("  ");
+                out.push_str(&header[i].text);
+                out.push_str(": ");
+                push_toned(&mut out, &cell.text, cell.tone, colour);
                 out.push('\n');
             }
         }
@@ -104,34 +108,51 @@ impl Table {
     }
 }
 
-/// The widest a cell may be, in characters of its escaped form; a wider one wraps.
+/// The widest a cell may be in its column, in characters of its escaped form; a wider one in
+/// any column but the last is shown after its row ([`Table::render`]).
 pub const MAX_CELL_CHARS: usize = 64;
 
-/// `cell` cut into lines of at most `width` characters, after a comma or a space when the line
-/// has one (`versions`' SKIPS, messages), else at the width. Linear in the cell's length: each
-/// line looks back at most `width` characters from where it would end, and nothing is moved (a
-/// `replaces` of 500 KB, or 250,000 skips, is one cell).
-fn wrap(cell: &str, width: usize) -> Vec<String> {
-    // A zero width would cut nothing and never end.
-    let width = width.max(1);
-    let chars: Vec<char> = cell.chars().collect();
-    let mut lines = Vec::new();
-    let mut start = 0;
-    while chars.len() - start > width {
-        let rest = &chars[start..];
-        let cut = (1..width)
-            .rev()
-            .find(|&i| matches!(rest[i - 1], ',' | ' '))
-            .unwrap_or(width);
-        let line: String = rest[..cut].iter().collect();
-        lines.push(line.trim_end().to_string());
-        start += cut;
-        while chars.get(start) == Some(&' ') {
-            start += 1;
+/// What a row shows in a column whose cell is shown after the row.
+pub const BELOW: &str = "(below)";
+
+/// One cell, escaped and cut, and whether it fits its column.
+struct Cell<'a> {
+    text: std::borrow::Cow<'a, str>,
+    width: usize,
+    tone: Tone,
+    fits: bool,
+}
+
+impl<'a> Cell<'a> {
+    fn new(text: &'a str, tone: Tone, last: bool) -> Cell<'a> {
+        let text = escape_value(text);
+        let width = text.chars().count();
+        Cell {
+            fits: last || width <= MAX_CELL_CHARS,
+            text,
+            width,
+            tone,
         }
     }
-    lines.push(chars[start..].iter().collect());
-    lines
+
+    /// What the row shows in the cell's column.
+    fn shown(&self) -> &str {
+        if self.fits { &self.text } else { BELOW }
+    }
+
+    fn shown_width(&self) -> usize {
+        if self.fits { self.width } else { BELOW.len() }
+    }
+}
+
+/// Appends `text`, in the colour of `tone` when `colour`.
+fn push_toned(out: &mut String, text: &str, tone: Tone, colour: bool) {
+    let _ = match (colour && !text.is_empty(), tone) {
+        (true, Tone::Good) => write!(out, "\x1b[32m{text}\x1b[0m"),
+        (true, Tone::Warn) => write!(out, "\x1b[33m{text}\x1b[0m"),
+        (true, Tone::Bad) => write!(out, "\x1b[31m{text}\x1b[0m"),
+        _ => write!(out, "{text}"),
+    };
 }
 
 #[cfg(test)]
@@ -169,95 +190,57 @@ mod tests {
     }
 
     #[test]
-    fn wide_cells_wrap_in_their_column_after_a_comma_or_space() {
+    fn a_cell_too_wide_for_its_column_follows_its_row_unpadded() {
         let skips: Vec<String> = (0..12).map(|i| format!("example.v1.{i}.0")).collect();
         let mut t = Table::new(&["BUNDLE", "SKIPS", "END"]);
         t.row(["example.v2.0.0".to_string(), skips.join(","), "x".to_string()]);
+        t.row(["example.v1.0.0", "-", "y"]);
+        assert_eq!(
+            t.render(false),
+            format!(
+                "BUNDLE           SKIPS     END\n\
+                 example.v2.0.0   (below)   x\n  \
+                 SKIPS: {}\n\
+                 example.v1.0.0   -         y\n",
+                skips.join(",")
+            )
+        );
+        // The last column pads nothing: its cells stay on their row.
+        let mut t = Table::new(&["BUNDLE", "REQUIRES"]);
+        t.row(["b", &"r".repeat(200)]);
+        assert_eq!(
+            t.render(false),
+            format!("BUNDLE   REQUIRES\nb        {}\n", "r".repeat(200))
+        );
+        // Coloured as the cell.
+        let mut t = Table::new(&["A", "B"]);
+        t.toned_row(vec![("a".repeat(65), Tone::Bad), ("b".into(), Tone::Plain)]);
+        assert!(
+            t.render(true)
+                .contains(&format!("  A: \x1b[31m{}\x1b[0m\n", "a".repeat(65)))
+        );
+    }
+
+    /// A 1 MB cell (what made `versions` take over 10 CPU seconds when wrapping was quadratic,
+    /// and print 38 MB when every continuation line was padded): shown once, cut with how much
+    /// was left out, and no line is padded past the columns' widths.
+    #[test]
+    fn a_one_megabyte_cell_is_cut_and_follows_its_row() {
+        let cell = "r".repeat(1 << 20);
+        let mut t = Table::new(&["BUNDLE", "REPLACES", "SKIPS"]);
+        t.row(["b.v2", cell.as_str(), "-"]);
         let text = t.render(false);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines.len() > 2, "{text}");
-        for line in &lines {
-            assert!(
-                line.chars().count() <= "example.v2.0.0".len() + 3 + MAX_CELL_CHARS + 3 + 3,
-                "{line}"
-            );
-        }
-        // Every skip is there, whole, and the continuation lines leave the other columns empty.
-        let joined: String = lines[1..]
-            .iter()
-            .map(|l| {
-                l.trim_start_matches("example.v2.0.0")
-                    .trim()
-                    .trim_end_matches(" x")
-                    .trim()
-            })
-            .collect();
-        assert_eq!(joined, skips.join(","));
-        assert!(
-            lines[2].starts_with(&" ".repeat("example.v2.0.0".len() + 3)),
-            "{text}"
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1], "b.v2     (below)    -");
+        assert_eq!(
+            lines[2],
+            format!(
+                "  REPLACES: {}... ({} more bytes)",
+                "r".repeat(crate::escape::MAX_SHOWN_CHARS),
+                (1 << 20) - crate::escape::MAX_SHOWN_CHARS
+            )
         );
-        // A cell with no comma or space is cut at the width.
-        assert_eq!(wrap(&"a".repeat(10), 4), ["aaaa", "aaaa", "aa"]);
-    }
-
-    /// The wrapping before it was made linear (it moved the rest of the cell on every line):
-    /// the output must not change.
-    fn quadratic_wrap(cell: &str, width: usize) -> Vec<String> {
-        let mut rest: Vec<char> = cell.chars().collect();
-        let mut lines = Vec::new();
-        while rest.len() > width {
-            let cut = (1..width)
-                .rev()
-                .find(|&i| matches!(rest[i - 1], ',' | ' '))
-                .unwrap_or(width);
-            let line: String = rest.drain(..cut).collect();
-            lines.push(line.trim_end().to_string());
-            while rest.first() == Some(&' ') {
-                rest.remove(0);
-            }
-        }
-        lines.push(rest.into_iter().collect());
-        lines
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn wrapping_is_unchanged(cell in "[a-c, .é]{0,300}", width in 1usize..80) {
-            proptest::prop_assert_eq!(wrap(&cell, width), quadratic_wrap(&cell, width));
-        }
-    }
-
-    /// A 1 MB cell (what made `versions` take over 10 CPU seconds on a 500 KB `replaces`): every
-    /// line is within the width, cut after a comma, and the lines put together are the cell.
-    /// The old wrapping moved up to 1 MB per line for some 16,000 lines; this finishes at once.
-    #[test]
-    fn a_one_megabyte_cell_wraps_whole() {
-        let skips: Vec<String> = (0..100_000).map(|i| format!("pkg.v{i}")).collect();
-        let cell = skips.join(",");
-        assert!(cell.len() > 1_000_000);
-        let lines = wrap(&cell, MAX_CELL_CHARS);
-        assert!(lines.len() > cell.len() / MAX_CELL_CHARS);
-        for line in &lines[..lines.len() - 1] {
-            assert!(line.chars().count() <= MAX_CELL_CHARS, "{line}");
-            assert!(line.ends_with(','), "{line}");
-        }
-        assert_eq!(lines.concat(), cell);
-
-        // With no place to cut: lines of exactly the width.
-        let cell = "r".repeat(1 << 20);
-        let lines = wrap(&cell, MAX_CELL_CHARS);
-        assert_eq!(lines.len(), (1 << 20) / MAX_CELL_CHARS);
-        assert!(lines.iter().all(|l| l.len() == MAX_CELL_CHARS));
-
-        // In a table: one line per piece, the other columns empty on continuation lines.
-        let mut t = Table::new(&["BUNDLE", "REPLACES"]);
-        t.row(["b.v2", cell.as_str()]);
-        let text = t.render(false);
-        let rows: Vec<&str> = text.lines().collect();
-        assert_eq!(rows.len(), 1 + (1 << 20) / MAX_CELL_CHARS);
-        assert_eq!(rows[1], format!("b.v2     {}", "r".repeat(MAX_CELL_CHARS)));
-        assert_eq!(rows[2], format!("         {}", "r".repeat(MAX_CELL_CHARS)));
     }
 
     #[test]

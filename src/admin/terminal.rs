@@ -122,23 +122,93 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for NoControls<F>
 
 /// `value` as indented JSON with no raw control or format character (see [`NoControls`]).
 pub fn to_json_pretty(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
-    to_json(value, serde_json::ser::PrettyFormatter::new())
+    to_json(value, serde_json::ser::PrettyFormatter::new(), u64::MAX).map_err(JsonError::into_serde)
 }
 
 /// `value` as JSON on one line with no raw control or format character (see [`NoControls`]).
 pub fn to_json_line(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
-    to_json(value, serde_json::ser::CompactFormatter)
+    to_json(value, serde_json::ser::CompactFormatter, u64::MAX).map_err(JsonError::into_serde)
+}
+
+/// [`to_json_pretty`], refused once it passes `max_bytes`: the work and memory stop there, so an
+/// answer too large to print costs no more than the limit.
+pub fn to_json_pretty_within(value: &impl serde::Serialize, max_bytes: u64) -> Result<String, JsonError> {
+    to_json(value, serde_json::ser::PrettyFormatter::new(), max_bytes)
+}
+
+/// Why JSON output was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// It passed the output limit.
+    #[error(
+        "the JSON answer is over the output limit of {limit} bytes (--max-output-bytes); nothing was printed"
+    )]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// The value could not be serialized.
+    #[error(transparent)]
+    Serialize(serde_json::Error),
+}
+
+impl JsonError {
+    /// Always true: the same answer is as large again.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+
+    fn into_serde(self) -> serde_json::Error {
+        match self {
+            JsonError::Serialize(e) => e,
+            // No limit was set.
+            JsonError::TooLarge { .. } => serde_json::Error::io(std::io::Error::other(self.to_string())),
+        }
+    }
+}
+
+/// A buffer that refuses to grow past its limit.
+struct Bounded {
+    out: Vec<u8>,
+    limit: u64,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if (self.out.len() + data.len()) as u64 > self.limit {
+            self.over = true;
+            return Err(std::io::Error::other("over the output limit"));
+        }
+        self.out.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn to_json<F: serde_json::ser::Formatter>(
     value: &impl serde::Serialize,
     formatter: F,
-) -> Result<String, serde_json::Error> {
-    let mut out = Vec::new();
+    limit: u64,
+) -> Result<String, JsonError> {
+    let mut out = Bounded {
+        out: Vec::new(),
+        limit,
+        over: false,
+    };
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, NoControls(formatter));
-    value.serialize(&mut serializer)?;
+    if let Err(e) = value.serialize(&mut serializer) {
+        return Err(if out.over {
+            JsonError::TooLarge { limit }
+        } else {
+            JsonError::Serialize(e)
+        });
+    }
     // The serializer writes only UTF-8 (strings are `str`, escapes are ASCII).
-    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    Ok(String::from_utf8(out.out).expect("serde_json writes UTF-8"))
 }
 
 /// `value` as YAML whose strings survive the escaping of text output: a string holding a

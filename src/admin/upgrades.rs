@@ -1,17 +1,22 @@
 //! `olmv1 upgrades`: every version the controller would install now if the admin asked for that
 //! exact version, and the shortest path to each later version that is not reachable now.
 //!
-//! "Reachable" is the resolver's answer: for each candidate version V, [`resolve`] is asked with
+//! "Reachable" is the resolver's answer: for each candidate version V, the resolver is asked with
 //! the extension's channels, selector and policy, the installed bundle, and `version: "=V"`; V is
 //! reachable now when that answer is a bundle of version V and V is inside the extension's own
 //! range. Candidates are the bundles the resolver's own channel and successor rules admit (any
-//! other version is refused by the same rules), so no answer is guessed from the bare graph. A
+//! other version is refused by the same rules), so no answer is guessed from the bare graph. The
+//! answers for every V from one bundle come from one pass over the catalogs
+//! ([`ExactVersions`]: what `resolve` answers for each `=V`), so listing is quadratic in the
+//! package's bundles at worst (every bundle reached, each step looking at every bundle), and it
+//! is charged to the command's meter (one unit per bundle or channel entry a step looks at, per
+//! answer and per path step). A
 //! path steps through such answers, each step being what the admin gets by setting `version` to
 //! the step's exact version. `--dependencies` decides, as the controller's flag, whether a
 //! bundle that declares dependencies is an answer (`check`, with what it requires) or refused
 //! (`refuse`, upstream's rule).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde::Serialize;
 
@@ -23,8 +28,8 @@ use super::{
 use crate::{
     meter::{Meter, Refused, Work},
     resolve::{
-        CatalogInput, DependencyMode, InstalledBundle, PackageFilter, PreparedRequest, ResolveError,
-        ResolveRequest,
+        CatalogInput, DependencyMode, ExactAnswer, ExactVersion, ExactVersions, InstalledBundle,
+        PreparedRequest, ResolveError, ResolveRequest,
     },
     version::{VersionRange, VersionRelease},
 };
@@ -129,6 +134,16 @@ fn refused(e: ResolveError) -> UpgradesError {
     }
 }
 
+/// Charges `units` of visiting to `meter` for listing `package`'s upgrades.
+fn charge(meter: &mut Meter, package: &str, units: u64) -> Result<(), UpgradesError> {
+    meter.charge(Work::Visit, units).map_err(|e| {
+        UpgradesError::Refused(Refused::new(
+            format!("listing the upgrades of package {package:?}"),
+            e,
+        ))
+    })
+}
+
 impl UpgradesError {
     /// Always true: the same inputs give the same answer.
     pub fn is_terminal(&self) -> bool {
@@ -138,86 +153,112 @@ impl UpgradesError {
 
 /// The exact-version range pinning `v` (build metadata is not part of a Masterminds version).
 pub fn exact_range(v: &VersionRelease) -> String {
-    let mut plain = v.version.clone();
-    plain.build = semver::BuildMetadata::EMPTY;
-    format!("={plain}")
+    ExactVersion::of(v).range()
+}
+
+/// Each exact version's `=V` range, as text and whether it parses (a version longer than a range
+/// may be does not): made once per version, whatever the number of steps that ask for it.
+#[derive(Default)]
+struct PinnedRanges(HashMap<ExactVersion, (String, Result<(), ResolveError>)>);
+
+impl PinnedRanges {
+    fn get(&mut self, version: &ExactVersion) -> &(String, Result<(), ResolveError>) {
+        self.0.entry(version.clone()).or_insert_with(|| {
+            let range = version.range();
+            let parsed =
+                VersionRange::parse(&range)
+                    .map(drop)
+                    .map_err(|e| ResolveError::InvalidVersionRange {
+                        range: crate::resolve::cut_range(&range),
+                        message: e.to_string(),
+                    });
+            (range, parsed)
+        })
+    }
+
+    fn check(&mut self, version: &ExactVersion) -> Result<(), ResolveError> {
+        self.get(version).1.clone()
+    }
 }
 
 /// One resolver step from `from`: every bundle the resolver answers when asked for each exact
-/// version its channel and successor rules admit, resolved as `dependencies` says. `within`
-/// restricts answers to a range. Every walk and resolution is charged to `meter`.
-pub fn one_step(
-    request: &ResolveRequest,
-    from: &InstalledBundle,
-    catalogs: &[CatalogInput],
+/// version its channel and successor rules admit, resolved as `dependencies` says, highest
+/// version first. `within` restricts answers to a range.
+fn one_step<'a>(
+    answers: &ExactVersions<'a>,
+    from: &str,
     within: Option<&VersionRange>,
     dependencies: DependencyMode,
+    ranges: &mut PinnedRanges,
     meter: &mut Meter,
-) -> Result<Vec<Target>, UpgradesError> {
-    let probe = ResolveRequest {
-        version_range: None,
-        installed: Some(from.clone()),
-        ..request.clone()
-    };
-    let prepared = PreparedRequest::new(&probe)?;
-    let mut candidates: BTreeMap<String, VersionRelease> = BTreeMap::new();
-    for catalog in catalogs.iter().filter(|c| prepared.catalog_skip(c).is_none()) {
-        let Some(package) = catalog.index.package(&request.package) else {
-            continue;
-        };
-        crate::resolve::charge_package(meter, package).map_err(refused)?;
-        let filter = PackageFilter::new(package, &probe, &prepared)?;
-        for (i, b) in package.bundles.iter().enumerate() {
-            if let (None, Ok(v)) = (filter.exclusion(i, b), &b.version) {
-                candidates.insert(exact_range(v), v.clone());
-            }
-        }
+) -> Result<Vec<ExactAnswer<'a>>, UpgradesError> {
+    // In the order of their ranges' text, as the pinned requests were once made: when two
+    // catalogs answer with bundles of one name, the first answer is the one kept.
+    for (exact, _) in answers.versions() {
+        ranges.get(exact);
     }
-    let mut out: Vec<Target> = Vec::new();
-    for (range, version) in candidates {
-        if within.is_some_and(|r| !r.matches(&version.version)) {
+    let ranges = &*ranges;
+    let mut candidates: Vec<(&str, bool, &ExactVersion, &VersionRelease)> = answers
+        .versions()
+        .map(|(exact, version)| {
+            let (range, parsed) = &ranges.0[exact];
+            (range.as_str(), parsed.is_ok(), exact, version)
+        })
+        .collect();
+    candidates.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    candidates.dedup_by(|a, b| a.0 == b.0);
+    let mut out: Vec<ExactAnswer<'a>> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for (_, parsed, exact, version) in candidates {
+        charge(meter, answers.package(), 1)?;
+        if within.is_some_and(|r| !r.matches(&version.version)) || !parsed {
             continue;
         }
-        let pinned = ResolveRequest {
-            version_range: Some(range),
-            ..probe.clone()
+        let Ok(answer) = answers.answer(exact, dependencies) else {
+            continue;
         };
-        let resolution = match dependencies.resolve_within(&pinned, catalogs, meter) {
-            Ok(resolution) => resolution,
-            Err(e @ ResolveError::Exhausted { .. }) => return Err(refused(e)),
-            Err(_) => continue,
-        };
-        if resolution.bundle.name == from.name || out.iter().any(|t| t.bundle == resolution.bundle.name) {
+        if *answer.bundle.name == *from || !seen.insert(&answer.bundle.name) {
             continue;
         }
-        out.push(Target {
-            deprecated: resolution.bundle_deprecated(),
-            requires: BundleRequirements::from_properties(
-                &resolution.bundle.name,
-                &resolution.bundle.properties,
-                meter,
-            )?
-            .summaries(),
-            bundle: resolution.bundle.name,
-            version: resolution.bundle.status_version,
-            catalog: resolution.catalog,
-        });
+        out.push(answer);
     }
-    sort_targets_descending(&mut out);
+    // As `sort_targets_descending` orders the targets made of them.
+    out.sort_by(|a, b| match (&a.bundle.version, &b.bundle.version) {
+        (Ok(x), Ok(y)) => y.compare(x).then_with(|| a.bundle.name.cmp(&b.bundle.name)),
+        _ => a.bundle.name.cmp(&b.bundle.name),
+    });
     Ok(out)
 }
 
-fn sort_targets_descending(targets: &mut [Target]) {
-    targets.sort_by(|a, b| {
-        match (
-            VersionRelease::parse_legacy(&a.version),
-            VersionRelease::parse_legacy(&b.version),
-        ) {
-            (Ok(x), Ok(y)) => y.compare(&x),
-            _ => b.version.cmp(&a.version),
-        }
-        .then_with(|| a.bundle.cmp(&b.bundle))
-    });
+fn target(answer: &ExactAnswer<'_>, meter: &mut Meter) -> Result<Target, UpgradesError> {
+    let bundle = answer.bundle;
+    Ok(Target {
+        bundle: bundle.name.to_string(),
+        version: bundle
+            .version
+            .as_ref()
+            .map(VersionRelease::status_version)
+            .unwrap_or_default(),
+        catalog: answer.catalog.name.clone(),
+        deprecated: answer.deprecated,
+        requires: BundleRequirements::from_properties(&bundle.name, &bundle.properties, meter)?.summaries(),
+    })
+}
+
+/// The resolver's answers from `from`, charged to `meter`.
+fn answers_from<'a>(
+    request: &ResolveRequest,
+    from: &InstalledBundle,
+    catalogs: &'a [CatalogInput],
+    meter: &mut Meter,
+) -> Result<ExactVersions<'a>, UpgradesError> {
+    let probe = ResolveRequest {
+        installed: Some(from.clone()),
+        ..request.clone()
+    };
+    let answers = ExactVersions::new(&probe, catalogs).map_err(refused)?;
+    charge(meter, &request.package, answers.examined())?;
+    Ok(answers)
 }
 
 /// Lists the upgrades of `request.installed` (see the module documentation).
@@ -246,28 +287,22 @@ pub fn upgrades(
         let Some(package) = catalog.index.package(&request.package) else {
             continue;
         };
-        // Each bundle's channel membership scans the requested channels' entries.
-        let scanned = package.bundles.len() as u64 * package.items().max(1);
-        meter
-            .charge(
-                Work::Visit,
-                if request.channels.is_empty() {
-                    package.items()
-                } else {
-                    scanned
-                },
-            )
-            .map_err(|e| Refused::new(format!("listing the upgrades of package {:?}", package.name), e))?;
+        let in_channels: HashSet<&str> = package
+            .channels
+            .iter()
+            .filter(|c| request.channels.iter().any(|r| *r == *c.name))
+            .flat_map(|c| c.entries.iter().map(|e| &*e.name))
+            .collect();
+        charge(
+            meter,
+            &request.package,
+            (package.bundles.len() + in_channels.len()) as u64,
+        )?;
         for b in &package.bundles {
             if *b.name == *installed.name {
                 installed_catalog.get_or_insert_with(|| catalog.name.clone());
             }
-            let in_channel = request.channels.is_empty()
-                || package
-                    .channels
-                    .iter()
-                    .filter(|c| request.channels.iter().any(|r| *r == *c.name))
-                    .any(|c| c.entries.iter().any(|e| e.name == b.name));
+            let in_channel = request.channels.is_empty() || in_channels.contains(&*b.name);
             if let (true, Ok(v)) = (in_channel, &b.version) {
                 known.push((
                     Target {
@@ -282,24 +317,36 @@ pub fn upgrades(
             }
         }
     }
-    let reachable = one_step(
-        request,
-        &installed,
-        catalogs,
+    let mut ranges = PinnedRanges::default();
+    let from_installed = answers_from(request, &installed, catalogs, meter)?;
+    let reachable: Vec<Target> = one_step(
+        &from_installed,
+        &installed.name,
         prepared.range.as_ref(),
         dependencies,
+        &mut ranges,
         meter,
-    )?;
+    )?
+    .iter()
+    .map(|answer| target(answer, meter))
+    .collect::<Result<_, _>>()?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
     let mut previous: HashMap<String, Option<String>> = HashMap::from([(installed.name.clone(), None)]);
     let mut nodes: HashMap<String, Target> = HashMap::new();
     let mut queue = VecDeque::from([installed.clone()]);
     while let Some(from) = queue.pop_front() {
-        for target in one_step(request, &from, catalogs, None, dependencies, meter)? {
-            if previous.contains_key(&target.bundle) {
+        let answers = if from == installed {
+            None
+        } else {
+            Some(answers_from(request, &from, catalogs, meter)?)
+        };
+        let answers = answers.as_ref().unwrap_or(&from_installed);
+        for answer in one_step(answers, &from.name, None, dependencies, &mut ranges, meter)? {
+            if previous.contains_key(&*answer.bundle.name) {
                 continue;
             }
+            let target = target(&answer, meter)?;
             previous.insert(target.bundle.clone(), Some(from.name.clone()));
             queue.push_back(InstalledBundle {
                 name: target.bundle.clone(),
@@ -310,9 +357,10 @@ pub fn upgrades(
         }
     }
 
+    let reachable_names: HashSet<&str> = reachable.iter().map(|r| r.bundle.as_str()).collect();
     let mut later: Vec<&(Target, VersionRelease)> = known
         .iter()
-        .filter(|(t, v)| v.compare(&installed_vr).is_gt() && !reachable.iter().any(|r| r.bundle == t.bundle))
+        .filter(|(t, v)| v.compare(&installed_vr).is_gt() && !reachable_names.contains(t.bundle.as_str()))
         .collect();
     later.sort_by(|a, b| a.1.compare(&b.1).then_with(|| a.0.bundle.cmp(&b.0.bundle)));
     later.dedup_by(|a, b| a.0.bundle == b.0.bundle);
@@ -327,6 +375,7 @@ pub fn upgrades(
                 if name == installed.name {
                     break;
                 }
+                charge(meter, &request.package, 1)?;
                 steps.push(nodes[&name].clone());
                 cursor = previous[&name].clone();
             }
@@ -336,16 +385,23 @@ pub fn upgrades(
                 steps,
             });
         } else {
-            let pinned = ResolveRequest {
-                version_range: Some(exact_range(version)),
-                ..request.clone()
-            };
-            let message = match dependencies.resolve_within(&pinned, catalogs, meter) {
-                Ok(r) => format!(
+            charge(meter, &request.package, 1)?;
+            // What the resolver says when asked for the version directly from the installed one.
+            let exact = ExactVersion::of(version);
+            let message = match ranges
+                .check(&exact)
+                .and_then(|()| from_installed.answer(&exact, dependencies))
+            {
+                Ok(answer) => format!(
                     "the resolver answers {} {}",
-                    r.bundle.name, r.bundle.status_version
+                    answer.bundle.name,
+                    answer
+                        .bundle
+                        .version
+                        .as_ref()
+                        .map(VersionRelease::status_version)
+                        .unwrap_or_default()
                 ),
-                Err(e @ ResolveError::Exhausted { .. }) => return Err(refused(e)),
                 Err(e) => e.to_string(),
             };
             unreachable.push(Unreachable {
@@ -442,4 +498,562 @@ pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
         out.push_table(&t, colour);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use olmv1_api::v1::UpgradeConstraintPolicy;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::catalog::{CatalogIndex, Meta};
+
+    /// The algorithm before it was made quadratic (one pinned resolve per successor of every
+    /// bundle reached): what the answer must stay equal to.
+    mod reference {
+        use std::collections::{BTreeMap, HashMap, VecDeque};
+
+        use super::super::{BundleRequirements, Installed, Target, Unreachable, UpgradePath, Upgrades};
+        use crate::{
+            resolve::{
+                CatalogInput, DependencyMode, InstalledBundle, PackageFilter, PreparedRequest, ResolveError,
+                ResolveRequest,
+            },
+            version::{VersionRange, VersionRelease},
+        };
+
+        /// One resolver step from `from`: every bundle the resolver answers when asked for each exact
+        /// version its channel and successor rules admit, resolved as `dependencies` says. `within`
+        /// restricts answers to a range.
+        fn one_step(
+            request: &ResolveRequest,
+            from: &InstalledBundle,
+            catalogs: &[CatalogInput],
+            within: Option<&VersionRange>,
+            dependencies: DependencyMode,
+        ) -> Result<Vec<Target>, ResolveError> {
+            let probe = ResolveRequest {
+                version_range: None,
+                installed: Some(from.clone()),
+                ..request.clone()
+            };
+            let prepared = PreparedRequest::new(&probe)?;
+            let mut candidates: BTreeMap<String, VersionRelease> = BTreeMap::new();
+            for catalog in catalogs.iter().filter(|c| prepared.catalog_skip(c).is_none()) {
+                let Some(package) = catalog.index.package(&request.package) else {
+                    continue;
+                };
+                let filter = PackageFilter::new(package, &probe, &prepared)?;
+                for (i, b) in package.bundles.iter().enumerate() {
+                    if let (None, Ok(v)) = (filter.exclusion(i, b), &b.version) {
+                        candidates.insert(super::super::exact_range(v), v.clone());
+                    }
+                }
+            }
+            let mut out: Vec<Target> = Vec::new();
+            for (range, version) in candidates {
+                if within.is_some_and(|r| !r.matches(&version.version)) {
+                    continue;
+                }
+                let pinned = ResolveRequest {
+                    version_range: Some(range),
+                    ..probe.clone()
+                };
+                let Ok(resolution) = dependencies.resolve(&pinned, catalogs) else {
+                    continue;
+                };
+                if resolution.bundle.name == from.name
+                    || out.iter().any(|t| t.bundle == resolution.bundle.name)
+                {
+                    continue;
+                }
+                out.push(Target {
+                    deprecated: resolution.bundle_deprecated(),
+                    requires: BundleRequirements::from_properties(
+                        &resolution.bundle.name,
+                        &resolution.bundle.properties,
+                        &mut crate::meter::Meter::unlimited(),
+                    )
+                    .unwrap()
+                    .summaries(),
+                    bundle: resolution.bundle.name,
+                    version: resolution.bundle.status_version,
+                    catalog: resolution.catalog,
+                });
+            }
+            sort_targets_descending(&mut out);
+            Ok(out)
+        }
+
+        /// Lists the upgrades of `request.installed` (see the module documentation).
+        pub(super) fn upgrades(
+            request: &ResolveRequest,
+            catalogs: &[CatalogInput],
+            dependencies: DependencyMode,
+        ) -> Result<Upgrades, super::super::UpgradesError> {
+            let installed = request
+                .installed
+                .clone()
+                .ok_or(super::super::UpgradesError::NotInstalled)?;
+            let prepared = PreparedRequest::new(request)?;
+            let installed_vr = match &installed.release {
+                Some(r) => VersionRelease::parse_explicit(&installed.version, r),
+                None => VersionRelease::parse_legacy(&installed.version),
+            }
+            .map_err(|e| {
+                ResolveError::UpgradeEdges(format!(
+                    "failed to get version and release of installed bundle: {e}"
+                ))
+            })?;
+
+            // Every bundle of the package in the consulted catalogs and requested channels.
+            let mut known: Vec<(Target, VersionRelease)> = Vec::new();
+            let mut installed_catalog = None;
+            for catalog in catalogs.iter().filter(|c| prepared.catalog_skip(c).is_none()) {
+                let Some(package) = catalog.index.package(&request.package) else {
+                    continue;
+                };
+                for b in &package.bundles {
+                    if *b.name == *installed.name {
+                        installed_catalog.get_or_insert_with(|| catalog.name.clone());
+                    }
+                    let in_channel = request.channels.is_empty()
+                        || package
+                            .channels
+                            .iter()
+                            .filter(|c| request.channels.iter().any(|r| *r == *c.name))
+                            .any(|c| c.entries.iter().any(|e| e.name == b.name));
+                    if let (true, Ok(v)) = (in_channel, &b.version) {
+                        known.push((
+                            Target {
+                                bundle: b.name.to_string(),
+                                version: v.status_version(),
+                                catalog: catalog.name.clone(),
+                                deprecated: b.deprecated,
+                                requires: Vec::new(),
+                            },
+                            v.clone(),
+                        ));
+                    }
+                }
+            }
+            let reachable = one_step(
+                request,
+                &installed,
+                catalogs,
+                prepared.range.as_ref(),
+                dependencies,
+            )?;
+
+            // Breadth-first over resolver steps (no range: each step sets its own exact version).
+            let mut previous: HashMap<String, Option<String>> =
+                HashMap::from([(installed.name.clone(), None)]);
+            let mut nodes: HashMap<String, Target> = HashMap::new();
+            let mut queue = VecDeque::from([installed.clone()]);
+            while let Some(from) = queue.pop_front() {
+                for target in one_step(request, &from, catalogs, None, dependencies)? {
+                    if previous.contains_key(&target.bundle) {
+                        continue;
+                    }
+                    previous.insert(target.bundle.clone(), Some(from.name.clone()));
+                    queue.push_back(InstalledBundle {
+                        name: target.bundle.clone(),
+                        version: target.version.clone(),
+                        release: None,
+                    });
+                    nodes.insert(target.bundle.clone(), target);
+                }
+            }
+
+            let mut later: Vec<&(Target, VersionRelease)> = known
+                .iter()
+                .filter(|(t, v)| {
+                    v.compare(&installed_vr).is_gt() && !reachable.iter().any(|r| r.bundle == t.bundle)
+                })
+                .collect();
+            later.sort_by(|a, b| a.1.compare(&b.1).then_with(|| a.0.bundle.cmp(&b.0.bundle)));
+            later.dedup_by(|a, b| a.0.bundle == b.0.bundle);
+
+            let mut paths = Vec::new();
+            let mut unreachable = Vec::new();
+            for (target, version) in later {
+                if nodes.contains_key(&target.bundle) {
+                    let mut steps = Vec::new();
+                    let mut cursor = Some(target.bundle.clone());
+                    while let Some(name) = cursor {
+                        if name == installed.name {
+                            break;
+                        }
+                        steps.push(nodes[&name].clone());
+                        cursor = previous[&name].clone();
+                    }
+                    steps.reverse();
+                    paths.push(UpgradePath {
+                        target: nodes[&target.bundle].clone(),
+                        steps,
+                    });
+                } else {
+                    let pinned = ResolveRequest {
+                        version_range: Some(super::super::exact_range(version)),
+                        ..request.clone()
+                    };
+                    let message = match dependencies.resolve(&pinned, catalogs) {
+                        Ok(r) => format!(
+                            "the resolver answers {} {}",
+                            r.bundle.name, r.bundle.status_version
+                        ),
+                        Err(e) => e.to_string(),
+                    };
+                    unreachable.push(Unreachable {
+                        bundle: target.bundle.clone(),
+                        version: target.version.clone(),
+                        catalog: target.catalog.clone(),
+                        message,
+                    });
+                }
+            }
+            let installed_deprecated = known
+                .iter()
+                .find(|(t, _)| t.bundle == installed.name)
+                .is_some_and(|(t, _)| t.deprecated);
+            Ok(Upgrades {
+                package: request.package.clone(),
+                installed: Installed {
+                    bundle: installed.name.clone(),
+                    version: installed.version.clone(),
+                    catalog: installed_catalog,
+                    deprecated: installed_deprecated,
+                },
+                reachable,
+                paths,
+                unreachable,
+            })
+        }
+
+        fn sort_targets_descending(targets: &mut [Target]) {
+            targets.sort_by(|a, b| {
+                match (
+                    VersionRelease::parse_legacy(&a.version),
+                    VersionRelease::parse_legacy(&b.version),
+                ) {
+                    (Ok(x), Ok(y)) => y.compare(&x),
+                    _ => b.version.cmp(&a.version),
+                }
+                .then_with(|| a.bundle.cmp(&b.bundle))
+            });
+        }
+    }
+
+    const VERSIONS: [&str; 9] = [
+        "1.0.0",
+        "1.0.1",
+        "1.0.1+b2",
+        "1.1.0-rc.1",
+        "1.1.0",
+        "1.1.0+1",
+        "2.0.0-alpha",
+        "2.0.0",
+        "0.9.0",
+    ];
+    const SKIP_RANGES: [&str; 5] = [
+        "<1.1.0",
+        ">=1.0.0 <2.0.0",
+        "<=1.0.1",
+        ">=0.9.0 <1.1.0-rc.1",
+        "<3.0.0",
+    ];
+
+    #[derive(Debug, Clone)]
+    struct Entry {
+        bundle: usize,
+        replaces: Option<usize>,
+        skips: Vec<usize>,
+        skip_range: Option<usize>,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Catalog {
+        priority: i32,
+        versions: Vec<usize>,
+        dependency: Vec<bool>,
+        stable: Vec<Entry>,
+        fast: Vec<Entry>,
+        deprecated: Vec<usize>,
+    }
+
+    fn entry(bundles: usize) -> impl Strategy<Value = Entry> {
+        (
+            0..bundles,
+            proptest::option::of(0..bundles + 1),
+            proptest::collection::vec(0..bundles + 1, 0..3),
+            proptest::option::of(0..SKIP_RANGES.len()),
+        )
+            .prop_map(|(bundle, replaces, skips, skip_range)| Entry {
+                bundle,
+                replaces,
+                skips,
+                skip_range,
+            })
+    }
+
+    fn catalog() -> impl Strategy<Value = Catalog> {
+        (2..8usize).prop_flat_map(|n| {
+            (
+                0..2i32,
+                proptest::collection::vec(0..VERSIONS.len(), n),
+                proptest::collection::vec(proptest::bool::weighted(0.2), n),
+                proptest::collection::vec(entry(n), 0..n + 2),
+                proptest::collection::vec(entry(n), 0..n),
+                proptest::collection::vec(0..n, 0..2),
+            )
+                .prop_map(
+                    |(priority, versions, dependency, stable, fast, deprecated)| Catalog {
+                        priority,
+                        versions,
+                        dependency,
+                        stable,
+                        fast,
+                        deprecated,
+                    },
+                )
+        })
+    }
+
+    fn channel(name: &str, entries: &[Entry]) -> Value {
+        let mut seen = std::collections::BTreeSet::new();
+        let entries: Vec<Value> = entries
+            .iter()
+            .filter(|e| seen.insert(e.bundle))
+            .map(|e| {
+                let mut v = json!({"name": format!("p.v{}", e.bundle)});
+                if let Some(r) = e.replaces {
+                    v["replaces"] = json!(format!("p.v{r}"));
+                }
+                if !e.skips.is_empty() {
+                    v["skips"] = json!(e.skips.iter().map(|s| format!("p.v{s}")).collect::<Vec<_>>());
+                }
+                if let Some(r) = e.skip_range {
+                    v["skipRange"] = json!(SKIP_RANGES[r]);
+                }
+                v
+            })
+            .collect();
+        json!({"schema": "olm.channel", "package": "p", "name": name, "entries": entries})
+    }
+
+    fn index(c: &Catalog) -> Arc<CatalogIndex> {
+        let mut objects = vec![json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"})];
+        objects.push(channel("stable", &c.stable));
+        if !c.fast.is_empty() {
+            objects.push(channel("fast", &c.fast));
+        }
+        for (i, v) in c.versions.iter().enumerate() {
+            let mut properties =
+                vec![json!({"type": "olm.package", "value": {"packageName": "p", "version": VERSIONS[*v]}})];
+            if c.dependency[i] {
+                properties.push(json!({"type": "olm.package.required", "value": {"packageName": "q", "versionRange": ">=1.0.0"}}));
+            }
+            objects.push(json!({"schema": "olm.bundle", "package": "p", "name": format!("p.v{i}"), "image": "example.com/p", "properties": properties}));
+        }
+        if !c.deprecated.is_empty() {
+            let entries: Vec<Value> = c
+                .deprecated
+                .iter()
+                .map(|i| json!({"reference": {"schema": "olm.bundle", "name": format!("p.v{i}")}, "message": "old"}))
+                .collect();
+            objects.push(json!({"schema": "olm.deprecations", "package": "p", "entries": entries}));
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("t.json"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        Arc::new(CatalogIndex::from_metas(&metas).unwrap())
+    }
+
+    fn as_json(answer: Result<Upgrades, UpgradesError>) -> Value {
+        match answer {
+            Ok(u) => serde_json::to_value(u).unwrap(),
+            Err(e) => json!({"error": e.to_string()}),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// One resolve per bundle reached answers exactly what one pinned resolve per successor
+        /// answered: random catalogs (versions with prereleases and build metadata, several
+        /// catalogs and priorities, replaces, skips, skipRanges, deprecations, dependencies),
+        /// every request shape.
+        #[test]
+        fn the_answer_is_the_pinned_resolvers(
+            catalogs in proptest::collection::vec(catalog(), 1..3),
+            installed in 0..8usize,
+            installed_version in 0..VERSIONS.len(),
+            channel in 0..3usize,
+            range in proptest::option::of(0..3usize),
+            self_certified: bool,
+            refuse: bool,
+        ) {
+            let inputs: Vec<CatalogInput> = catalogs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| CatalogInput { priority: c.priority, ..CatalogInput::new(&format!("c{i}"), index(c)) })
+                .collect();
+            let request = ResolveRequest {
+                package: "p".to_string(),
+                version_range: range.map(|r| [">=1.0.1", "<2.0.0", "1.x"][r].to_string()),
+                channels: match channel {
+                    0 => vec![],
+                    1 => vec!["stable".to_string()],
+                    _ => vec!["fast".to_string(), "stable".to_string()],
+                },
+                selector: None,
+                upgrade_constraint_policy: if self_certified {
+                    UpgradeConstraintPolicy::SelfCertified
+                } else {
+                    UpgradeConstraintPolicy::CatalogProvided
+                },
+                installed: Some(InstalledBundle {
+                    name: format!("p.v{installed}"),
+                    version: VERSIONS[installed_version].to_string(),
+                    release: None,
+                }),
+            };
+            let mode = if refuse { DependencyMode::Refuse } else { DependencyMode::Check };
+            prop_assert_eq!(
+                as_json(upgrades(&request, &inputs, mode, &mut Meter::unlimited())),
+                as_json(reference::upgrades(&request, &inputs, mode))
+            );
+        }
+    }
+
+    /// Every package of the shared catalogs, from every bundle of its default channel (as
+    /// `test/cli/snapshots.rs` asks): the same answer as the pinned resolver's.
+    #[test]
+    fn every_answer_of_the_shared_catalogs_is_the_pinned_resolvers() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/catalogs");
+        let mut compared = 0;
+        for catalog in [
+            "community-operators-v4.16",
+            "certified-operators-v4.16",
+            "certified-operators-v4.20",
+        ] {
+            let index = CatalogIndex::from_dir(&root.join(catalog))
+                .unwrap_or_else(|e| panic!("the shared catalog {catalog} (at {}): {e}", root.display()));
+            let inputs = [CatalogInput::new(catalog, Arc::new(index))];
+            for package in inputs[0].index.packages() {
+                let Some(default) = package
+                    .default_channel
+                    .as_deref()
+                    .and_then(|c| package.channel(c))
+                else {
+                    continue;
+                };
+                for entry in &default.entries {
+                    let Some(Ok(version)) = entry.bundle.map(|i| &package.bundles[i].version) else {
+                        continue;
+                    };
+                    let request = ResolveRequest {
+                        package: package.name.to_string(),
+                        version_range: None,
+                        channels: vec![default.name.to_string()],
+                        selector: None,
+                        upgrade_constraint_policy: UpgradeConstraintPolicy::CatalogProvided,
+                        installed: Some(InstalledBundle {
+                            name: entry.name.to_string(),
+                            version: version.status_version(),
+                            release: None,
+                        }),
+                    };
+                    assert_eq!(
+                        as_json(upgrades(
+                            &request,
+                            &inputs,
+                            DependencyMode::Check,
+                            &mut Meter::unlimited(),
+                        )),
+                        as_json(reference::upgrades(&request, &inputs, DependencyMode::Check)),
+                        "{catalog}: {} from {}",
+                        package.name,
+                        entry.name
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        // 869 bundles of default channels in the shared catalogs.
+        assert!(compared >= 850, "only {compared} answers compared");
+    }
+
+    /// A package of 800 bundles where every bundle's skipRange covers all earlier ones (each
+    /// bundle reaches every later one: the O(N^3) case of the issue) is answered within the
+    /// budget, the work charged quadratic; the same with a small budget is refused in a sentence.
+    #[test]
+    fn eight_hundred_bundles_reaching_each_other_are_answered_within_the_budget() {
+        let n = 800;
+        let entries: Vec<Value> = (0..n)
+            .map(|i| {
+                if i == 0 {
+                    json!({"name": "p.v0"})
+                } else {
+                    json!({"name": format!("p.v{i}"), "replaces": format!("p.v{}", i - 1), "skipRange": format!("<1.0.{i}")})
+                }
+            })
+            .collect();
+        let mut objects = vec![
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": entries}),
+        ];
+        for i in 0..n {
+            objects.push(json!({"schema": "olm.bundle", "package": "p", "name": format!("p.v{i}"), "image": "i",
+                "properties": [{"type": "olm.package", "value": {"packageName": "p", "version": format!("1.0.{i}")}}]}));
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("t.json"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        let inputs = [CatalogInput::new(
+            "c",
+            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
+        )];
+        let request = ResolveRequest {
+            package: "p".to_string(),
+            version_range: None,
+            channels: vec![],
+            selector: None,
+            upgrade_constraint_policy: UpgradeConstraintPolicy::CatalogProvided,
+            installed: Some(InstalledBundle {
+                name: "p.v0".to_string(),
+                version: "1.0.0".to_string(),
+                release: None,
+            }),
+        };
+        // Work decides, never the clock (a debug build on a busy machine is slow).
+        let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
+        let answer = upgrades(&request, &inputs, DependencyMode::Check, &mut meter).unwrap();
+        assert_eq!(answer.reachable.len(), n - 1);
+        assert!(answer.paths.is_empty() && answer.unreachable.is_empty());
+        // Quadratic at worst: every bundle reached, each step looking at every bundle.
+        let visited = meter.spent_on(Work::Visit) / Work::Visit.weight();
+        assert!(visited < 4 * (n * n) as u64, "{visited} items visited");
+        let refused =
+            upgrades(&request, &inputs, DependencyMode::Check, &mut Meter::new(100_000)).unwrap_err();
+        assert!(
+            matches!(refused, UpgradesError::Refused(_))
+                && refused
+                    .to_string()
+                    .ends_with(" needs more than the budget of 100000 work units"),
+            "{refused}"
+        );
+    }
 }

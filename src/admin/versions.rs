@@ -1,7 +1,7 @@
 //! `olmv1 versions PACKAGE`: every channel of a package with its bundles, upgrade edges and
 //! deprecations and what each bundle requires, per catalog; and their text form.
 
-use std::sync::Arc;
+use std::{collections::HashSet, sync::Arc};
 
 use serde::Serialize;
 
@@ -146,6 +146,9 @@ pub fn versions(
     })
 }
 
+/// The REQUIRES cell of a bundle whose requirements an earlier row showed.
+pub const AS_ABOVE: &str = "as above";
+
 /// The text form: per catalog a header line, then one table of every channel's entries.
 pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
     let mut out = TerminalText::new();
@@ -181,6 +184,9 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
             header.push("REQUIRES");
         }
         let mut t = Table::new(&header);
+        // What a bundle requires is the bundle's, not its channel entry's: shown on its first
+        // row only.
+        let mut shown_requires: HashSet<&str> = HashSet::new();
         for ch in &p.channels {
             let channel = match &ch.deprecated {
                 Some(_) => (format!("{} (deprecated)", ch.name), Tone::Warn),
@@ -211,7 +217,11 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
                         Some(_) => Tone::Bad,
                         None => Tone::Plain,
                     };
-                    row.push((e.requirements.cell(), tone));
+                    if e.requirements.is_empty() || shown_requires.insert(&e.bundle) {
+                        row.push((e.requirements.cell(), tone));
+                    } else {
+                        row.push((AS_ABOVE.to_string(), tone));
+                    }
                 }
                 t.toned_row(row);
             }

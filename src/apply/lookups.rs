@@ -135,17 +135,16 @@ impl ClusterLookups {
     pub async fn watch(&self, client: Client) {
         futures::join!(
             self.watch_kind::<CustomResourceDefinition>(&client, Topic::Discovery),
-            self.watch_beside_crds(client.clone()),
+            self.watch_kind::<APIService>(&client, Topic::Discovery),
+            self.watch_rbac(client.clone()),
         );
     }
 
-    /// As [`ClusterLookups::watch`] but CRDs, for a caller whose own CRD watch passes through
-    /// [`ClusterLookups::follow_crds`] (the controller: one CRD watch for both).
-    pub async fn watch_beside_crds(&self, client: Client) {
-        futures::join!(
-            self.watch_kind::<APIService>(&client, Topic::Discovery),
-            self.watch_rbac_while_used(&client),
-        );
+    /// As [`ClusterLookups::watch`] but CRDs and APIServices, for a caller whose own watches of
+    /// them pass through [`ClusterLookups::follow_crds`] and [`ClusterLookups::follow_api_services`]
+    /// (the controller: one watch of each kind for both).
+    pub async fn watch_rbac(&self, client: Client) {
+        self.watch_rbac_while_used(&client).await;
     }
 
     /// The four RBAC watches, from a lookup of review answers until none was looked up for the
@@ -203,8 +202,26 @@ impl ClusterLookups {
             + Send
             + 'static,
     {
+        self.follow("CustomResourceDefinition", events)
+    }
+
+    /// Follows a watch of every APIService (discovery changes with them, their availability
+    /// included) and passes its events on unchanged: the controller's one APIService watch, shared
+    /// with its owned-APIService triggers.
+    pub fn follow_api_services<S>(&self, events: S) -> impl Stream<Item = S::Item> + Send + 'static
+    where
+        S: Stream<Item = Result<watcher::Event<APIService>, watcher::Error>> + Send + 'static,
+    {
+        self.follow("APIService", events)
+    }
+
+    /// Follows a watch of `kind` for discovery, passing its events on.
+    fn follow<K, S>(&self, kind: &'static str, events: S) -> impl Stream<Item = S::Item> + Send + 'static
+    where
+        K: Send + 'static,
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    {
         let lookups = self.clone();
-        let kind = "CustomResourceDefinition";
         events
             .inspect(move |event| lookups.observe(Topic::Discovery, kind, event))
             // The watch ended (the process stops): nothing is kept after it.
@@ -426,7 +443,7 @@ mod tests {
         let lookups = ClusterLookups::with_rbac_linger(Duration::from_millis(200));
         let watching = tokio::spawn({
             let lookups = lookups.clone();
-            async move { lookups.watch_beside_crds(client).await }
+            async move { lookups.watch(client).await }
         });
         let rbac_watched = || lock(&lookups.0.rbac).all_watched();
         let runs = || lock(&lookups.0.rbac).watched_runs;

@@ -8,6 +8,7 @@ use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client,
@@ -20,12 +21,13 @@ use serde_json::Value;
 use super::{
     ApplyError,
     lookups::ClusterLookups,
-    ownership::{FIELD_MANAGER, is_owned_by, owner_labels},
-    revision::{ObjectRef, WatchedObject},
+    ownership::{FIELD_MANAGER, is_owned_by, owner_kind_selector, owner_labels},
+    revision::{AppliedObject, ObjectRef, WatchedObject},
 };
 
 const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
 const DEPLOYMENT_API_VERSION: &str = "apps/v1";
+const API_SERVICE_API_VERSION: &str = "apiregistration.k8s.io/v1";
 
 /// The ClusterExtension that owns the objects of a revision.
 #[derive(Clone, Debug)]
@@ -175,14 +177,15 @@ fn mark_owned(owner: &Owner, object: &mut DynamicObject) {
     object.metadata.owner_references = Some(references);
 }
 
-/// Applies objects as the service account, CRDs first, and returns what was applied. Objects
-/// that exist and belong to someone else are refused before anything is written.
+/// Applies objects as the service account, CRDs first, and returns what was applied, as the
+/// applies left it. Objects that exist and belong to someone else are refused before anything is
+/// written.
 pub async fn apply(
     sa_client: &Client,
     lookups: &ClusterLookups,
     owner: &Owner,
     objects: &[Value],
-) -> Result<Vec<ObjectRef>, ApplyError> {
+) -> Result<Vec<AppliedObject>, ApplyError> {
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
     let mut resources = ResourceCache {
         lookups: Some(lookups),
@@ -207,8 +210,7 @@ pub async fn apply(
     // CRDs first: the other objects may be instances of them.
     let mut applied = Vec::with_capacity(objects.len());
     for planned in &crds {
-        server_side_apply(sa_client, planned).await?;
-        applied.push(planned.reference());
+        applied.push(server_side_apply(sa_client, planned).await?);
     }
     for planned in &crds {
         wait_crd_established(
@@ -220,8 +222,7 @@ pub async fn apply(
     let mut instances = plan(sa_client, owner, &later, &mut resources).await?;
     rest_planned.append(&mut instances);
     for planned in &rest_planned {
-        server_side_apply(sa_client, planned).await?;
-        applied.push(planned.reference());
+        applied.push(server_side_apply(sa_client, planned).await?);
     }
     Ok(applied)
 }
@@ -285,7 +286,7 @@ pub fn describe(object: &ObjectRef) -> String {
     }
 }
 
-async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), ApplyError> {
+async fn server_side_apply(client: &Client, planned: &Planned) -> Result<AppliedObject, ApplyError> {
     let name = planned.object.metadata.name.clone().unwrap_or_default();
     let mut body = planned.object.clone();
     body.types = Some(kube::api::TypeMeta {
@@ -294,7 +295,7 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
     });
     // Force: olmv1 owns the fields it applies, and a drifted field is taken back.
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    planned
+    let written = planned
         .api(client)
         .patch(&name, &params, &Patch::Apply(&body))
         .await
@@ -302,7 +303,110 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<(), App
             object: describe(&planned.reference()),
             source,
         })?;
-    Ok(())
+    Ok(AppliedObject {
+        object: planned.reference(),
+        uid: written.metadata.uid.unwrap_or_default(),
+        resource_version: written.metadata.resource_version.unwrap_or_default(),
+    })
+}
+
+/// Whether the controller's watches report changes to objects like `object` (CRDs and
+/// Deployments): the drift of any other kind is found by [`list_owned`] and [`read_applied`].
+pub fn is_watched_kind(object: &ObjectRef) -> bool {
+    matches!(
+        (object.api_version.as_str(), object.kind.as_str()),
+        (CRD_API_VERSION, "CustomResourceDefinition") | (DEPLOYMENT_API_VERSION, "Deployment")
+    )
+}
+
+/// Every object of kind `api_version`/`kind` that carries a ClusterExtension's owner labels, in
+/// every namespace, as uid and resourceVersion by object: one metadata-only list request.
+pub async fn list_owned(
+    client: &Client,
+    lookups: &ClusterLookups,
+    api_version: &str,
+    kind: &str,
+) -> Result<HashMap<ObjectRef, (String, String)>, ApplyError> {
+    let gvk = gvk_of_parts(api_version, kind);
+    let mut resources = ResourceCache {
+        lookups: Some(lookups),
+        ..ResourceCache::default()
+    };
+    let (resource, _) = resources.lookup(client, &gvk).await?;
+    let params = ListParams::default().labels(&owner_kind_selector());
+    let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list_metadata(&params)
+        .await
+        .map_err(|source| ApplyError::Read {
+            object: format!("{kind} objects of ClusterExtensions"),
+            source,
+        })?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|item| {
+            let meta = item.metadata;
+            let object = ObjectRef {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                namespace: meta.namespace,
+                name: meta.name?,
+            };
+            Some((
+                object,
+                (
+                    meta.uid.unwrap_or_default(),
+                    meta.resource_version.unwrap_or_default(),
+                ),
+            ))
+        })
+        .collect())
+}
+
+/// Each of `objects` as it is now (uid and resourceVersion; `None`: gone), read one by one
+/// with `client` (an installer may read the objects it applies, not list their kinds).
+pub async fn read_applied(
+    client: &Client,
+    lookups: &ClusterLookups,
+    objects: &[ObjectRef],
+) -> Result<Vec<Option<(String, String)>>, ApplyError> {
+    let mut resources = ResourceCache {
+        lookups: Some(lookups),
+        ..ResourceCache::default()
+    };
+    let mut found = Vec::with_capacity(objects.len());
+    for object in objects {
+        let gvk = gvk_of_parts(&object.api_version, &object.kind);
+        let (resource, namespaced) = match resources.lookup(client, &gvk).await {
+            Ok(resource) => resource,
+            // The kind is not served any more: its objects are gone.
+            Err(ApplyError::Discovery { .. }) => {
+                found.push(None);
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        let api = api_for(client, &resource, namespaced, object.namespace.as_deref());
+        let meta = api
+            .get_metadata_opt(&object.name)
+            .await
+            .map_err(|source| ApplyError::Read {
+                object: describe(object),
+                source,
+            })?;
+        found.push(meta.map(|m| {
+            (
+                m.metadata.uid.unwrap_or_default(),
+                m.metadata.resource_version.unwrap_or_default(),
+            )
+        }));
+    }
+    Ok(found)
+}
+
+fn gvk_of_parts(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
 }
 
 async fn wait_crd_established(client: &Client, name: &str) -> Result<(), ApplyError> {
@@ -356,17 +460,15 @@ pub async fn prune(
 /// Deletes objects as the given client; objects already gone are fine. Each object is read
 /// first and deleted only while it still carries the owner labels of ClusterExtension `owner`
 /// (with its uid as a precondition): a recorded name that now belongs to someone else is left
-/// alone. CRDs go last so that their instances are removed through their own APIs first.
+/// alone. APIServices go first: one whose server is gone breaks discovery for every client and
+/// blocks namespace deletion, so it never outlives the Deployment serving it. CRDs go last so
+/// that their instances are removed through their own APIs first.
 pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> Result<(), ApplyError> {
     let mut ordered: Vec<&ObjectRef> = objects.iter().collect();
-    ordered.sort_by_key(|o| o.kind == "CustomResourceDefinition");
+    ordered.sort_by_key(|o| deletion_rank(o));
     let mut resources = ResourceCache::default();
     for object in ordered {
-        let (group, version) = object
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", &object.api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &object.kind);
+        let gvk = gvk_of_parts(&object.api_version, &object.kind);
         let (resource, namespaced) = match resources.lookup(client, &gvk).await {
             Ok(found) => found,
             // The kind itself is gone (its CRD was removed): so are its objects.
@@ -408,8 +510,18 @@ pub async fn delete_all(client: &Client, owner: &str, objects: &[ObjectRef]) -> 
     Ok(())
 }
 
-/// What a readiness check found: the first object still rolling out, if any, and the CRDs and
-/// Deployments it saw ready (all of them when nothing is rolling out).
+/// The order [`delete_all`] deletes in: APIServices, then everything else, then CRDs (stable
+/// within each).
+fn deletion_rank(object: &ObjectRef) -> u8 {
+    match (object.api_version.as_str(), object.kind.as_str()) {
+        (API_SERVICE_API_VERSION, "APIService") => 0,
+        (CRD_API_VERSION, "CustomResourceDefinition") => 2,
+        _ => 1,
+    }
+}
+
+/// What a readiness check found: the first object still rolling out, if any, and the CRDs,
+/// Deployments and APIServices it saw ready (all of them when nothing is rolling out).
 #[derive(Debug)]
 pub struct Rollout {
     /// The first object still rolling out, and why.
@@ -419,7 +531,8 @@ pub struct Rollout {
 }
 
 /// Whether the applied objects are ready: CRDs Established, Deployments Available with every
-/// replica updated; stops at the first thing still rolling out.
+/// replica updated, APIServices Available (the API server reaches their server); stops at the
+/// first thing still rolling out.
 pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Rollout, ApplyError> {
     let mut watched = Vec::new();
     for object in objects {
@@ -445,6 +558,15 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                     .map_err(read_error)?;
                 let waiting = deployment_rollout(&deployment).map(|w| format!("{}: {w}", describe(object)));
                 (deployment.metadata, waiting)
+            }
+            (API_SERVICE_API_VERSION, "APIService") => {
+                let api_service = Api::<APIService>::all(sa_client.clone())
+                    .get(&object.name)
+                    .await
+                    .map_err(read_error)?;
+                let waiting =
+                    api_service_unavailable(&api_service).map(|w| format!("{} {w}", describe(object)));
+                (api_service.metadata, waiting)
             }
             _ => continue,
         };
@@ -490,6 +612,13 @@ pub async fn still_ready(client: &Client, watched: &[WatchedObject]) -> Result<b
                     .first()
                     .and_then(ready_deployment)
             }
+            (API_SERVICE_API_VERSION, "APIService") => Api::<APIService>::all(client.clone())
+                .list(&by_name)
+                .await
+                .map_err(read_error)?
+                .items
+                .first()
+                .and_then(ready_api_service),
             _ => None,
         };
         if now.as_ref() != Some(seen) {
@@ -534,6 +663,47 @@ pub fn ready_deployment(deployment: &Deployment) -> Option<WatchedObject> {
     deployment_rollout(deployment)
         .is_none()
         .then(|| watched_state(object, &deployment.metadata))
+}
+
+/// An APIService's state when it is Available (`None` when it is not).
+pub fn ready_api_service(api_service: &APIService) -> Option<WatchedObject> {
+    let object = ObjectRef {
+        api_version: API_SERVICE_API_VERSION.into(),
+        kind: "APIService".into(),
+        namespace: None,
+        name: api_service.metadata.name.clone()?,
+    };
+    api_service_unavailable(api_service)
+        .is_none()
+        .then(|| watched_state(object, &api_service.metadata))
+}
+
+/// Why an APIService is not Available (its condition's reason and message), or `None` when it
+/// is. An unavailable aggregated API fails discovery for every client and blocks the deletion of
+/// namespaces, so it is reported, never taken as installed.
+fn api_service_unavailable(api_service: &APIService) -> Option<String> {
+    let available = api_service
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .find(|c| c.type_ == "Available");
+    match available {
+        Some(c) if c.status == ConditionStatus::True.as_str() => None,
+        Some(c) => {
+            let mut why = format!(
+                "is not Available ({})",
+                c.reason.as_deref().unwrap_or("no reason")
+            );
+            if let Some(message) = c.message.as_deref().filter(|m| !m.is_empty()) {
+                why.push_str(": ");
+                why.push_str(message);
+            }
+            Some(why)
+        }
+        None => Some("is not Available yet".into()),
+    }
 }
 
 fn watched_state(object: ObjectRef, meta: &ObjectMeta) -> WatchedObject {
@@ -619,6 +789,66 @@ mod tests {
                 .unwrap()
                 .contains("Available")
         );
+    }
+
+    #[test]
+    fn api_services_are_deleted_first_and_crds_last() {
+        let object = |api_version: &str, kind: &str, name: &str| ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: None,
+            name: name.into(),
+        };
+        let mut objects = [
+            object(CRD_API_VERSION, "CustomResourceDefinition", "c"),
+            object(DEPLOYMENT_API_VERSION, "Deployment", "d"),
+            object(API_SERVICE_API_VERSION, "APIService", "v1.a"),
+            object("v1", "Service", "s"),
+            object(API_SERVICE_API_VERSION, "APIService", "v1.b"),
+        ];
+        objects.sort_by_key(deletion_rank);
+        let names: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["v1.a", "v1.b", "d", "s", "c"]);
+    }
+
+    #[test]
+    fn an_api_service_is_ready_only_when_available_and_says_why_not() {
+        use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
+            APIServiceCondition, APIServiceStatus,
+        };
+        let api_service = |status: Option<(&str, &str, &str)>| APIService {
+            metadata: kube::api::ObjectMeta {
+                name: Some("v1.example.com".into()),
+                uid: Some("u".into()),
+                generation: Some(1),
+                ..Default::default()
+            },
+            status: status.map(|(status, reason, message)| APIServiceStatus {
+                conditions: Some(vec![APIServiceCondition {
+                    type_: "Available".into(),
+                    status: status.into(),
+                    reason: Some(reason.into()),
+                    message: Some(message.into()),
+                    last_transition_time: None,
+                }]),
+            }),
+            ..Default::default()
+        };
+        assert!(ready_api_service(&api_service(Some(("True", "Passed", "all checks passed")))).is_some());
+        assert_eq!(
+            api_service_unavailable(&api_service(None)).unwrap(),
+            "is not Available yet"
+        );
+        assert_eq!(
+            api_service_unavailable(&api_service(Some((
+                "False",
+                "MissingEndpoints",
+                "endpoints for service/s in \"ns\" have no addresses"
+            ))))
+            .unwrap(),
+            "is not Available (MissingEndpoints): endpoints for service/s in \"ns\" have no addresses"
+        );
+        assert!(ready_api_service(&api_service(Some(("False", "FailedDiscoveryCheck", "")))).is_none());
     }
 
     #[test]

@@ -23,6 +23,15 @@ pub fn owner_labels(extension: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// The ClusterExtension named in an object's owner labels.
+pub fn owner_of<K: kube::Resource>(object: &K) -> Option<&str> {
+    let labels = object.meta().labels.as_ref()?;
+    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
+        return None;
+    }
+    labels.get(LABEL_OWNER_NAME).map(String::as_str)
+}
+
 /// Whether `labels` are the owner labels of ClusterExtension `extension`.
 pub fn is_owned_by(labels: Option<&BTreeMap<String, String>>, extension: &str) -> bool {
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);

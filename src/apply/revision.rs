@@ -71,6 +71,24 @@ pub struct ReadyMark {
     pub fingerprint: String,
     /// The CRDs and Deployments as the readiness check saw them.
     pub watched: Vec<WatchedObject>,
+    /// Every other object as that apply left it: what the drift check compares the cluster with
+    /// (the controller watches no other kind). Empty in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<AppliedObject>,
+}
+
+/// An object as a server-side apply left it. Another write since (by anyone) moves its
+/// `resourceVersion`; a delete and re-create changes its uid too.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedObject {
+    /// Which object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// Its `metadata.uid`.
+    pub uid: String,
+    /// Its `metadata.resourceVersion` after the apply.
+    pub resource_version: String,
 }
 
 /// A CRD or Deployment as a readiness check saw it. The same uid and generation later mean the

@@ -203,15 +203,56 @@ pub struct CrdDescription {
     pub kind: String,
 }
 
-/// `spec.apiservicedefinitions`; only counted (owned APIServices are refused).
+/// `spec.apiservicedefinitions`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
 pub struct ApiServiceDefinitions {
-    /// Owned APIServices.
+    /// APIServices the bundle's Deployments serve (aggregated API servers).
     #[serde(default, deserialize_with = "null_as_default")]
-    pub owned: Vec<serde_json::Value>,
-    /// Required APIServices.
+    pub owned: Vec<ApiServiceDescription>,
+    /// APIServices the bundle needs from elsewhere (only counted).
     #[serde(default, deserialize_with = "null_as_default")]
     pub required: Vec<serde_json::Value>,
+}
+
+/// One entry of `spec.apiservicedefinitions.owned` (`APIServiceDescription`), reduced to what
+/// rendering reads.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceDescription {
+    /// The resource's plural name (e.g. `metrics`).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// The API group served.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub group: String,
+    /// The API version served.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub version: String,
+    /// The resource's kind.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub kind: String,
+    /// The Deployment of the install strategy that serves the API.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub deployment_name: String,
+    /// The port the Deployment serves it on (443 when 0), also the Service's port.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub container_port: i32,
+}
+
+impl ApiServiceDescription {
+    /// The APIService's name, `<version>.<group>` (`APIServiceDescription.GetName`).
+    pub fn api_service_name(&self) -> String {
+        format!("{}.{}", self.version, self.group)
+    }
+
+    /// The port the API is served on: `containerPort`, or 443 when unset.
+    pub fn port(&self) -> i32 {
+        if self.container_port > 0 {
+            self.container_port
+        } else {
+            443
+        }
+    }
 }
 
 /// One entry of `spec.webhookdefinitions` (`WebhookDescription`).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::start::{TlsProfileArgs, load_registries_conf, parse_bind_address};
+use super::start::{LeaderTimingArgs, TlsProfileArgs, load_registries_conf, parse_bind_address};
 use crate::catalog::DEFAULT_MAX_JSONL_LINE_BYTES;
 use crate::catalog::server::{ServeLimits, TlsFiles};
 use crate::components::{
@@ -94,6 +94,9 @@ pub struct ClusterArgs {
     /// Namespace of the leader election Lease.
     #[arg(long, default_value = "olmv1-system")]
     pub leader_election_namespace: String,
+    /// The leader election's durations.
+    #[command(flatten)]
+    pub leader_timings: LeaderTimingArgs,
     /// Reconcile only the ClusterCatalogs matching this label selector (all by default).
     #[arg(long, default_value = "")]
     pub selector: String,
@@ -269,7 +272,7 @@ async fn run_cluster(args: ClusterArgs) -> Result<(), String> {
         serve_limits: args.limits.limits(),
         max_jsonl_line_bytes: args.limits.max_jsonl_line_bytes,
         pull_secrets: args.pull_secrets.sources(),
-        leader_elect: args.leader_elect,
+        leader_election: args.leader_timings.election(args.leader_elect)?,
         leader_election_namespace: args.leader_election_namespace,
         selector: args.selector,
         poll_unit: Duration::from_secs(args.poll_interval_unit_seconds.max(1)),

@@ -6,14 +6,14 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use tracing::error;
 
-use super::start::{BundleLimitArgs, TlsProfileArgs, parse_bind_address};
+use super::start::{BundleLimitArgs, LeaderTimingArgs, TlsProfileArgs, parse_bind_address};
 use crate::{
     apply::identity::InstallIdentity,
     bundle::render::WebhookProvider,
     catalog::{DEFAULT_MAX_JSONL_LINE_BYTES, server::TlsFiles},
     components::controller::{self, ControllerSettings},
     controller::{
-        cluster_extension::{self, DependencyMode},
+        cluster_extension::{self, DependencyMode, operator_conditions::OperatorConditionsMode},
         upgradeable::UpgradeableArgs,
     },
     image::pull_secret::PullSecretArgs,
@@ -59,6 +59,9 @@ pub struct ControllerArgs {
     /// Elect a leader on a Lease before reconciling (for more than one replica).
     #[arg(long, env = "OLMV1_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
+    /// The leader election's durations.
+    #[command(flatten)]
+    pub leader_timings: LeaderTimingArgs,
     /// How many ClusterExtensions are reconciled at once.
     #[arg(long, env = "OLMV1_CONCURRENCY", default_value_t = 4)]
     pub concurrency: u16,
@@ -122,6 +125,12 @@ pub struct ControllerArgs {
         default_value = "service-account"
     )]
     pub install_identity: InstallIdentity,
+    /// OLM classic's OperatorConditions: keep one per installed bundle (its Deployments get
+    /// OPERATOR_CONDITION_NAME, its accounts access to it) and hold upgrades while it says
+    /// Upgradeable=False. `install` creates the CRD when absent, `use` needs it served, `off`
+    /// keeps none (upstream). Default: `use` when the CRD is served at start, else `off`.
+    #[arg(long, env = "OLMV1_OPERATOR_CONDITIONS", value_enum)]
+    pub operator_conditions: Option<OperatorConditionsMode>,
     /// Upgradeable gating (olm.maxOpenShiftVersion).
     #[command(flatten)]
     pub upgradeable: UpgradeableArgs,
@@ -133,6 +142,10 @@ pub struct ControllerArgs {
     /// field's minimum of 10 stays for users).
     #[arg(long, default_value_t = cluster_extension::PROGRESS_DEADLINE_UNIT.as_secs(), hide = true)]
     pub progress_deadline_unit_seconds: u64,
+    /// Seconds between drift checks of the objects of kinds the controller does not watch (1,800;
+    /// shorter values are for tests).
+    #[arg(long, default_value_t = cluster_extension::DRIFT_CHECK.as_secs(), hide = true)]
+    pub drift_check_seconds: u64,
 }
 
 /// Runs `olmv1 controller` until SIGTERM/SIGINT.
@@ -158,7 +171,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
             .tls_cert
             .zip(args.tls_key)
             .map(|(cert, key)| TlsFiles { cert, key }),
-        leader_elect: args.leader_elect,
+        leader_election: args.leader_timings.election(args.leader_elect)?,
         concurrency: args.concurrency,
         cache_dir: args.cache_dir,
         bundle_cache_grace: Duration::from_secs(args.bundle_cache_grace),
@@ -171,9 +184,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), String> {
         webhook_provider: args.webhook_provider,
         dependencies: args.dependencies,
         install_identity: args.install_identity,
+        operator_conditions: args.operator_conditions,
         upgradeable: args.upgradeable,
         max_jsonl_line_bytes: args.max_jsonl_line_bytes,
         progress_deadline_unit: Duration::from_secs(args.progress_deadline_unit_seconds.max(1)),
+        drift_check: Duration::from_secs(args.drift_check_seconds.max(1)),
     };
     controller::run(settings).await
 }

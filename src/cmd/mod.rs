@@ -1,24 +1,22 @@
 //! Owns the command line: each command's flags and process start-up, one module per command.
 //! May import every other module; nothing imports it (it is the top layer).
 //!
-//! Every byte a command writes for people passes [`write_stdout`] or [`write_stderr`], which
-//! escape control and format characters (catalog, bundle and cluster text never reaches the
-//! terminal raw; see `admin::terminal`); the values a command quotes are escaped as values
-//! (`escape_value`), newlines too. Only [`write_terminal`] writes a table's colours.
+//! Every byte a command writes for people passes `admin::output`'s one writer ([`write_stdout`],
+//! [`write_stderr`], [`write_terminal`]): escaped, and stopped at `--max-output-bytes`.
 
 /// `print!` for command output: see [`write_stdout`].
 macro_rules! out {
-    ($($arg:tt)*) => { $crate::cmd::write_stdout(&format!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::admin::output::write_stdout(&format!($($arg)*)) };
 }
 
 /// `println!` for command output: see [`write_stdout`].
 macro_rules! outln {
-    ($($arg:tt)*) => { $crate::cmd::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::admin::output::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
 }
 
 /// `eprintln!` for messages: see [`write_stderr`].
 macro_rules! errln {
-    ($($arg:tt)*) => { $crate::cmd::write_stderr(&format!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::admin::output::write_stderr(&format!("{}\n", format_args!($($arg)*))) };
 }
 
 pub mod catalogd;
@@ -41,7 +39,7 @@ use std::{io::Write, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 
-use crate::admin::terminal::{TerminalText, escape_text};
+pub use crate::admin::output::{write_stderr, write_stdout, write_terminal};
 
 /// The `olmv1` command line.
 #[derive(Parser, Debug)]
@@ -53,6 +51,16 @@ use crate::admin::terminal::{TerminalText, escape_text};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+
+    /// The most bytes a command prints (stdout and stderr): past it, text is cut after its last
+    /// whole line and JSON is not printed, with a message saying so and exit status 2 (default:
+    /// 1 MiB; 64 MiB for the manifests `render`, `install`, `upgrade` and `crd` print).
+    #[arg(long, global = true, value_name = "BYTES", env = "OLMV1_MAX_OUTPUT_BYTES")]
+    max_output_bytes: Option<u64>,
+
+    /// The command's name, as its messages start with it.
+    #[arg(skip)]
+    name: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -107,7 +115,9 @@ pub fn parse() -> Cli {
         command = command.name("kubectl-olmv1").bin_name("kubectl olmv1");
     }
     let matches = command.get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli.name = matches.subcommand_name().unwrap_or_default().to_string();
+    cli
 }
 
 /// Runs the command `cli` names, after the start-up every command shares.
@@ -115,7 +125,16 @@ pub async fn run(cli: Cli) -> ExitCode {
     start::init_tracing();
     start::exit_with_parent();
     crate::tls_profile::install_default_provider();
-    match cli.command {
+    use crate::admin::output::{MAX_MANIFEST_OUTPUT_BYTES, MAX_OUTPUT_BYTES};
+    let limit = cli.max_output_bytes.unwrap_or(match cli.command {
+        Command::Controller(_) | Command::Catalogd(_) => u64::MAX,
+        Command::Render(_) | Command::Crd | Command::Install(_) | Command::Upgrade(_) | Command::Image(_) => {
+            MAX_MANIFEST_OUTPUT_BYTES
+        }
+        _ => MAX_OUTPUT_BYTES,
+    });
+    crate::admin::output::start(&cli.name, limit);
+    let code = match cli.command {
         Command::Controller(args) => controller::run(args).await,
         Command::Catalogd(args) => catalogd::run(*args).await,
         Command::Resolve(args) => resolve::run(args).await,
@@ -135,7 +154,8 @@ pub async fn run(cli: Cli) -> ExitCode {
             out!("{}", olmv1_api::crd::crds_yaml());
             ExitCode::SUCCESS
         }
-    }
+    };
+    crate::admin::output::finish(code)
 }
 
 /// Prints what a workflow of `command` reports: output on stdout, warnings on stderr after
@@ -170,37 +190,6 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), String> {
     } else {
         Err("not confirmed; nothing was written".to_string())
     }
-}
-
-/// Writes command output to stdout, its control and format characters but newline and tab escaped
-/// ([`escape_text`]). A reader that went away (`olmv1 versions ... | head -1`) ends the command
-/// quietly with status 0, as other command-line tools do, rather than with `print!`'s panic.
-pub fn write_stdout(text: &str) {
-    write_raw_stdout(&escape_text(text));
-}
-
-/// Writes text built for the terminal (escaped, with a table's colours) to stdout.
-pub fn write_terminal(text: &TerminalText) {
-    write_raw_stdout(text.as_str());
-}
-
-fn write_raw_stdout(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("olmv1: writing the output: {e}");
-        std::process::exit(1);
-    }
-}
-
-/// Writes a message to stderr, its control and format characters but newline and tab escaped:
-/// error messages quote bundle, package and catalog names.
-pub fn write_stderr(text: &str) {
-    let mut stderr = std::io::stderr().lock();
-    // Nothing better can be done when stderr is gone.
-    let _ = stderr.write_all(escape_text(text).as_bytes());
 }
 
 #[cfg(test)]

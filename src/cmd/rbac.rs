@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use super::sources::{SourceArgs, fail, kube_client, label_map};
 use crate::admin::installer::{self, PackageInstall, RbacFor, RbacOptions};
 use crate::bundle::render::WebhookProvider;
+use crate::controller::cluster_extension::operator_conditions::OperatorConditionsMode;
 
 /// Arguments of `olmv1 rbac`.
 #[derive(clap::Args, Debug)]
@@ -49,6 +50,10 @@ pub struct RbacArgs {
     /// Who provides webhook serving certificates (as the controller's flag of the same name).
     #[arg(long, value_enum, default_value = "cert-manager")]
     pub webhook_provider: WebhookProvider,
+    /// The controller's --operator-conditions (default: as the controller's default decides,
+    /// on when the OperatorCondition CRD is served).
+    #[arg(long, value_enum)]
+    pub operator_conditions: Option<OperatorConditionsMode>,
     /// The controller's namespace (where it records installed revisions).
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
@@ -104,6 +109,7 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
     let options = RbacOptions {
         allow_escalate: args.allow_escalate,
         webhook_provider: args.webhook_provider,
+        operator_conditions: args.operator_conditions,
         system_namespace: args.system_namespace.clone(),
     };
     installer::rbac(&client, &what, &options, &(&args.sources).into())

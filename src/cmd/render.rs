@@ -35,6 +35,10 @@ pub struct RenderArgs {
     /// Who provides webhook serving certificates: cert-manager, or OpenShift's service CA.
     #[arg(long, value_enum, default_value = "cert-manager")]
     pub webhook_provider: WebhookProvider,
+    /// Also the OperatorCondition the controller keeps for the bundle (as with its
+    /// --operator-conditions on): the object, its Role and RoleBinding, OPERATOR_CONDITION_NAME.
+    #[arg(long)]
+    pub operator_conditions: bool,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "yaml")]
     pub output: OutputFormat,
@@ -69,6 +73,7 @@ pub async fn run(args: RenderArgs) -> ExitCode {
         watch_namespace: args.watch_namespace,
         config: args.config,
         webhook_provider: args.webhook_provider,
+        operator_conditions: args.operator_conditions,
         output: args.output,
         cache_dir: args.cache_dir,
         insecure_registry: args.insecure_registry,

@@ -172,11 +172,12 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON (no raw control character; the strings exact).
+/// Prints `value` as indented JSON (no raw control character; the strings exact); refused, with
+/// nothing printed, when it does not fit the output limit (`--max-output-bytes`).
 pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match crate::admin::terminal::to_json_pretty(value) {
+    match crate::admin::output::json(value) {
         Ok(text) => {
-            outln!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => fail("output", &e.to_string()),

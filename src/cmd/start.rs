@@ -6,6 +6,7 @@ use std::{net::SocketAddr, path::Path};
 
 use crate::{
     image::{RegistriesConf, UnpackLimits},
+    leader::LeaderTimings,
     tls_profile::TlsProfile,
 };
 
@@ -67,6 +68,44 @@ impl BundleLimitArgs {
             max_entries: self.max_unpacked_entries,
             max_file_bytes: self.max_file_bytes,
         }
+    }
+}
+
+/// The leader election's durations (with `--leader-elect`); upstream's by default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaderTimingArgs {
+    /// Seconds a Lease is valid without renewal: how long the other replicas wait before one
+    /// takes over from a leader that stopped renewing.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_LEASE_DURATION_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.lease_duration.as_secs())]
+    pub leader_election_lease_duration_seconds: u64,
+    /// Seconds the leader keeps reconciling after its last successful renewal; shorter than the
+    /// lease duration, so that it stops before another replica may start.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.renew_deadline.as_secs())]
+    pub leader_election_renew_deadline_seconds: u64,
+    /// Seconds between the leader's renewals (one request each) and between the other replicas'
+    /// reads of the Lease; shorter than the renew deadline.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.retry_period.as_secs())]
+    pub leader_election_retry_period_seconds: u64,
+}
+
+impl LeaderTimingArgs {
+    /// With `elect`, the timings these flags describe, if the leader stops before another may
+    /// take over; `None` without election.
+    pub fn election(&self, elect: bool) -> Result<Option<LeaderTimings>, String> {
+        if !elect {
+            return Ok(None);
+        }
+        let s = std::time::Duration::from_secs;
+        LeaderTimings::new(
+            s(self.leader_election_lease_duration_seconds),
+            s(self.leader_election_renew_deadline_seconds),
+            s(self.leader_election_retry_period_seconds),
+        )
+        .map(Some)
+        .map_err(|e| e.to_string())
     }
 }
 

@@ -14,6 +14,7 @@ use crate::controller::cluster_catalog::{self, CatalogdSettings, Context};
 use crate::controller::metrics::{ConditionMetrics, ReconcileMetrics, register_leader};
 use crate::image::pull_secret::{self, PullSecretSources};
 use crate::image::{RegistryClient, RegistryConfig, UnpackLimits};
+use crate::leader::LeaderTimings;
 use crate::operations::{OperationsSettings, start_servers};
 use crate::tls_profile::TlsProfile;
 
@@ -48,8 +49,8 @@ pub struct ClusterSettings {
     pub max_jsonl_line_bytes: usize,
     /// The global pull secret and catalogd's ServiceAccount pull secrets.
     pub pull_secrets: PullSecretSources,
-    /// Elect a leader on a Lease before reconciling.
-    pub leader_elect: bool,
+    /// Elect a leader on a Lease, with these timings, before reconciling.
+    pub leader_election: Option<LeaderTimings>,
     /// The Lease's namespace.
     pub leader_election_namespace: String,
     /// Only the ClusterCatalogs matching this label selector (all when empty).
@@ -77,7 +78,7 @@ pub async fn run_cluster(settings: ClusterSettings, listening: impl FnOnce(&str)
     let registry = RegistryClient::new(registry_config).map_err(|e| e.to_string())?;
     let replica = Replica::connect(
         "catalogd",
-        settings.leader_elect,
+        settings.leader_election,
         &settings.leader_election_namespace,
         LEASE_NAME,
     )
@@ -151,6 +152,7 @@ pub async fn run_cluster(settings: ClusterSettings, listening: impl FnOnce(&str)
     if let Some(lost) = lost {
         return Err(lost);
     }
+    replica.release().await;
     match server.await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) => Err(format!("catalog server task failed: {e}")),

@@ -15,7 +15,7 @@ use crate::{
     bundle::render::WebhookProvider,
     catalog::{cache::CachedCatalogClient, client::CatalogClient, server::TlsFiles},
     controller::{
-        cluster_extension::{self, Context, DependencyMode},
+        cluster_extension::{self, Context, DependencyMode, operator_conditions::OperatorConditionsMode},
         metrics::{Metrics, register_leader},
         upgradeable::{self, UpgradeableArgs, UpgradeableConfig, UpgradeableMetrics},
     },
@@ -23,6 +23,7 @@ use crate::{
         self, RegistriesConf, RegistryOptions, UnpackLimits, cache::PullOptions,
         pull_secret::PullSecretSources,
     },
+    leader::LeaderTimings,
     operations::{OperationsSettings, start_servers},
     tls_profile::TlsProfile,
 };
@@ -45,8 +46,8 @@ pub struct ControllerSettings {
     /// The TLS profile of the metrics server; its minimum also bounds the registry and catalog
     /// clients.
     pub profile: TlsProfile,
-    /// Elect a leader on a Lease before reconciling.
-    pub leader_elect: bool,
+    /// Elect a leader on a Lease, with these timings, before reconciling.
+    pub leader_election: Option<LeaderTimings>,
     /// How many ClusterExtensions are reconciled at once.
     pub concurrency: u16,
     /// Where pulled bundle images are unpacked.
@@ -71,12 +72,16 @@ pub struct ControllerSettings {
     pub dependencies: DependencyMode,
     /// Whose identity writes bundle content.
     pub install_identity: InstallIdentity,
+    /// Whether OperatorConditions are kept (`None`: when the CRD is served at start).
+    pub operator_conditions: Option<OperatorConditionsMode>,
     /// Upgradeable gating.
     pub upgradeable: UpgradeableArgs,
     /// Longest meta of a catalog read from catalogd, as one JSONL line.
     pub max_jsonl_line_bytes: usize,
     /// One `progressDeadlineMinutes` unit.
     pub progress_deadline_unit: Duration,
+    /// How often the drift check runs.
+    pub drift_check: Duration,
 }
 
 /// Runs the controller until SIGTERM/SIGINT (after finishing its reconciles); an error when it
@@ -89,7 +94,7 @@ pub async fn run(settings: ControllerSettings) -> Result<(), String> {
         metrics_insecure,
         metrics_tls,
         profile,
-        leader_elect,
+        leader_election,
         concurrency,
         cache_dir,
         bundle_cache_grace,
@@ -102,11 +107,13 @@ pub async fn run(settings: ControllerSettings) -> Result<(), String> {
         webhook_provider,
         dependencies,
         install_identity,
+        operator_conditions,
         upgradeable,
         max_jsonl_line_bytes,
         progress_deadline_unit,
+        drift_check,
     } = settings;
-    let replica = Replica::connect("controller", leader_elect, &system_namespace, LEASE_NAME).await?;
+    let replica = Replica::connect("controller", leader_election, &system_namespace, LEASE_NAME).await?;
     let client = replica.client.clone();
 
     let catalog_client =
@@ -151,11 +158,16 @@ pub async fn run(settings: ControllerSettings) -> Result<(), String> {
         ServiceAccountClients::new(client.clone(), replica.config.clone(), replica.leadership.clone())
             .map_err(|e| format!("building the service accounts' API server connections: {e}"))?;
     let identities = InstallerClients::new(install_identity, client.clone(), service_accounts);
+    let operator_conditions = cluster_extension::operator_conditions::start(&client, operator_conditions)
+        .await
+        .map_err(|e| e.to_string())?;
     let ctx = Arc::new(Context {
         webhook_provider,
         dependencies,
+        operator_conditions,
         bundle_cache_grace,
         progress_deadline_unit,
+        drift_check,
         ..Context::new(
             client.clone(),
             identities,
@@ -179,6 +191,7 @@ pub async fn run(settings: ControllerSettings) -> Result<(), String> {
         _ = cluster_extension::run(ctx, concurrency) => {
             gating.abort();
             info!("controllers stopped");
+            replica.release().await;
         }
         lost = replica.lost() => return Err(lost),
         stopped = server => return Err(stopped.unwrap_or_else(|e| format!("the operations servers failed: {e}"))),

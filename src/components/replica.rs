@@ -3,7 +3,7 @@
 
 use kube::{Client, Config};
 
-use crate::leader::{LeaderElector, Leadership, identify, replica_identity};
+use crate::leader::{LeaderElector, LeaderTimings, Leadership, identify, replica_identity};
 
 /// A replica's connection to the cluster: its identity, a client that stops with the Lease, and
 /// the elector (when it elects) on a client of its own.
@@ -20,8 +20,14 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` before leading.
-    pub async fn connect(component: &str, elect: bool, namespace: &str, lease: &str) -> Result<Self, String> {
+    /// Connects as `component`; with `elect`, elects on Lease `namespace/lease` with those
+    /// timings before leading.
+    pub async fn connect(
+        component: &str,
+        elect: Option<LeaderTimings>,
+        namespace: &str,
+        lease: &str,
+    ) -> Result<Self, String> {
         let identity = replica_identity(component);
         crate::tls_profile::install_default_provider();
         let mut config = Config::infer()
@@ -30,7 +36,7 @@ impl Replica {
         config.proxy_url = api_server_proxy(config.proxy_url.take());
         identify(&mut config, component, &identity);
         let build_error = |e| format!("cannot build a Kubernetes client: {e}");
-        let leadership = if elect {
+        let leadership = if elect.is_some() {
             Leadership::elected()
         } else {
             Leadership::unelected()
@@ -38,7 +44,7 @@ impl Replica {
         // The reconcilers' client stops with the Lease (see leader.rs); the elector's does not.
         let client = leadership.client(config.clone()).map_err(build_error)?;
         let elector = match elect {
-            true => {
+            Some(timings) => {
                 let lease_client = Client::try_from(config.clone()).map_err(build_error)?;
                 Some(LeaderElector::new(
                     lease_client,
@@ -46,9 +52,10 @@ impl Replica {
                     lease,
                     &identity,
                     leadership.clone(),
+                    timings,
                 ))
             }
-            false => None,
+            None => None,
         };
         Ok(Self {
             identity,
@@ -66,6 +73,14 @@ impl Replica {
         };
         tracing::info!(identity = %self.identity, "waiting for leadership");
         elector.acquire().await.map_err(|e| e.to_string())
+    }
+
+    /// Gives the Lease up (a graceful stop, after the last reconcile): another replica takes over
+    /// at its next retry. Nothing without election.
+    pub async fn release(&self) {
+        if let Some(elector) = &self.elector {
+            elector.release().await;
+        }
     }
 
     /// Completes with the message to exit with when leadership is lost; never without election.

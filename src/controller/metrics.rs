@@ -194,6 +194,8 @@ pub struct Metrics {
     api_requests: Histogram,
     installed: Family<InstalledLabels, Gauge>,
     installed_now: Mutex<std::collections::HashMap<String, String>>,
+    drift_checks: Counter,
+    drifted: Counter,
     /// `olmv1_clusterextension_condition` of Installed and Progressing.
     pub conditions: ConditionMetrics,
 }
@@ -218,6 +220,18 @@ impl Metrics {
                 "Kubernetes API requests per reconcile",
                 api_requests.clone(),
             );
+        let (drift_checks, drifted) = (Counter::default(), Counter::default());
+        let sub = registry.sub_registry_with_prefix("olmv1_clusterextension");
+        sub.register(
+            "drift_checks",
+            "Drift checks of the objects of kinds the controller does not watch",
+            drift_checks.clone(),
+        );
+        sub.register(
+            "drifted",
+            "Extensions a drift check found changed (applied again)",
+            drifted.clone(),
+        );
         let conditions = ConditionMetrics::register(
             registry,
             "olmv1_clusterextension",
@@ -231,8 +245,20 @@ impl Metrics {
             api_requests,
             installed,
             installed_now: Mutex::default(),
+            drift_checks,
+            drifted,
             conditions,
         }
+    }
+
+    /// Counts a drift check.
+    pub fn drift_check(&self) {
+        self.drift_checks.inc();
+    }
+
+    /// Counts the extensions a drift check found changed.
+    pub fn drift_found(&self, extensions: usize) {
+        self.drifted.inc_by(extensions as u64);
     }
 
     /// Records how many API requests a reconcile made.

@@ -12,7 +12,12 @@ pub mod deprecation;
 pub mod explain;
 pub mod selector;
 
-use std::{cmp::Ordering, collections::BTreeMap, fmt, sync::Arc};
+use std::{
+    cmp::Ordering,
+    collections::{BTreeMap, HashMap},
+    fmt,
+    sync::Arc,
+};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use olmv1_api::v1::{ClusterExtension, UpgradeConstraintPolicy};
@@ -222,7 +227,7 @@ impl ResolveError {
 /// A range as the error quotes it: whole up to [`crate::go_format::QUOTE_CHARS`] characters (the
 /// CRD allows 64, so a ClusterExtension's is always whole), cut with `...` beyond (a command line
 /// has no limit).
-fn cut_range(range: &str) -> String {
+pub(crate) fn cut_range(range: &str) -> String {
     let max = crate::go_format::QUOTE_CHARS;
     if range.chars().count() <= max {
         return range.to_string();
@@ -521,40 +526,26 @@ pub fn resolve_allowing_dependencies_within(
         let Some(bundle) = best_bundle(package, request, &prepared)? else {
             continue;
         };
-        if let Some(prior) = found.last() {
-            match (bundle.deprecated, prior.bundle.deprecated) {
-                (true, false) => continue,
-                (false, true) => found.clear(),
-                _ => {}
-            }
-        }
-        found.push(Candidate {
-            bundle,
-            package,
-            catalog,
-        });
+        push_candidate(
+            &mut found,
+            Candidate {
+                bundle,
+                package,
+                catalog,
+            },
+        );
     }
-
-    // The deprecation returned is that of the last candidate appended, as upstream.
-    let deprecation = found.last().and_then(|c| c.package.deprecation().cloned());
-    if found.len() > 1 {
-        found.sort_by_key(|c| std::cmp::Reverse(c.catalog.priority));
-        if found[0].catalog.priority != found[1].catalog.priority {
-            found.truncate(1);
-        }
-    }
-    if found.len() != 1 {
-        let mut tied: Vec<String> = found.iter().map(|c| c.catalog.name.clone()).collect();
-        tied.sort();
-        return Err(ResolveError::NotFound(ResolutionFailure {
+    let (winner, last) = choose(found).map_err(|tied| {
+        ResolveError::NotFound(ResolutionFailure {
             package: request.package.clone(),
             version_range: range_text.to_string(),
             channels: request.channels.clone(),
             installed_version: request.installed.as_ref().map(|i| i.version.clone()),
             tied_catalogs: tied,
-        }));
-    }
-    let winner = &found[0];
+        })
+    })?;
+    // The deprecation returned is that of the last candidate appended, as upstream.
+    let deprecation = last.deprecation().cloned();
     let version = winner
         .bundle
         .version
@@ -577,7 +568,207 @@ pub fn resolve_allowing_dependencies_within(
     })
 }
 
-/// One bundle the request allows, with where it comes from.
+/// Adds one catalog's best bundle to the candidates, catalogs taken by name (upstream's walk): a
+/// deprecated bundle is skipped after a non-deprecated one, and a non-deprecated one drops the
+/// deprecated ones before it.
+fn push_candidate<'a>(found: &mut Vec<Candidate<'a>>, candidate: Candidate<'a>) {
+    if let Some(prior) = found.last() {
+        match (candidate.bundle.deprecated, prior.bundle.deprecated) {
+            (true, false) => return,
+            (false, true) => found.clear(),
+            _ => {}
+        }
+    }
+    found.push(candidate);
+}
+
+/// The candidate of the highest priority, with the package of the last candidate appended (whose
+/// deprecation upstream reports); or the names of the tied catalogs, sorted (none when there was
+/// no candidate).
+fn choose<'a>(mut found: Vec<Candidate<'a>>) -> Result<(Candidate<'a>, &'a PackageIndex), Vec<String>> {
+    let last = found.last().map(|c| c.package);
+    if found.len() > 1 {
+        found.sort_by_key(|c| std::cmp::Reverse(c.catalog.priority));
+        if found[0].catalog.priority != found[1].catalog.priority {
+            found.truncate(1);
+        }
+    }
+    match (found.as_slice(), last) {
+        ([winner], Some(last)) => Ok((*winner, last)),
+        _ => {
+            let mut tied: Vec<String> = found.iter().map(|c| c.catalog.name.clone()).collect();
+            tied.sort();
+            Err(tied)
+        }
+    }
+}
+
+/// A version as a Masterminds `=V` range compares it ([`ExactVersion::range`]): numbers and
+/// prerelease, build metadata dropped. Two bundle versions match the same `=V` exactly when their
+/// `ExactVersion`s are equal (`=V` names no wildcard, so it matches the versions equal to V, and
+/// prereleases only when V is one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExactVersion(semver::Version);
+
+impl ExactVersion {
+    /// The exact version of a bundle's version.
+    pub fn of(version: &VersionRelease) -> ExactVersion {
+        let mut plain = version.version.clone();
+        plain.build = semver::BuildMetadata::EMPTY;
+        ExactVersion(plain)
+    }
+
+    /// The range pinning it: `=1.2.3`, `=1.2.3-rc.1`.
+    pub fn range(&self) -> String {
+        format!("={}", self.0)
+    }
+
+    /// The version, without build metadata.
+    pub fn version(&self) -> &semver::Version {
+        &self.0
+    }
+}
+
+/// What the resolver answers for every exact version at once: [`ExactVersions::answer`] for V is
+/// what [`resolve_allowing_dependencies`] answers when the request's range is `=V` (and what
+/// [`resolve`] answers under [`DependencyMode::Refuse`]), from one pass over the catalogs instead of
+/// one per version. `olmv1 upgrades` asks this for every version the successor rules admit, from
+/// every bundle it reaches.
+pub struct ExactVersions<'a> {
+    request: ResolveRequest,
+    /// The selected catalogs by name, each with its package and the best bundle of each exact
+    /// version it admits.
+    catalogs: Vec<(&'a CatalogInput, &'a PackageIndex, HashMap<ExactVersion, usize>)>,
+    /// How many bundles were looked at.
+    examined: u64,
+}
+
+/// A bundle the resolver answers with.
+#[derive(Debug, Clone, Copy)]
+pub struct ExactAnswer<'a> {
+    /// The bundle.
+    pub bundle: &'a BundleIndex,
+    /// Its catalog.
+    pub catalog: &'a CatalogInput,
+    /// Whether it is deprecated, as [`Resolution::bundle_deprecated`] says.
+    pub deprecated: bool,
+}
+
+impl<'a> ExactVersions<'a> {
+    /// The answers for `request` (its own version range is not used) over `catalogs`.
+    pub fn new(
+        request: &ResolveRequest,
+        catalogs: &'a [CatalogInput],
+    ) -> Result<ExactVersions<'a>, ResolveError> {
+        let request = ResolveRequest {
+            version_range: None,
+            ..request.clone()
+        };
+        let prepared = PreparedRequest::new(&request)?;
+        let mut selected: Vec<&CatalogInput> = catalogs
+            .iter()
+            .filter(|c| prepared.catalog_skip(c).is_none())
+            .collect();
+        selected.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut answers = Vec::with_capacity(selected.len());
+        let mut examined = 0u64;
+        for catalog in selected {
+            let Some(package) = catalog.index.package(&request.package) else {
+                continue;
+            };
+            let filter = PackageFilter::new(package, &request, &prepared)?;
+            let entries: usize = package.channels.iter().map(|c| c.entries.len()).sum();
+            examined += (package.bundles.len() + entries) as u64;
+            let mut best: HashMap<ExactVersion, usize> = HashMap::new();
+            for (i, bundle) in package.bundles.iter().enumerate() {
+                let (None, Ok(version)) = (filter.exclusion(i, bundle), &bundle.version) else {
+                    continue;
+                };
+                // As `best_bundle`: on a tie the earlier bundle stays.
+                best.entry(ExactVersion::of(version))
+                    .and_modify(|at| {
+                        if rank(bundle, &package.bundles[*at]) == Ordering::Less {
+                            *at = i;
+                        }
+                    })
+                    .or_insert(i);
+            }
+            answers.push((catalog, package, best));
+        }
+        drop(prepared);
+        Ok(ExactVersions {
+            request,
+            catalogs: answers,
+            examined,
+        })
+    }
+
+    /// Every exact version some selected catalog admits, each with one bundle version of it.
+    pub fn versions(&self) -> impl Iterator<Item = (&ExactVersion, &'a VersionRelease)> + '_ {
+        self.catalogs.iter().flat_map(|(_, package, best)| {
+            best.iter()
+                .filter_map(|(exact, &i)| Some((exact, package.bundles[i].version.as_ref().ok()?)))
+        })
+    }
+
+    /// The package asked for.
+    pub fn package(&self) -> &str {
+        &self.request.package
+    }
+
+    /// How many bundles and channel entries were looked at (the work of [`ExactVersions::new`]).
+    pub fn examined(&self) -> u64 {
+        self.examined
+    }
+
+    /// The resolver's answer when asked for `version` exactly, resolved as `dependencies` says.
+    /// `version.range()` must be a valid range (every bundle version gives one shorter than
+    /// `version::MAX_RANGE_BYTES`): the caller checks it once per version.
+    pub fn answer(
+        &self,
+        version: &ExactVersion,
+        dependencies: DependencyMode,
+    ) -> Result<ExactAnswer<'a>, ResolveError> {
+        let mut found: Vec<Candidate<'a>> = Vec::new();
+        for (catalog, package, best) in &self.catalogs {
+            if let Some(&i) = best.get(version) {
+                push_candidate(
+                    &mut found,
+                    Candidate {
+                        bundle: &package.bundles[i],
+                        package,
+                        catalog,
+                    },
+                );
+            }
+        }
+        let (winner, last) = choose(found).map_err(|tied| {
+            ResolveError::NotFound(ResolutionFailure {
+                package: self.request.package.clone(),
+                version_range: version.range(),
+                channels: self.request.channels.clone(),
+                installed_version: self.request.installed.as_ref().map(|i| i.version.clone()),
+                tied_catalogs: tied,
+            })
+        })?;
+        if dependencies == DependencyMode::Refuse
+            && let Some(property) = dependency_property(&winner.bundle.properties)
+        {
+            return Err(ResolveError::UnsupportedDependency {
+                bundle: winner.bundle.name.to_string(),
+                property: property.to_string(),
+            });
+        }
+        Ok(ExactAnswer {
+            bundle: winner.bundle,
+            catalog: winner.catalog,
+            deprecated: last
+                .deprecation_message(crate::catalog::SCHEMA_BUNDLE, &winner.bundle.name)
+                .is_some(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     /// The bundle.

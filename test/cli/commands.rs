@@ -462,5 +462,8 @@ fn works_as_a_kubectl_plugin_through_a_link_on_path() {
     let v: Value = serde_json::from_str(&out.ok()).unwrap();
     assert_eq!(v[0]["package"], "example");
     let help = run(Command::new(kubectl).args(["olmv1", "--help"]).env("PATH", &path)).ok();
-    assert!(help.contains("Usage: kubectl olmv1 <COMMAND>"), "{help}");
+    assert!(
+        help.contains("Usage: kubectl olmv1 [OPTIONS] <COMMAND>"),
+        "{help}"
+    );
 }

@@ -472,11 +472,11 @@ fn versions_and_search_show_what_each_bundle_requires() {
     let text = olmv1(&["versions", "app", "--catalog", &main]).ok();
     let header = text.lines().nth(1).unwrap();
     assert!(header.ends_with("DEPRECATED   REQUIRES"), "{text}");
-    // Cells wrap at 64 characters.
+    // The last column pads nothing: its cells stay whole on their row.
     for part in [
-        "-            pkg blue >=1.0.0, gvk etcd.database.coreos.com/v1beta2\n",
-        "-            app 1.1 needs a certified blue, any(pkg blue >=1.1.0, gvk\n",
-        "-            invalid: bundle \"app.v1.2.0\" has an invalid olm.constraint\n",
+        "-            pkg blue >=1.0.0, gvk etcd.database.coreos.com/v1beta2 EtcdCluster\n",
+        "-            app 1.1 needs a certified blue, any(pkg blue >=1.1.0, gvk etcd.database.coreos.com/v1beta2 EtcdCluster)\n",
+        "-            invalid: bundle \"app.v1.2.0\" has an invalid olm.constraint dependency: unknown field \"colour\"\n",
     ] {
         assert!(text.contains(part), "{part:?} missing from:\n{text}");
     }
@@ -623,8 +623,9 @@ fn explain_shows_the_plan_and_why_each_requirement_is_satisfied_by_its_bundle() 
     assert_eq!(out.code, Some(1), "refused: {}", out.stderr);
     for part in [
         format!("app: no resolution: {}\n", upstream_refusal("app.v1.0.0", "olm.package.required")),
-        // The VERDICT cell wraps after the property.
-        "unsupportedDependency: declares olm.package.required\n".to_string(),
+        // VERDICT is the last column: its cell stays whole on its row.
+        "unsupportedDependency: declares olm.package.required (dependencies are not supported)\n"
+            .to_string(),
         "app.v1.0.0 requires (refused by --dependencies=refuse, as upstream does; --dependencies=check installs it once these are installed):\n".to_string(),
     ] {
         assert!(out.stdout.contains(&part), "{part:?} missing from:\n{}", out.stdout);
@@ -707,8 +708,13 @@ fn search_says_a_bundle_with_dependencies_installs_once_they_are_and_refuse_refu
     );
     assert_eq!(row(&v, "blue")["installable"], true);
     let text = olmv1(&refuse).ok();
+    // The reason is wider than its column: the row shows `(below)`, the reason follows it whole.
+    assert!(line(&text, "app").contains(" (below) "), "{text}");
     assert!(
-        line(&text, "app").contains(" no: validating bundle \"app.v1.1.0\": bundle"),
+        text.contains(&format!(
+            "\n  OLM V1: no: {}\n",
+            upstream_refusal("app.v1.1.0", "olm.package.required")
+        )),
         "{text}"
     );
     assert!(line(&text, "blue").contains(" yes "), "{text}");

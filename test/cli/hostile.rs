@@ -604,10 +604,11 @@ fn newlines_and_format_characters_in_catalog_text_are_shown_escaped() {
 }
 
 /// `versions` of a bundle whose `replaces` is 500 KB and one with 250,000 `skips` (each made
-/// `versions` run over 10 CPU seconds while wrapping was quadratic): every cell is there whole,
-/// wrapped into its column at most 64 characters wide.
+/// `versions` run over 10 CPU seconds while wrapping was quadratic, and print megabytes when
+/// every continuation line was padded): each long cell follows its row once, cut at 4,096
+/// characters with how many bytes were left out, and the whole answer is a few KB.
 #[test]
-fn versions_shows_a_500_kb_replaces_and_250000_skips_whole() {
+fn versions_shows_a_500_kb_replaces_and_250000_skips_cut_once() {
     let work = tempfile::tempdir().unwrap();
     let replaces = "r".repeat(500_000);
     let skips: Vec<String> = (0..250_000).map(|i| format!("big.v0.0.{i}")).collect();
@@ -630,47 +631,102 @@ fn versions_shows_a_500_kb_replaces_and_250000_skips_whole() {
     let catalog = format!("main={}", work.path().display());
     let out = offline(&args(&["versions", "big", "--catalog", &catalog]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.len() < 16 << 10, "{} bytes", out.stdout.len());
     let lines: Vec<&str> = out.stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with("CHANNEL"))
-        .expect("a table");
-    let column = |name: &str| lines[header].find(name).unwrap();
-    let (replaces_at, skips_at, range_at) = (column("REPLACES"), column("SKIPS"), column("SKIP RANGE"));
-    assert_eq!(skips_at - replaces_at, 64 + 3, "{}", lines[header]);
-    // SKIPS is cut after commas, so its widest line may be a little narrower.
+    let skips = skips.join(",");
+    let shown = 4096;
+    let replaces_line = format!(
+        "  REPLACES: {}... ({} more bytes)",
+        &replaces[..shown],
+        replaces.len() - shown
+    );
+    let skips_line = format!(
+        "  SKIPS: {}... ({} more bytes)",
+        &skips[..shown],
+        skips.len() - shown
+    );
+    for (row, below) in [("big.v1.0.0", &replaces_line), ("big.v2.0.0", &skips_line)] {
+        let at = lines
+            .iter()
+            .position(|l| l.split_whitespace().nth(1) == Some(row))
+            .unwrap_or_else(|| panic!("a row of {row}:\n{}", out.stdout));
+        assert!(lines[at].contains("(below)"), "{}", lines[at]);
+        assert_eq!(lines[at + 1], below.as_str());
+    }
+    assert_eq!(out.stdout.matches("more bytes)").count(), 2);
+
+    // JSON keeps every value whole: here more than the output limit, so it is refused whole.
+    let out = offline(&args(&["versions", "big", "--catalog", &catalog, "-o", "json"]));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{} bytes printed", out.stdout.len());
     assert!(
-        (skips_at + 50..=skips_at + 64 + 3).contains(&range_at),
+        out.stderr
+            .contains("over the output limit of 1048576 bytes (--max-output-bytes)"),
         "{}",
-        lines[header]
+        out.stderr
     );
-    // Each column put back together from its pieces.
-    let piece = |line: &str, from: usize, to: usize| {
-        line.get(from..to.min(line.len()))
-            .unwrap_or("")
-            .trim_end()
-            .to_string()
-    };
-    let rows = &lines[header + 1..];
-    let replaces_column: String = rows.iter().map(|l| piece(l, replaces_at, skips_at)).collect();
-    let skips_column: String = rows.iter().map(|l| piece(l, skips_at, range_at)).collect();
-    assert!(replaces_column.contains(&replaces), "REPLACES not whole");
-    assert!(replaces_column.contains("big.v1.0.0"));
-    assert!(skips_column.contains(&skips.join(",")), "SKIPS not whole");
-    // One line per 64 characters (the skips cut after a comma, so a little more).
+    let out = offline(&args(&[
+        "versions",
+        "big",
+        "--catalog",
+        &catalog,
+        "-o",
+        "json",
+        "--max-output-bytes",
+        "64000000",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let entries = v[0]["channels"][0]["entries"].as_array().unwrap();
+    let entry = |name: &str| entries.iter().find(|e| e["bundle"] == name).unwrap();
+    assert_eq!(entry("big.v1.0.0")["replaces"], replaces.as_str());
+    assert_eq!(entry("big.v2.0.0")["skips"].as_array().unwrap().len(), 250_000);
+}
+
+/// Text past `--max-output-bytes` is cut after its last whole line that fits, and the command
+/// says how much it left out, with exit status 2.
+#[test]
+fn text_past_the_output_limit_is_cut_at_a_line_with_one_sentence() {
+    let work = tempfile::tempdir().unwrap();
+    let entries: Vec<Value> = (0..2_000)
+        .map(|i| json!({"name": format!("many.v{i}.0.0")}))
+        .collect();
+    let mut lines = vec![
+        json!({"schema": "olm.package", "name": "many", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "many", "name": "stable", "entries": entries}),
+    ];
+    lines.extend((0..2_000).map(|i| {
+        json!({"schema": "olm.bundle", "package": "many", "name": format!("many.v{i}.0.0"),
+               "image": "example.com/many", "properties": [{"type": "olm.package",
+               "value": {"packageName": "many", "version": format!("{i}.0.0")}}]})
+    }));
+    write_lines(work.path(), &lines);
+    let catalog = format!("main={}", work.path().display());
+    let whole = offline(&args(&["versions", "many", "--catalog", &catalog]));
+    assert_eq!(whole.code, Some(0), "{}", whole.stderr);
+    assert!(whole.stdout.len() > 10_000);
+    let out = offline(&args(&[
+        "versions",
+        "many",
+        "--catalog",
+        &catalog,
+        "--max-output-bytes",
+        "10000",
+    ]));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
-        rows.len() >= 500_000 / 64 + skips.join(",").len() / 64,
-        "{} lines",
-        rows.len()
+        out.stdout.len() <= 10_000 && out.stdout.len() > 9_000,
+        "{}",
+        out.stdout.len()
     );
-    assert!(
-        rows.len() <= 500_000 / 64 + skips.join(",").len() / 50,
-        "{} lines",
-        rows.len()
-    );
-    assert!(
-        rows.iter().all(|l| l.len() <= range_at + 64 + 3 + 64),
-        "a line too wide"
+    assert!(out.stdout.ends_with('\n'));
+    assert!(whole.stdout.starts_with(&out.stdout));
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!(
+            "olmv1 versions: {} bytes of output were not printed: over the limit of 10000 bytes (--max-output-bytes)",
+            whole.stdout.len() - out.stdout.len()
+        )
     );
 }
 

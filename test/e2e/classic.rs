@@ -5,9 +5,14 @@
 //! with its status, and what classic creates for the CSV (its CRDs and other manifests, the
 //! ServiceAccounts, Roles and bindings of its permissions, every Deployment of its install
 //! strategy with its pod-template annotations and injected env, the OperatorCondition, copied
-//! CSVs) with classic's owner references and `olm.owner*` labels. The installed bundle is a test
-//! bundle (`fixtures::Package`) or a real one of `../shared/catalogs` ([`RealBundle`]); either
-//! way the footprint is read from the bundle as published to the registry.
+//! CSVs) with classic's owner references and `olm.owner*` labels; for a CSV owning APIServices,
+//! what classic makes to serve them (`install/certresources.go`, `install/apiservice.go`: the
+//! Service, a serving certificate signed by a CA of its own in a Secret, its Role and RoleBinding,
+//! the auth-delegator and auth-reader bindings, the certificate mounted into the Deployment with
+//! `olmcahash`, the APIService with its CA bundle). The installed bundle is a test bundle
+//! (`fixtures::Package`), a real one of `../shared/catalogs` ([`RealBundle`]) or one published by
+//! `hack/test-operator.sh` ([`ImageBundle`]); either way the footprint is read from the bundle as
+//! published to the registry.
 //! Classic's controllers cannot be built here, so nothing reconciles these objects: they are the
 //! state a migration starts from.
 
@@ -61,6 +66,69 @@ pub struct Classic {
     pub subscription: Option<String>,
     /// A bundle of `../shared/catalogs` instead of `package`'s test bundles.
     pub real: Option<RealBundle>,
+    /// A bundle already published with its catalog (`hack/test-operator.sh`).
+    pub image: Option<ImageBundle>,
+}
+
+/// A bundle published with its catalog image by `hack/test-operator.sh`, read back from the
+/// registry: its manifests and the catalog's properties of it.
+#[derive(Clone, Debug)]
+pub struct ImageBundle {
+    /// The catalog image (holding the package).
+    pub catalog_image: String,
+    /// The bundle image (a digest).
+    pub bundle_image: String,
+    /// The bundle's manifests (the CSV among them).
+    pub manifests: Vec<Value>,
+    /// The catalog's properties of the bundle.
+    pub properties: Vec<Value>,
+}
+
+impl ImageBundle {
+    /// `package` at `version` as the catalog `catalog_image` holds it.
+    pub async fn read(catalog_image: &str, package: &str, version: &str) -> ImageBundle {
+        let cache = tempfile::tempdir().unwrap();
+        let options = olmv1::image::cache::PullOptions::new(cache.path());
+        let package_file = format!("configs/{package}/catalog.yaml");
+        let (_, entries) = olmv1::image::cache::pull_and_read(catalog_image, &options, |dir| {
+            let text = std::fs::read_to_string(dir.join(&package_file)).unwrap();
+            text.split("\n---\n")
+                .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+                .collect::<Vec<Value>>()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("pulling catalog {catalog_image}: {e}"));
+        let bundle = entries
+            .iter()
+            .find(|e| {
+                e["schema"] == "olm.bundle"
+                    && e["properties"].as_array().is_some_and(|p| {
+                        p.iter()
+                            .any(|p| p["type"] == "olm.package" && p["value"]["version"] == version)
+                    })
+            })
+            .unwrap_or_else(|| panic!("{package} {version} is not in {catalog_image}"));
+        let bundle_image = bundle["image"].as_str().unwrap().to_string();
+        let (_, manifests) = olmv1::image::cache::pull_and_read(&bundle_image, &options, |dir| {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("manifests"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            files
+                .iter()
+                .map(|f| serde_saphyr::from_str::<Value>(&std::fs::read_to_string(f).unwrap()).unwrap())
+                .collect::<Vec<Value>>()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("pulling bundle {bundle_image}: {e}"));
+        ImageBundle {
+            catalog_image: catalog_image.to_string(),
+            bundle_image,
+            manifests,
+            properties: bundle["properties"].as_array().cloned().unwrap_or_default(),
+        }
+    }
 }
 
 /// A bundle of `../shared/catalogs` classic installed: its package rebuilt from the catalog's
@@ -127,6 +195,23 @@ impl Classic {
         }
     }
 
+    /// `version` of `package`, published by `hack/test-operator.sh`, AllNamespaces, Automatic,
+    /// channel `stable`.
+    pub fn published(package: &str, version: &str, bundle: ImageBundle) -> Classic {
+        let package = Package {
+            name: package.into(),
+            default_channel: "stable".into(),
+            channels: Vec::new(),
+            bundles: Vec::new(),
+            deprecations: Vec::new(),
+        };
+        Classic {
+            version: version.into(),
+            image: Some(bundle),
+            ..Classic::new_empty(package)
+        }
+    }
+
     /// `package`, no version chosen yet.
     fn new_empty(package: Package) -> Classic {
         Classic {
@@ -140,6 +225,7 @@ impl Classic {
             catalog_namespace: None,
             subscription: None,
             real: None,
+            image: None,
         }
     }
 
@@ -341,8 +427,14 @@ struct Published {
 /// and reads the installed bundle's manifests from what was pushed.
 async fn publish(spec: &Classic) -> Published {
     let registry = support::registry();
-    let (catalog_image, bundle_image, manifests, properties) = match &spec.real {
-        None => {
+    let (catalog_image, bundle_image, manifests, properties) = match (&spec.real, &spec.image) {
+        (_, Some(image)) => (
+            image.catalog_image.clone(),
+            image.bundle_image.clone(),
+            image.manifests.clone(),
+            image.properties.clone(),
+        ),
+        (None, None) => {
             let package = &spec.package.name;
             let bundle = spec
                 .package
@@ -374,7 +466,7 @@ async fn publish(spec: &Classic) -> Published {
             properties.extend(bundle.dependencies.iter().cloned());
             (catalog_image, bundle_image, manifests, properties)
         }
-        Some(real) => {
+        (Some(real), None) => {
             let published: Vec<&str> = real.published.iter().map(String::as_str).collect();
             let catalog_image = fixtures::publish_real_package(
                 registry,
@@ -571,6 +663,7 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     if let Some(t) = &targets {
         og_spec["targetNamespaces"] = json!(t);
     }
+    let owned_api_services = list(&published.csv["spec"]["apiservicedefinitions"]["owned"]);
     let provided: BTreeSet<String> = owned_crds
         .iter()
         .map(|o| {
@@ -586,6 +679,14 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
                 o["version"].as_str().unwrap()
             )
         })
+        .chain(owned_api_services.iter().map(|a| {
+            format!(
+                "{}.{}.{}",
+                a["kind"].as_str().unwrap(),
+                a["version"].as_str().unwrap(),
+                a["group"].as_str().unwrap()
+            )
+        }))
         .collect();
     let og = create(
         client,
@@ -921,6 +1022,9 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         .await;
     }
 
+    // What classic makes to serve owned APIServices, per serving Deployment.
+    let serving = serving_certificates(client, &csv_body, &namespace, &csv, &csv_uid).await;
+
     // The Deployments, as the olm-operator writes them: each of the CSV's deployment specs,
     // every CSV annotation on the pod template (the template's own win), the Subscription's env
     // merged by name, OPERATOR_CONDITION_NAME appended, revisionHistoryLimit 1, the strategy's
@@ -944,6 +1048,9 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
             );
         }
         dep_spec["revisionHistoryLimit"] = json!(1);
+        if let Some(cert) = serving.get(&name) {
+            mount_serving_certificate(&mut dep_spec, cert);
+        }
         let mut labels = strategy.get("label").cloned().unwrap_or(json!({}));
         for (k, v) in owner_labels(&csv, &namespace).as_object().unwrap() {
             labels[k] = v.clone();
@@ -959,11 +1066,18 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
         .await;
     }
 
-    // The OperatorCondition (owned by the CSV as its controller) and its Role and RoleBinding.
-    let condition_accounts: Vec<&str> = match service_accounts.is_empty() {
-        true => vec!["default"],
-        false => service_accounts.iter().map(String::as_str).collect(),
-    };
+    // The OperatorCondition (owned by the CSV as its controller) and its Role and RoleBinding;
+    // its accounts as classic's generator lists them: clusterPermissions' then permissions',
+    // repeats kept, `default` when none.
+    let mut condition_accounts: Vec<String> = cluster_permissions
+        .iter()
+        .chain(&permissions)
+        .map(sa_of)
+        .filter(|sa| !sa.is_empty())
+        .collect();
+    if condition_accounts.is_empty() {
+        condition_accounts.push("default".into());
+    }
     let condition = create(
         client,
         &operator_conditions(),
@@ -1029,6 +1143,28 @@ pub async fn lay_down(client: &Client, spec: &Classic) -> ClassicInstall {
     for deployment in &deployments {
         wait_available(client, &namespace, deployment).await;
     }
+    // The APIServices, with the CA of their Deployment's certificate; once their servers run.
+    for api in &owned_api_services {
+        let deployment = api["deploymentName"].as_str().unwrap();
+        let cert = &serving[deployment];
+        let port = api["containerPort"].as_i64().filter(|p| *p > 0).unwrap_or(443);
+        let name = format!(
+            "{}.{}",
+            api["version"].as_str().unwrap(),
+            api["group"].as_str().unwrap()
+        );
+        apply_object(
+            client,
+            json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name, "labels": owner_labels(&csv, &namespace)},
+                "spec": {"group": api["group"], "version": api["version"],
+                    "groupPriorityMinimum": 2000, "versionPriority": 15,
+                    "service": {"namespace": namespace, "name": cert.service, "port": port},
+                    "caBundle": base64(cert.ca_pem.as_bytes())}}),
+        )
+        .await;
+        wait_api_service_available(client, &name).await;
+    }
     ClassicInstall {
         package,
         namespace,
@@ -1087,4 +1223,254 @@ pub async fn patch(
             .await
     };
     result.unwrap_or_else(|e| panic!("cannot patch {} {namespace}/{name}: {e}", ar.kind));
+}
+
+/// What classic made to serve a Deployment's APIServices: the Service and the certificate.
+#[derive(Clone, Debug)]
+pub struct ServingCertificate {
+    /// `<deployment>-service`.
+    pub service: String,
+    /// `<service>-cert`: the Secret.
+    pub secret: String,
+    /// Classic's CA (PEM), also in the Secret as `olmCAKey` and in each APIService's caBundle.
+    pub ca_pem: String,
+    /// SHA-256 of the CA, hex: the pod template's `olmcahash`.
+    pub ca_hash: String,
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A CA and a serving certificate as classic's `certs.CreateSignedServingPair` makes them: ECDSA
+/// P-256 keys (the serving key in SEC1 form), organization "Red Hat, Inc.", the CA named
+/// `olm-selfsigned-<serial>`, the leaf for `<service>.<ns>`, `.svc` and `.svc.cluster.local`
+/// (the first also its common name), server auth, 730 days. Returns (CA, certificate, key) PEM.
+fn classic_serving_pair(service: &str, namespace: &str) -> (String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let hosts = [
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ];
+    std::fs::write(
+        path("leaf.ext"),
+        format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=serverAuth\nsubjectAltName={}\n",
+            hosts
+                .iter()
+                .map(|h| format!("DNS:{h}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    )
+    .unwrap();
+    let serial = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let openssl = |args: &[&str]| support::run(std::process::Command::new("openssl").args(args)).ok();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &path("ca.key"),
+        "-out",
+        &path("ca.crt"),
+        "-days",
+        "730",
+        "-subj",
+        &format!("/O=Red Hat, Inc./CN=olm-selfsigned-{serial}"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &path("pkcs8.key"),
+        "-out",
+        &path("leaf.csr"),
+        "-subj",
+        &format!("/O=Red Hat, Inc./CN={}", hosts[0]),
+    ]);
+    openssl(&["ec", "-in", &path("pkcs8.key"), "-out", &path("tls.key")]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path("leaf.csr"),
+        "-CA",
+        &path("ca.crt"),
+        "-CAkey",
+        &path("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "730",
+        "-extfile",
+        &path("leaf.ext"),
+        "-out",
+        &path("tls.crt"),
+    ]);
+    let read = |f: &str| std::fs::read_to_string(path(f)).unwrap();
+    (read("ca.crt"), read("tls.crt"), read("tls.key"))
+}
+
+/// For each Deployment serving an owned APIService: the Service (its APIServices' ports), the
+/// Secret with classic's certificate, the Secret's Role and RoleBinding (owned by the CSV), the
+/// auth-delegator ClusterRoleBinding (owner labels) and the auth-reader RoleBinding in
+/// kube-system (`olm.managed` only), as classic's `installCertRequirementsForDeployment` makes
+/// them. Keyed by Deployment.
+async fn serving_certificates(
+    client: &Client,
+    csv_body: &Value,
+    namespace: &str,
+    csv: &str,
+    csv_uid: &str,
+) -> std::collections::BTreeMap<String, ServingCertificate> {
+    use sha2::Digest;
+    let owned = list(&csv_body["spec"]["apiservicedefinitions"]["owned"]);
+    let strategies = list(&csv_body["spec"]["install"]["spec"]["deployments"]);
+    let mut out = std::collections::BTreeMap::new();
+    for api in &owned {
+        let deployment = api["deploymentName"].as_str().unwrap().to_string();
+        if out.contains_key(&deployment) {
+            continue;
+        }
+        let strategy = strategies
+            .iter()
+            .find(|d| d["name"] == deployment.as_str())
+            .expect("the APIService's Deployment");
+        let account = strategy["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .filter(|a| !a.is_empty())
+            .unwrap_or("default");
+        let service = format!("{deployment}-service");
+        let secret = format!("{service}-cert");
+        let ports: BTreeSet<i64> = owned
+            .iter()
+            .filter(|a| a["deploymentName"] == deployment.as_str())
+            .map(|a| a["containerPort"].as_i64().filter(|p| *p > 0).unwrap_or(443))
+            .collect();
+        let (ca_pem, cert_pem, key_pem) = classic_serving_pair(&service, namespace);
+        let ca_hash = hex::encode(sha2::Sha256::digest(ca_pem.as_bytes()));
+        let owned_by_csv = |name: &str| {
+            json!({"name": name, "namespace": namespace, "labels": {"olm.managed": "true"},
+                "ownerReferences": csv_owner(csv, csv_uid)})
+        };
+        let subject =
+            json!([{"kind": "ServiceAccount", "apiGroup": "", "name": account, "namespace": namespace}]);
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": owned_by_csv(&service),
+                "spec": {"ports": ports.iter().map(|p| json!({"name": p.to_string(), "port": p, "targetPort": p})).collect::<Vec<_>>(),
+                    "selector": strategy["spec"]["selector"]["matchLabels"]}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": secret, "namespace": namespace, "labels": {"olm.managed": "true"},
+                    "annotations": {"olmcahash": ca_hash}, "ownerReferences": csv_owner(csv, csv_uid)},
+                "data": {"tls.crt": base64(cert_pem.as_bytes()), "tls.key": base64(key_pem.as_bytes()),
+                    "olmCAKey": base64(ca_pem.as_bytes())}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": owned_by_csv(&secret),
+                "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": owned_by_csv(&secret),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": secret},
+                "subjects": subject}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": format!("{service}-system:auth-delegator"), "labels": owner_labels(csv, namespace)},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
+                "subjects": subject}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": format!("{service}-auth-reader"), "namespace": "kube-system",
+                    "labels": {"olm.managed": "true"}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "extension-apiserver-authentication-reader"},
+                "subjects": subject}),
+        ];
+        for object in objects {
+            apply_object(client, object).await;
+        }
+        out.insert(
+            deployment,
+            ServingCertificate {
+                service,
+                secret,
+                ca_pem,
+                ca_hash,
+            },
+        );
+    }
+    out
+}
+
+/// Classic's `AddDefaultCertVolumeAndVolumeMounts` and `SetCAAnnotation` on a Deployment spec:
+/// the Secret mounted as `apiservice-cert` (apiserver.crt/.key under
+/// /apiserver.local.config/certificates) and `webhook-cert` (tls.crt/.key under
+/// /tmp/k8s-webhook-server/serving-certs) in every container, and `olmcahash` on the template.
+fn mount_serving_certificate(dep_spec: &mut Value, cert: &ServingCertificate) {
+    let pod = &mut dep_spec["template"]["spec"];
+    let mut volumes = list(&pod["volumes"]);
+    for (name, crt, key) in [
+        ("apiservice-cert", "apiserver.crt", "apiserver.key"),
+        ("webhook-cert", "tls.crt", "tls.key"),
+    ] {
+        volumes.retain(|v| v["name"] != name);
+        volumes.push(
+            json!({"name": name, "secret": {"secretName": cert.secret, "items": [
+            {"key": "tls.crt", "path": crt}, {"key": "tls.key", "path": key}]}}),
+        );
+    }
+    pod["volumes"] = json!(volumes);
+    for container in pod["containers"].as_array_mut().unwrap() {
+        let mut mounts = list(&container["volumeMounts"]);
+        for (name, path) in [
+            ("apiservice-cert", "/apiserver.local.config/certificates"),
+            ("webhook-cert", "/tmp/k8s-webhook-server/serving-certs"),
+        ] {
+            if !mounts.iter().any(|m| m["name"] == name) {
+                mounts.push(json!({"name": name, "mountPath": path}));
+            }
+        }
+        container["volumeMounts"] = json!(mounts);
+    }
+    dep_spec["template"]["metadata"]["annotations"]["olmcahash"] = json!(cert.ca_hash);
+}
+
+/// Waits until an APIService is Available (its server answers the API server).
+pub async fn wait_api_service_available(client: &Client, name: &str) {
+    let api =
+        Api::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>::all(client.clone());
+    support::wait_for(
+        &format!("APIService {name} Available"),
+        components::INSTALL_TIMEOUT,
+        || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            let available = a
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+            if available {
+                Ok(())
+            } else {
+                Err(format!("{:?}", a.status))
+            }
+        },
+    )
+    .await
 }

@@ -133,6 +133,8 @@ pub async fn restart_api_server(share: &ClusterShare) {
 struct Components {
     catalogd: Mutex<Option<Child>>,
     controller: Mutex<Option<Child>>,
+    /// The shared controller's arguments beyond [`controller_args`]'s (each restart reuses them).
+    controller_extra: &'static [&'static str],
     /// Where catalogd serves catalogs.
     catalogd_address: String,
     /// Where catalogd and the controller serve `/metrics` and their probes.
@@ -179,8 +181,20 @@ impl Operations {
 
 static COMPONENTS: OnceLock<Components> = OnceLock::new();
 
-/// Starts catalogd and the controller once for this test process.
+/// The shared controller of the end-to-end tests keeps OLM classic's OperatorConditions, as it
+/// does by default wherever classic's CRD is served (OpenShift): it installs the CRD when absent
+/// (the chart's `operatorConditions: install`), so that every test process sees the same.
+pub const OPERATOR_CONDITIONS_ON: &[&str] = &["--operator-conditions", "install"];
+
+/// Starts catalogd and the controller once for this test process (the controller with
+/// [`OPERATOR_CONDITIONS_ON`]).
 pub fn ensure_running() {
+    ensure_running_with(OPERATOR_CONDITIONS_ON);
+}
+
+/// [`ensure_running`] with `controller_extra` as the shared controller's extra arguments; the
+/// first call of the process decides.
+pub fn ensure_running_with(controller_extra: &'static [&'static str]) {
     COMPONENTS.get_or_init(|| {
         support::kubectl_apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
@@ -196,8 +210,14 @@ pub fn ensure_running() {
             "crd/clusteroperators.config.openshift.io",
         ]);
         // The components run with the identities and RBAC of the default install manifest (the
-        // chart): the tests prove that the least privilege written there is enough.
-        let rbac = support::install_manifest_rbac("default");
+        // chart; with operatorConditions=install when the controller installs classic's CRD):
+        // the tests prove that the least privilege written there is enough.
+        let values: &[&str] = if controller_extra == OPERATOR_CONDITIONS_ON {
+            &["--set", "operatorConditions=install"]
+        } else {
+            &[]
+        };
+        let rbac = support::install_manifest_rbac("default", values);
         support::kubectl_apply(&json!({"apiVersion": "v1", "kind": "List", "items": rbac}).to_string()).ok();
         let catalogd_address = format!("127.0.0.1:{}", support::free_port());
         // catalogd serves catalogs in plain HTTP here, and so its metrics (on loopback); the
@@ -206,10 +226,29 @@ pub fn ensure_running() {
         let catalogd = spawn_catalogd("catalogd", &catalogd_address, &catalogd_operations, &[]);
         let metrics_tls = support::TestTls::generate(&scratch_dir("metrics-tls"));
         let controller_operations = Operations::free();
-        let controller = spawn_controller("controller", &controller_operations, &metrics_tls, &[]);
+        let controller = spawn_controller(
+            "controller",
+            &controller_operations,
+            &metrics_tls,
+            controller_extra,
+        );
+        if controller_extra == OPERATOR_CONDITIONS_ON {
+            // Created by the controller as it starts (or there already).
+            let crd = "crd/operatorconditions.operators.coreos.com";
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while !support::kubectl(&["get", crd]).success {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the controller did not install {crd} (see logs/controller.log)"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            support::wait_crds_established(&[crd]);
+        }
         Components {
             catalogd: Mutex::new(Some(catalogd)),
             controller: Mutex::new(Some(controller)),
+            controller_extra,
             catalogd_address,
             catalogd_operations,
             controller_operations,
@@ -294,6 +333,9 @@ const BUNDLE_CACHE_GRACE_SECONDS: &str = "15";
 pub const PROGRESS_DEADLINE_UNIT_SECONDS: u64 = 3;
 const PROGRESS_DEADLINE_UNIT: &str = "3";
 
+/// `--drift-check-seconds` of the controllers the tests start.
+const DRIFT_CHECK_SECONDS: &str = "10";
+
 /// Starts `olmv1 controller`, its log in `logs/<name>.log`; `/metrics` over HTTPS with `tls`.
 fn spawn_controller(name: &str, operations: &Operations, tls: &support::TestTls, extra: &[&str]) -> Child {
     spawn_controller_as("controller", name, operations, tls, extra)
@@ -341,6 +383,9 @@ pub fn controller_args(
         // Short, so that a rollout reaches its deadline (10 minutes at least) in 30 seconds.
         "--progress-deadline-unit-seconds",
         PROGRESS_DEADLINE_UNIT,
+        // Short, so that drift on the kinds the controller does not watch is found in seconds.
+        "--drift-check-seconds",
+        DRIFT_CHECK_SECONDS,
     ];
     args.extend_from_slice(&operations.args());
     args.extend_from_slice(extra);
@@ -417,7 +462,7 @@ pub fn restart_controller() {
         "controller",
         &components.controller_operations,
         &components.metrics_tls,
-        &[],
+        components.controller_extra,
     ));
 }
 
@@ -485,7 +530,7 @@ impl Drop for SharedComponentsStopped {
                 "controller",
                 &components.controller_operations,
                 &components.metrics_tls,
-                &[],
+                components.controller_extra,
             ));
         }
     }
@@ -517,6 +562,11 @@ pub fn start_idle_catalogd(name: &str, operations: &Operations, extra: &[&str]) 
     }
 }
 
+/// client-go's default leader election durations (lease, renew deadline, retry period, in
+/// seconds), shorter than the components' own (upstream's 137, 107, 26): a test's failover takes
+/// at most 17 s.
+pub const SHORT_LEASE: [u64; 3] = [15, 10, 2];
+
 /// One leader-elected replica of a component started by a test; killed when dropped.
 pub struct Replica {
     pub name: String,
@@ -526,14 +576,29 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect`.
+    /// Starts replica `name` of `role` (`controller` or `catalogd`) with `--leader-elect` and
+    /// client-go's short durations ([`SHORT_LEASE`]), so that failovers fit a test.
     pub fn start(role: &str, name: &str) -> Replica {
+        Replica::start_with_lease(role, name, SHORT_LEASE)
+    }
+
+    /// Starts replica `name` of `role` with `--leader-elect` and `[lease duration, renew
+    /// deadline, retry period]` in seconds.
+    pub fn start_with_lease(role: &str, name: &str, [lease, renew, retry]: [u64; 3]) -> Replica {
         let operations = Operations::unread();
         let address = format!("127.0.0.1:{}", support::free_port());
         let tls = &COMPONENTS.get().expect("components are running").metrics_tls;
+        let timings = [
+            format!("--leader-election-lease-duration-seconds={lease}"),
+            format!("--leader-election-renew-deadline-seconds={renew}"),
+            format!("--leader-election-retry-period-seconds={retry}"),
+        ];
+        let args: Vec<&str> = std::iter::once("--leader-elect")
+            .chain(timings.iter().map(String::as_str))
+            .collect();
         let child = match role {
-            "controller" => spawn_controller(name, &operations, tls, &["--leader-elect"]),
-            _ => spawn_catalogd(name, &address, &operations, &["--leader-elect"]),
+            "controller" => spawn_controller(name, &operations, tls, &args),
+            _ => spawn_catalogd(name, &address, &operations, &args),
         };
         Replica {
             name: name.into(),
@@ -707,7 +772,7 @@ pub fn log_tail(role: &str) -> String {
 /// rules, and the shared controller's are untouched.
 pub fn apply_variant_controller_rbac(variant: &str, role: &str) {
     let account = format!("olmv1-{role}");
-    let rendered = support::install_manifest_rbac(variant);
+    let rendered = support::install_manifest_rbac(variant, &[]);
     let controllers: Vec<serde_json::Value> = rendered
         .iter()
         .map(|object| object.to_string())

@@ -1,7 +1,8 @@
 //! High availability: two leader-elected replicas of the controller and of catalogd. Only the
 //! leader writes (counted per replica in the API server's audit log, which `hack/local-up.sh`
 //! enables); a leader killed with SIGKILL is replaced; a leader paused (SIGSTOP) past its lease
-//! writes nothing once another took over, and exits non-zero when it resumes.
+//! writes nothing once another took over, and exits non-zero when it resumes; a leader stopped
+//! with SIGTERM releases its Lease, which another replica takes at its next retry.
 
 use std::{
     collections::BTreeMap,
@@ -21,8 +22,12 @@ use crate::{
 
 const CONTROLLER_LEASE: &str = "olmv1-controller";
 const CATALOGD_LEASE: &str = "catalogd-operator-lock";
-/// Far above the 15 s lease plus a 2 s retry: a deadline for a loaded machine, not a target.
+/// Far above the 15 s lease plus a 2 s retry (`components::SHORT_LEASE`): a deadline for a
+/// loaded machine, not a target.
 const FAILOVER_DEADLINE: Duration = Duration::from_secs(90);
+/// A lease far longer than [`FAILOVER_DEADLINE`]: a replica that takes over from its holder within
+/// the deadline does so because the holder released it.
+const LONG_LEASE: [u64; 3] = [600, 500, 2];
 
 async fn lease(client: &kube::Client, name: &str) -> Option<Lease> {
     Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
@@ -174,9 +179,9 @@ async fn only_the_leader_writes_and_a_killed_or_paused_leader_is_replaced() {
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 
     // SIGSTOP of both leaders for longer than the lease: new replicas take over, and a change
-    // made meanwhile is theirs to reconcile.
-    let controller_c = Replica::start("controller", "controller-c");
-    let catalogd_c = Replica::start("catalogd", "catalogd-c");
+    // made meanwhile is theirs to reconcile. These hold a long lease (for the graceful stop below).
+    let mut controller_c = Replica::start_with_lease("controller", "controller-c", LONG_LEASE);
+    let mut catalogd_c = Replica::start_with_lease("catalogd", "catalogd-c", LONG_LEASE);
     let paused = Instant::now();
     controller_b.signal("STOP");
     catalogd_b.signal("STOP");
@@ -225,4 +230,42 @@ async fn only_the_leader_writes_and_a_killed_or_paused_leader_is_replaced() {
         "the new leader reconciled the change made while the old one was paused:\n{}",
         summary(&audit.writes_since(before_resume))
     );
+
+    // SIGTERM of the leaders, whose lease lasts 600 s: they finish, release the Lease and exit 0;
+    // the replicas started now take it at their next retry, long before it would have run out.
+    let controller_d = Replica::start("controller", "controller-d");
+    let catalogd_d = Replica::start("catalogd", "catalogd-d");
+    let stopped = Instant::now();
+    controller_c.signal("TERM");
+    catalogd_c.signal("TERM");
+    wait_holder(
+        &s.client,
+        CONTROLLER_LEASE,
+        "controller-d",
+        &[&controller_d, &controller_c],
+    )
+    .await;
+    let controller_handover = stopped.elapsed();
+    wait_holder(
+        &s.client,
+        CATALOGD_LEASE,
+        "catalogd-d",
+        &[&catalogd_d, &catalogd_c],
+    )
+    .await;
+    let catalogd_handover = stopped.elapsed();
+    println!(
+        "takeover after SIGTERM of a leader holding a 600 s lease: controller {:.1} s, catalogd {:.1} s",
+        controller_handover.as_secs_f64(),
+        catalogd_handover.as_secs_f64()
+    );
+    for replica in [&mut controller_c, &mut catalogd_c] {
+        let status = wait_exit(replica).await;
+        assert!(
+            status.success() && replica.log().contains("released the Lease"),
+            "{} stopped with SIGTERM releases its Lease and exits 0: {status}\n{}",
+            replica.name,
+            replica.log()
+        );
+    }
 }

@@ -6,7 +6,7 @@ use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, Secret, ServiceAccount},
-        rbac::v1::ClusterRoleBinding,
+        rbac::v1::{ClusterRole, ClusterRoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -124,6 +124,156 @@ async fn drift_on_an_applied_object_is_repaired() {
         },
     )
     .await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+}
+
+/// The drift check's count (`olmv1_clusterextension_drift_checks_total`) and the extensions it
+/// found changed (`olmv1_clusterextension_drifted_total`).
+async fn drift_counts() -> (u64, u64) {
+    let metrics = components::scrape_metrics("controller").await.unwrap();
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}")) as u64
+    };
+    (
+        value("olmv1_clusterextension_drift_checks_total"),
+        value("olmv1_clusterextension_drifted_total"),
+    )
+}
+
+/// Waits until the drift check has run `checks` more times than `since`.
+async fn wait_drift_checks(since: u64, checks: u64) {
+    support::wait_for(
+        &format!("{checks} drift checks"),
+        components::INSTALL_TIMEOUT,
+        || async {
+            let (now, _) = drift_counts().await;
+            if now >= since + checks {
+                Ok(())
+            } else {
+                Err(format!("{} since", now - since))
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_is_applied() {
+    let s = Scenario::new("driftcheck", two_versions).await;
+    s.apply_extension(json!({})).await;
+    components::wait_installed(&s.client, &s.extension, "1.1.0").await;
+    // The ready mark keeps the objects of unwatched kinds as the apply left them.
+    support::wait_for(
+        "the ready mark's applied objects in the revision record",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let record = s.record().await;
+            let kinds: Vec<String> = record["ready"]["applied"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            // (Installed for all namespaces, the bundle's permissions are cluster roles too.)
+            let all = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap"];
+            if all.iter().all(|k| kinds.iter().any(|have| have == k)) {
+                Ok(())
+            } else {
+                Err(format!("record: {record}"))
+            }
+        },
+    )
+    .await;
+
+    // Nothing changed: once the install's own last reconciles (queued by its applies' watch
+    // events) are done, a drift check period passes with no write of the extension; two more
+    // checks (ClusterRoles listed by the controller, the ConfigMap read as the installer) come and
+    // go, and nothing of it is written: no apply, no record. A check that took an unchanged
+    // extension for drifted would apply it every period, and this would never settle.
+    let audit = components::AuditLog::open();
+    let installer = format!("system:serviceaccount:{}:installer", s.namespace);
+    let record = format!("{}-revision", s.extension);
+    let ours = |since: u64| -> Vec<components::AuditWrite> {
+        audit
+            .writes_since(since)
+            .into_values()
+            .flatten()
+            .filter(|w| w.user == installer || w.name.as_deref() == Some(record.as_str()))
+            .collect()
+    };
+    let settle = std::time::Instant::now() + components::INSTALL_TIMEOUT;
+    loop {
+        let before = audit.end();
+        let (checks, _) = drift_counts().await;
+        wait_drift_checks(checks, 1).await;
+        let written = ours(before);
+        if written.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settle,
+            "the extension is still written every drift check: {written:?}"
+        );
+    }
+    let before = audit.end();
+    let (checks, _) = drift_counts().await;
+    wait_drift_checks(checks, 2).await;
+    let written = ours(before);
+    assert!(
+        written.is_empty(),
+        "an unchanged extension was written: {written:?}"
+    );
+
+    // A ClusterRole's rules edited (a kind the controller lists) and the ConfigMap deleted (one it
+    // reads as the installer): the next check finds both, and the extension is applied again.
+    let by_owner = kube::api::ListParams::default().labels(&format!("{LABEL_OWNER_NAME}={}", s.extension));
+    let roles = Api::<ClusterRole>::all(s.client.clone());
+    let role = roles.list(&by_owner).await.unwrap().items.remove(0);
+    let role_name = role.metadata.name.clone().unwrap();
+    let rules = role.rules.clone();
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace);
+    let config_map = config_maps.list(&by_owner).await.unwrap().items.remove(0);
+    let config_map_name = config_map.metadata.name.clone().unwrap();
+    config_maps
+        .delete(&config_map_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let (_, drifted) = drift_counts().await;
+    support::wait_for(
+        "the ClusterRole's rules restored and the ConfigMap applied again",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let now = roles.get(&role_name).await.map_err(|e| e.to_string())?.rules;
+            let back = config_maps
+                .get_opt(&config_map_name)
+                .await
+                .map_err(|e| e.to_string())?;
+            match (now == rules, back) {
+                (true, Some(back)) if back.metadata.uid != config_map.metadata.uid => Ok(()),
+                (restored, back) => Err(format!("rules restored: {restored}, ConfigMap: {back:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        drift_counts().await.1 > drifted,
+        "the drift check found the change"
+    );
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 }
 
@@ -368,7 +518,7 @@ async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_
     let mut labelled = Vec::new();
     for (kinds, scope) in [
         (
-            "deployments,configmaps,secrets,services,serviceaccounts,roles,rolebindings",
+            "deployments,configmaps,secrets,services,serviceaccounts,roles,rolebindings,operatorconditions.operators.coreos.com",
             vec!["-n", s.namespace.as_str()],
         ),
         (

@@ -10,6 +10,7 @@ mod cli;
 mod components;
 mod fixtures;
 
+mod aggregated_api;
 mod alerts;
 mod cache;
 mod deadline;
@@ -23,6 +24,7 @@ mod install_identity;
 mod installer;
 mod lifecycle;
 mod migrate;
+mod migrate_aggregated;
 mod migrate_real;
 mod mirrors;
 mod node;

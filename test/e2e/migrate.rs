@@ -57,7 +57,7 @@ fn reason<'a>(row: &'a Value, code: &str) -> &'a Value {
 
 /// `migrate catalogs` for real, for `install`'s CatalogSource only (tests run side by side);
 /// waits for the ClusterCatalog made from it to serve, and returns its name.
-async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> String {
+pub(crate) async fn migrate_catalogs(client: &kube::Client, install: &ClassicInstall) -> String {
     let plan = json_out(olmv1(&[
         "migrate",
         "catalogs",
@@ -293,10 +293,9 @@ async fn each_blocking_case_is_named_with_what_to_do() {
         ))
     .await;
 
-    // An owned APIService and an OperatorCondition saying Upgradeable=False.
-    let api = lay(Classic::new(one_version(&support::fresh_name("mig-api")))).await;
-    classic::patch(&client, &classic::csvs(), &api.namespace, &api.csv,
-        json!({"spec": {"apiservicedefinitions": {"owned": [{"group": "metrics.example.com", "version": "v1", "kind": "Metric", "name": "metrics", "deploymentName": api.deployment, "displayName": "Metric"}]}}}), false).await;
+    // An OperatorCondition saying Upgradeable=False (an owned APIService no longer blocks:
+    // migrate_aggregated.rs converts one).
+    let api = lay(Classic::new(one_version(&support::fresh_name("mig-held")))).await;
     classic::patch(&client, &classic::operator_conditions(), &api.namespace, &api.csv,
         json!({"spec": {"conditions": [{"type": "Upgradeable", "status": "False", "reason": "Migrating", "message": "a data migration is running", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}), false).await;
 
@@ -430,13 +429,12 @@ async fn each_blocking_case_is_named_with_what_to_do() {
     assert_eq!(row["podsRestart"], "no", "{row:#}");
 
     let row = check_row(&api);
+    assert_eq!(codes(&row), BTreeSet::<String>::new(), "{row:#}");
+    // Upgradeable=False is a note: convert keeps the OperatorCondition, olmv1 holds upgrades.
+    let not_upgradeable = reason(&row, "NotUpgradeable");
+    assert_eq!(not_upgradeable["blocking"], false, "{row:#}");
     assert_eq!(
-        codes(&row),
-        BTreeSet::from(["OwnedAPIService".to_string(), "NotUpgradeable".to_string()]),
-        "{row:#}"
-    );
-    assert_eq!(
-        reason(&row, "NotUpgradeable")["message"],
+        not_upgradeable["message"],
         "the operator says Upgradeable=False (Migrating): a data migration is running"
     );
 
@@ -549,11 +547,12 @@ fn only_dep(package: &str, dependency: &str) -> Package {
     )
 }
 
-/// What a conversion must keep of the workload: each Deployment's uid and generation, the
-/// ReplicaSets by name and uid, the pods by uid.
+/// What a conversion must keep of the workload: each Deployment's uid, generation and pod
+/// template (a failure shows what changed in it), the ReplicaSets by name and uid, the pods by uid.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Workload {
     pub deployments: BTreeMap<String, (String, i64)>,
+    pub templates: BTreeMap<String, serde_json::Value>,
     pub replica_sets: BTreeMap<String, String>,
     pub pods: BTreeMap<String, String>,
 }
@@ -566,11 +565,14 @@ pub(crate) async fn workload(client: &kube::Client, install: &ClassicInstall) ->
     let lp = kube::api::ListParams::default();
     let ns = &install.namespace;
     let mut deployments = BTreeMap::new();
+    let mut templates = BTreeMap::new();
     for name in &install.deployments {
         let d = Api::<Deployment>::namespaced(client.clone(), ns)
             .get(name)
             .await
             .unwrap();
+        let template = d.spec.as_ref().map(|s| &s.template);
+        templates.insert(name.clone(), serde_json::to_value(template).unwrap());
         deployments.insert(
             name.clone(),
             (d.metadata.uid.unwrap(), d.metadata.generation.unwrap()),
@@ -579,6 +581,7 @@ pub(crate) async fn workload(client: &kube::Client, install: &ClassicInstall) ->
     let named = |m: kube::api::ObjectMeta| (m.name.unwrap(), m.uid.unwrap());
     Workload {
         deployments,
+        templates,
         replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), ns)
             .list(&lp)
             .await
@@ -604,6 +607,100 @@ async fn gone(client: &kube::Client, ar: &kube::api::ApiResource, ns: &str, name
         .await
         .unwrap()
         .is_none()
+}
+
+/// What classic's roles and bindings for `install`'s CSV grant its accounts: each request as
+/// (ServiceAccount, namespace or cluster-wide, verb, group, resource, object name).
+type Grant = (String, Option<String>, String, String, String, Option<String>);
+
+async fn classic_grants(client: &kube::Client, install: &ClassicInstall) -> BTreeSet<Grant> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+    let ns = install.namespace.as_str();
+    let lp = kube::api::ListParams::default().labels(&format!("olm.owner={}", install.csv));
+    let mut grants = BTreeSet::new();
+    let mut add = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>,
+                   rules: &Option<Vec<PolicyRule>>,
+                   namespace: Option<&str>| {
+        for subject in subjects.iter().flatten() {
+            for rule in rules.iter().flatten() {
+                for verb in &rule.verbs {
+                    for group in rule.api_groups.iter().flatten() {
+                        for resource in rule.resources.iter().flatten() {
+                            let names: Vec<Option<String>> = match &rule.resource_names {
+                                Some(names) if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+                                _ => vec![None],
+                            };
+                            for name in names {
+                                grants.insert((
+                                    subject.name.clone(),
+                                    namespace.map(str::to_string),
+                                    verb.clone(),
+                                    group.clone(),
+                                    resource.clone(),
+                                    name,
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let roles = Api::<Role>::namespaced(client.clone(), ns);
+    for binding in Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        let role = roles.get(&binding.role_ref.name).await.unwrap();
+        add(&binding.subjects, &role.rules, Some(ns));
+    }
+    let cluster_roles = Api::<ClusterRole>::all(client.clone());
+    for binding in Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        let role = cluster_roles.get(&binding.role_ref.name).await.unwrap();
+        add(&binding.subjects, &role.rules, None);
+    }
+    grants
+}
+
+/// The grants of `grants` the API server denies (SubjectAccessReview as each account).
+async fn denied(client: &kube::Client, namespace: &str, grants: &BTreeSet<Grant>) -> Vec<Grant> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let api = Api::<SubjectAccessReview>::all(client.clone());
+    let mut out = Vec::new();
+    for grant in grants {
+        let (sa, scope, verb, group, resource, name) = grant;
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(format!("system:serviceaccount:{namespace}:{sa}")),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{namespace}"),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: scope.clone(),
+                    verb: Some(verb.clone()),
+                    group: Some(group.clone()),
+                    resource: Some(resource.clone()),
+                    name: name.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = api.create(&Default::default(), &review).await.unwrap();
+        if !answer.status.is_some_and(|s| s.allowed) {
+            out.push(grant.clone());
+        }
+    }
+    out
 }
 
 #[tokio::test]
@@ -640,13 +737,22 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             plan.contains(&format!("#   Deployment {ns}/{}", install.deployment)),
             "{plan}"
         );
-        // classic's roles for the CSV, under names olmv1 does not render, are named, not adopted.
+        // classic's roles for the CSV, under names olmv1 does not render, are replaced: adopted,
+        // then deleted once olmv1's own are in place. Its OperatorCondition is kept.
+        assert!(plan.contains("# replaced: 4 roles and bindings"), "{plan}");
+        assert!(plan.contains(&format!("#   Role {ns}/")), "{plan}");
         assert!(
-            plan.contains("# left in place, orphaned: 4 roles and bindings"),
+            plan.contains(&format!("#   OperatorCondition {ns}/{}", install.csv)),
             "{plan}"
         );
-        assert!(plan.contains(&format!("#   Role {ns}/")), "{plan}");
         assert!(!gone(&client, &classic::subscriptions(), ns, sub).await);
+        let grants = classic_grants(&client, install).await;
+        // widgets and widgets/status cluster-wide (`*`), configmaps get/list/watch in its namespace.
+        assert_eq!(grants.len(), 5, "{grants:?}");
+        assert_eq!(denied(&client, ns, &grants).await, Vec::<Grant>::new());
+        let conditions =
+            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::operator_conditions());
+        let condition_uid = conditions.get(&install.csv).await.unwrap().metadata.uid;
 
         let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
         eprintln!("{out}");
@@ -695,9 +801,26 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             assert_eq!(watch, None);
         }
         // Classic is gone; what it made for the CSV is the extension's, with no reference to it.
-        assert!(gone(&client, &classic::subscriptions(), ns, sub).await);
-        assert!(gone(&client, &classic::csvs(), ns, &install.csv).await);
-        assert!(gone(&client, &classic::install_plans(), ns, &install.install_plan).await);
+        // (Deleted with Orphan propagation: gone once the garbage collector has orphaned what
+        // they owned.)
+        for (ar, name) in [
+            (classic::subscriptions(), sub),
+            (classic::csvs(), install.csv.as_str()),
+            (classic::install_plans(), install.install_plan.as_str()),
+        ] {
+            support::wait_for(
+                &format!("{} {ns}/{name} gone", ar.kind),
+                components::INSTALL_TIMEOUT,
+                || async {
+                    if gone(&client, &ar, ns, name).await {
+                        Ok(())
+                    } else {
+                        Err("still there")
+                    }
+                },
+            )
+            .await;
+        }
         let d = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
             .get(&install.deployment)
             .await
@@ -715,21 +838,56 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             d.metadata.owner_references
         );
 
-        // classic's roles are kept (orphaned), not deleted.
-        let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), ns)
-            .list(&kube::api::ListParams::default().labels(&format!("olm.owner={}", install.csv)))
-            .await
-            .unwrap();
-        assert_eq!(roles.items.len(), 1);
+        // classic's roles and bindings are gone, the operator never without what they granted:
+        // olmv1's own grant it now.
         assert!(
-            roles.items[0]
+            out.contains(&format!(
+                "4 roles and bindings classic made for {} deleted: ClusterExtension {sub}'s own grants are in place",
+                install.csv
+            )),
+            "{out}"
+        );
+        assert!(classic_grants(&client, install).await.is_empty());
+        assert_eq!(denied(&client, ns, &grants).await, Vec::<Grant>::new());
+        // Its OperatorCondition is the same object, the extension's now, under the same name.
+        let condition = conditions.get(&install.csv).await.unwrap();
+        assert_eq!(condition.metadata.uid, condition_uid);
+        assert_eq!(
+            condition.metadata.labels.as_ref().unwrap()["olm.operatorframework.io/owner-name"],
+            sub
+        );
+        assert!(
+            condition
                 .metadata
                 .owner_references
                 .iter()
                 .flatten()
-                .next()
-                .is_none()
+                .all(|r| r.kind == "ClusterExtension"),
+            "{:?}",
+            condition.metadata.owner_references
         );
+        assert!(
+            !out.contains(&format!("OperatorCondition {ns}/{} deleted", install.csv)),
+            "{out}"
+        );
+        let condition_access: BTreeSet<Grant> = ["get", "update", "patch"]
+            .iter()
+            .map(|verb| {
+                let sa = condition.data["spec"]["serviceAccounts"][0]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                (
+                    sa,
+                    Some(ns.to_string()),
+                    verb.to_string(),
+                    "operators.coreos.com".into(),
+                    "operatorconditions".into(),
+                    Some(install.csv.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(denied(&client, ns, &condition_access).await, Vec::<Grant>::new());
 
         // Again: it converges and changes nothing.
         let again = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
@@ -776,6 +934,17 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
             .unwrap()
             .contains_key("olm.operatorframework.io/owner-name")
     );
+    // classic's roles and bindings for the CSV are back as classic left them, and grant again.
+    assert!(
+        out.contains(&format!(
+            "4 roles and bindings classic made for {} restored as classic left them",
+            all.csv
+        )),
+        "{out}"
+    );
+    let restored = classic_grants(&client, &all).await;
+    assert_eq!(restored.len(), 5, "{restored:?}");
+    assert_eq!(denied(&client, ns, &restored).await, Vec::<Grant>::new());
 
     // The recreated Subscription has no installed CSV until classic reinstalls it: refused, with
     // check's reason; the extension is gone with its record: nothing to roll back.
@@ -794,6 +963,87 @@ async fn convert_takes_all_and_own_namespace_operators_over_in_place_and_rollbac
         )),
         "{refused}"
     );
+}
+
+/// An operator that holds its upgrades through its OperatorCondition goes on doing so once
+/// converted: `check` notes it (not blocking), `convert` keeps the OperatorCondition, the
+/// extension follows the Automatic Subscription's channel and the upgrade waits, reported in the
+/// operator's words, until the operator says Upgradeable=True (as operator-lib writes it).
+#[tokio::test]
+async fn a_converted_operator_holds_its_upgrade_through_its_operator_condition() {
+    let _share = components::shared_cluster().await;
+    components::ensure_running();
+    let client = support::client().await;
+    let install = classic::lay_down(&client, &Classic::new(two(&support::fresh_name("mig-hold")))).await;
+    let (sub, ns, csv) = (
+        install.subscription.as_str(),
+        install.namespace.as_str(),
+        install.csv.as_str(),
+    );
+    let upgradeable = |status: &str, message: &str| {
+        json!({"spec": {"conditions": [{"type": "Upgradeable", "status": status, "reason": "Migrating",
+            "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    };
+    classic::patch(
+        &client,
+        &classic::operator_conditions(),
+        ns,
+        csv,
+        upgradeable("False", "a data migration is running"),
+        false,
+    )
+    .await;
+    migrate_catalogs(&client, &install).await;
+    classic::wait_available(&client, ns, &install.deployment).await;
+    let before = workload(&client, &install).await;
+    let row = check_row(&install);
+    assert_eq!(row["verdict"], "Eligible", "{row:#}");
+    assert_eq!(reason(&row, "NotUpgradeable")["blocking"], false);
+
+    let out = olmv1(&["migrate", "convert", sub, "-n", ns, "--yes"]).ok();
+    assert!(
+        out.contains(&format!("clusterextension/{sub} follows stable")),
+        "{out}"
+    );
+    let extension = components::wait_extension(&client, sub, "the upgrade held", |ext| {
+        components::condition(ext, "Progressing")
+            .is_some_and(|c| c.reason == "OperatorConditionNotUpgradeable")
+    })
+    .await;
+    let next = crate::fixtures::bundle_name(&install.package, "1.1.0");
+    assert_eq!(
+        components::condition(&extension, "Progressing").unwrap().message,
+        format!(
+            "upgrade to {next} 1.1.0 held: OperatorCondition {ns}/{csv}: the operator says \
+             Upgradeable=False (Migrating): a data migration is running"
+        )
+    );
+    assert_eq!(components::installed_version(&extension), Some("1.0.0"));
+    assert_eq!(workload(&client, &install).await, before);
+    // The controller mirrors the operator's word into status, as classic did.
+    let conditions =
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &classic::operator_conditions());
+    let condition = conditions.get(csv).await.unwrap();
+    let mirrored = &condition.data["status"]["conditions"][0];
+    assert_eq!(mirrored["status"], "False", "{:?}", condition.data);
+    assert_eq!(
+        mirrored["observedGeneration"].as_i64(),
+        condition.metadata.generation
+    );
+
+    // The operator allows it: the upgrade goes; the new bundle has its own OperatorCondition.
+    classic::patch(
+        &client,
+        &classic::operator_conditions(),
+        ns,
+        csv,
+        upgradeable("True", "done"),
+        false,
+    )
+    .await;
+    components::wait_installed(&client, sub, "1.1.0").await;
+    assert!(conditions.get_opt(&next).await.unwrap().is_some());
+    assert!(gone(&client, &classic::operator_conditions(), ns, csv).await);
 }
 
 #[tokio::test]
@@ -1072,6 +1322,7 @@ async fn convert_killed_after_each_step_completes_when_run_again() {
                 assert_eq!(workload(&client, &install).await, before, "{at}, then resumed");
                 assert!(gone(&client, &classic::csvs(), ns, &install.csv).await, "{at}");
                 assert!(gone(&client, &classic::subscriptions(), ns, sub).await, "{at}");
+                assert!(classic_grants(&client, &install).await.is_empty(), "{at}");
                 assert_eq!(check_row(&install)["verdict"], "Migrated", "{at}");
             }
         })

@@ -73,14 +73,15 @@ async fn owner_reference_enforcement_needs_update_on_the_extension_finalizers() 
     let s = Scenario::without_installer("ownerref", two_versions).await;
     let (client, namespace) = (s.client.clone(), s.namespace.clone());
     components::create_service_account(&client, &namespace, "installer").await;
-    // Everything on every kind the bundle ships (so it holds what the bundle's roles grant), and
-    // nothing of olm.operatorframework.io.
+    // Everything on every kind the bundle ships (so it holds what the bundle's roles grant), its
+    // OperatorCondition included, and nothing of olm.operatorframework.io.
     let role = format!("{namespace}-installer");
     let groups = json!([
         "",
         "apps",
         "apiextensions.k8s.io",
         "rbac.authorization.k8s.io",
+        "operators.coreos.com",
         fixtures::crd_group(&s.package)
     ]);
     apply_cluster_role(

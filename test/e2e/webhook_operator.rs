@@ -5,17 +5,27 @@
 //! the API server calls its validating and conversion webhooks over TLS with the certificate
 //! cert-manager issued and the CA olmv1 wired, an upgrade rolls its pod and keeps the Widgets, a
 //! bundle whose container exits is reported at its deadline while the old version serves, and an
-//! uninstall removes the pod, the webhooks and the CRD.
+//! uninstall removes the pod, the webhooks and the CRD. Its OperatorCondition, kept by the
+//! controller (`--operator-conditions`): the operator reports Upgradeable on it with the access
+//! olmv1 granted, an upgrade waits while it says False (reported, the old pod untouched) and goes
+//! as soon as the operator flips it; an admin's override lets another through.
 
 use std::time::Duration;
 
 use k8s_openapi::{
-    api::{admissionregistration::v1::ValidatingWebhookConfiguration, apps::v1::Deployment, core::v1::Pod},
+    api::{
+        admissionregistration::v1::ValidatingWebhookConfiguration,
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Pod},
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+        PostParams,
+    },
 };
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -44,9 +54,10 @@ fn run_hack(script: &str) -> String {
     out.lines().last().unwrap_or_default().trim().to_string()
 }
 
-/// cert-manager running on the real node and the operator's catalog published, once per test
-/// process; the catalog image's reference.
-async fn published() -> &'static str {
+/// cert-manager running on the real node and the test operator's catalog (packages
+/// webhook-operator and gadget-operator) published, once per test process; the catalog image's
+/// reference.
+pub(crate) async fn published() -> &'static str {
     static CATALOG: OnceCell<String> = OnceCell::const_new();
     CATALOG
         .get_or_init(|| async {
@@ -64,6 +75,84 @@ async fn published() -> &'static str {
             .unwrap()
         })
         .await
+}
+
+fn operator_conditions(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("operators.coreos.com", "v2", "OperatorCondition");
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+}
+
+/// The ConfigMap through which the test operator holds its upgrades (`upgradeable: "false"`).
+async fn hold_upgrades(client: &Client, namespace: &str, hold: bool) {
+    let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "webhook-operator-upgradeable"},
+        "data": {"upgradeable": if hold { "false" } else { "true" }, "reason": "Migrating",
+            "message": "moving widgets to the new schema"},
+    });
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .patch(
+            "webhook-operator-upgradeable",
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap();
+}
+
+/// The Upgradeable condition the operator wrote on OperatorCondition `name` (in spec, as
+/// operator-lib does), once it says `status`, and mirrored into its status by the controller.
+async fn upgradeable(client: &Client, namespace: &str, name: &str, status: &str) -> Value {
+    let api = operator_conditions(client, namespace);
+    support::wait_for(
+        &format!("OperatorCondition {name} Upgradeable={status}, mirrored"),
+        RUN_TIMEOUT,
+        || async {
+            let oc = api.get(name).await.map_err(|e| e.to_string())?;
+            let find = |list: &Value| {
+                list.as_array()
+                    .and_then(|l| l.iter().find(|c| c["type"] == "Upgradeable"))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let spec = find(&oc.data["spec"]["conditions"]);
+            let mirrored = find(&oc.data["status"]["conditions"]);
+            if spec["status"] == status
+                && mirrored["status"] == status
+                && mirrored["observedGeneration"].as_i64() == oc.metadata.generation
+            {
+                Ok(spec)
+            } else {
+                Err(format!("spec {spec}, status {mirrored}"))
+            }
+        },
+    )
+    .await
+}
+
+/// The extension once it reports its upgrade held by the OperatorCondition.
+async fn held(client: &Client, name: &str) -> olmv1_api::v1::ClusterExtension {
+    components::wait_extension_within(
+        client,
+        name,
+        "Progressing=True/OperatorConditionNotUpgradeable",
+        RUN_TIMEOUT,
+        |ext| {
+            components::condition(ext, "Progressing")
+                .is_some_and(|c| c.status == "True" && c.reason == "OperatorConditionNotUpgradeable")
+        },
+    )
+    .await
+}
+
+fn container_env(deployment: &Deployment, name: &str) -> Option<String> {
+    deployment.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
 }
 
 fn widgets(client: &Client, namespace: &str, version: &str) -> Api<DynamicObject> {
@@ -274,9 +363,77 @@ async fn the_webhook_operator_runs_on_the_real_node_from_install_to_uninstall() 
         "the conversion's CA is injected"
     );
 
-    // An upgrade rolls the pod; the Widgets stay, now reconciled by the new version.
+    // Its OperatorCondition, named as classic names it, lists what classic lists; the operator
+    // finds it through OPERATOR_CONDITION_NAME and reports Upgradeable=True with the access olmv1
+    // granted it; the controller mirrors it into status (classic is not running here).
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
+    let v1_condition = "webhook-operator.v0.1.0";
+    let oc = operator_conditions(&client, &namespace)
+        .get(v1_condition)
+        .await
+        .unwrap();
+    assert_eq!(
+        oc.data["spec"]["deployments"],
+        json!([DEPLOYMENT]),
+        "{:?}",
+        oc.data
+    );
+    assert_eq!(
+        oc.data["spec"]["serviceAccounts"],
+        json!(["webhook-operator", "webhook-operator"]),
+        "clusterPermissions' then permissions' accounts, as classic lists them"
+    );
+    let deployment = deployments.get(DEPLOYMENT).await.unwrap();
+    assert_eq!(
+        container_env(&deployment, "OPERATOR_CONDITION_NAME").as_deref(),
+        Some(v1_condition)
+    );
+    upgradeable(&client, &namespace, v1_condition, "True").await;
+
+    // The operator holds upgrades (a data migration): an upgrade waits, reported with its
+    // words, the installed bundle's pod untouched.
+    hold_upgrades(&client, &namespace, true).await;
+    let said = upgradeable(&client, &namespace, v1_condition, "False").await;
+    assert_eq!(said["message"], "moving widgets to the new schema");
+    let generation = deployments.get(DEPLOYMENT).await.unwrap().metadata.generation;
     apply_version(&client, &name, &namespace, "0.2.0").await;
+    let waiting = held(&client, &name).await;
+    let progressing = components::condition(&waiting, "Progressing").unwrap();
+    assert_eq!(
+        progressing.message,
+        format!(
+            "upgrade to webhook-operator.v0.2.0 0.2.0 held: OperatorCondition {namespace}/{v1_condition}: \
+             the operator says Upgradeable=False (Migrating): moving widgets to the new schema"
+        )
+    );
+    assert_eq!(components::installed_version(&waiting), Some("0.1.0"));
+    assert_eq!(
+        components::condition(&waiting, "Installed").unwrap().status,
+        "True"
+    );
+    assert_eq!(
+        deployments.get(DEPLOYMENT).await.unwrap().metadata.generation,
+        generation,
+        "the installed bundle's Deployment is not touched while the upgrade waits"
+    );
+    assert_eq!(
+        ready_pod(&client, &namespace, &node)
+            .await
+            .metadata
+            .uid
+            .as_deref(),
+        Some(first_pod.as_str())
+    );
+
+    // The operator flips it: the upgrade goes at once (the watch of OperatorConditions), rolls
+    // the pod; the Widgets stay, now reconciled by the new version.
+    let flipped = std::time::Instant::now();
+    hold_upgrades(&client, &namespace, false).await;
     components::wait_installed_within(&client, &name, "0.2.0", RUN_TIMEOUT).await;
+    println!(
+        "the held upgrade was installed {:.1}s after the operator's ConfigMap said so",
+        flipped.elapsed().as_secs_f64()
+    );
     let pod = ready_pod(&client, &namespace, &node).await;
     assert_ne!(pod.metadata.uid.as_deref(), Some(first_pod.as_str()), "a new pod");
     let status = reconciled(&v1, "three", "0.2.0").await;
@@ -289,10 +446,62 @@ async fn the_webhook_operator_runs_on_the_real_node_from_install_to_uninstall() 
         json!({"replicas": 3})
     );
     let serving_pod = pod.metadata.uid.clone().unwrap();
+    // One OperatorCondition, the new bundle's: the old one pruned with its bundle.
+    let v2_condition = "webhook-operator.v0.2.0";
+    upgradeable(&client, &namespace, v2_condition, "True").await;
+    assert!(
+        operator_conditions(&client, &namespace)
+            .get_opt(v1_condition)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        container_env(
+            &deployments.get(DEPLOYMENT).await.unwrap(),
+            "OPERATOR_CONDITION_NAME"
+        )
+        .as_deref(),
+        Some(v2_condition)
+    );
+
+    // 0.2.0 holds upgrades too; the admin overrides it (spec.overrides win, as in classic).
+    hold_upgrades(&client, &namespace, true).await;
+    upgradeable(&client, &namespace, v2_condition, "False").await;
+    apply_version(&client, &name, &namespace, "0.3.0").await;
+    held(&client, &name).await;
+    let overridden = std::time::Instant::now();
+    operator_conditions(&client, &namespace)
+        .patch(
+            v2_condition,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"overrides": [{"type": "Upgradeable", "status": "True",
+                "reason": "AdminOverride", "message": "the migration can be resumed by 0.3.0"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    support::wait_for("the overridden upgrade to start", RUN_TIMEOUT, || async {
+        let d = deployments.get(DEPLOYMENT).await.map_err(|e| e.to_string())?;
+        let args = d.spec.unwrap().template.spec.unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap_or_default();
+        if args.contains(&"--fail-at-start".to_string()) {
+            Ok(())
+        } else {
+            Err(format!("args {args:?}"))
+        }
+    })
+    .await;
+    println!(
+        "the overridden upgrade was applied {:.1}s after the override",
+        overridden.elapsed().as_secs_f64()
+    );
 
     // A bundle whose container exits at start: reported at its deadline, 0.2.0 still installed
     // and serving (its pod kept, its webhook answering).
-    apply_version(&client, &name, &namespace, "0.3.0").await;
     let deadline = Duration::from_secs(DEADLINE_MINUTES * components::PROGRESS_DEADLINE_UNIT_SECONDS);
     let stuck = components::wait_extension_within(
         &client,

@@ -7,3 +7,4 @@
 
 mod families;
 mod harness;
+mod tables;

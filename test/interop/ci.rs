@@ -42,7 +42,8 @@ const UPSTREAM_MODEL_ROLE: &str = "interop-upstream-model";
 #[tokio::test]
 async fn olmv1_reports_what_upstream_recorded_but_for_the_listed_differences() {
     let started = Instant::now();
-    components::ensure_running();
+    // Upstream keeps no OperatorConditions: neither does olmv1 where classic's CRD is not served.
+    components::ensure_running_with(&["--operator-conditions", "off"]);
     // The shared controller is stopped for the second run: only one controller may reconcile
     // the scenarios' ClusterExtensions.
     let share = components::exclusive_cluster().await;

@@ -56,11 +56,19 @@ impl Run {
 
     /// `olmv1 controller`'s flags for this run, on top of the environment's own (hack/interop.sh
     /// prints them with `interop controller-args`, the CI test passes them): upstream's model is
-    /// the controller's identity for every install and dependencies refused, as upstream does.
+    /// the controller's identity for every install, dependencies refused and no OperatorConditions,
+    /// as upstream does.
     pub fn controller_args(self) -> &'static [&'static str] {
         match self {
             Self::Olmv1 | Self::Upstream => &[],
-            Self::Olmv1UpstreamModel => &["--install-identity", "controller", "--dependencies", "refuse"],
+            Self::Olmv1UpstreamModel => &[
+                "--install-identity",
+                "controller",
+                "--dependencies",
+                "refuse",
+                "--operator-conditions",
+                "off",
+            ],
         }
     }
 
@@ -379,7 +387,7 @@ pub async fn publish_scenarios(registry: &str) -> Vec<CatalogRef> {
 enum BundleChange {
     /// An `olm.package.required` property in the catalog.
     Dependency,
-    /// The CSV owns an APIService.
+    /// The CSV owns an APIService served by a Deployment it does not have.
     ApiService,
     /// The CSV supports only the OwnNamespace install mode.
     OwnNamespaceOnly,
@@ -397,10 +405,13 @@ async fn publish_changed(registry: &str, package: &str, change: BundleChange) ->
     match change {
         BundleChange::Dependency => {}
         BundleChange::ApiService => {
+            // Its Deployment is not in the bundle: upstream refuses every owned APIService,
+            // olmv1 this one (rendered, it would be an APIService nothing serves, failing
+            // discovery for every client of the shared cluster).
             csv["spec"]["apiservicedefinitions"] = json!({"owned": [{
                 "group": format!("{package}.e2e.olmv1.io"), "version": "v1alpha1", "kind": "Gadget",
                 "name": "gadgets", "displayName": "Gadget",
-                "deploymentName": fixtures::deployment_name(package), "containerPort": 8443
+                "deploymentName": "gadget-server", "containerPort": 8443
             }]});
         }
         BundleChange::OwnNamespaceOnly => {

@@ -7,7 +7,9 @@ use olmv1::bundle::csv::{
 use olmv1::bundle::registry_v1::{LoadError, RegistryV1Bundle};
 use olmv1::bundle::render::generators::{RenderContext, cert_names, cluster_permissions, permissions};
 use olmv1::bundle::render::names::{object_name_for_base_and_suffix, permission_object_name};
-use olmv1::bundle::render::{RenderError, render, render_for_watch_namespace};
+use olmv1::bundle::render::{
+    RenderError, RenderOptions, render, render_for_watch_namespace, render_with_options,
+};
 use olmv1::catalog::Property;
 use serde_json::{Value, json};
 
@@ -359,6 +361,7 @@ fn own_namespace_renders_roles_in_the_install_namespace_and_scopes_webhooks() {
         target_namespaces: vec![NS.to_string()],
         deployment_config: None,
         webhook_provider: Default::default(),
+        operator_conditions: false,
     };
     assert_eq!(permissions(&ctx).len(), 4);
     assert_eq!(cluster_permissions(&ctx).len(), 2);
@@ -443,15 +446,6 @@ fn refusal(mutate: impl FnOnce(&mut RegistryV1Bundle)) -> String {
 
 #[test]
 fn unsupported_bundles_are_refused_with_upstream_messages() {
-    assert_eq!(
-        refusal(|b| b
-            .csv
-            .spec
-            .apiservicedefinitions
-            .owned
-            .push(json!({"name": "v1.example.com"}))),
-        "unsupported bundle: apiServiceDefintions are not supported"
-    );
     assert_eq!(
         refusal(|b| b.csv.spec.install_modes = vec![InstallMode {
             type_: "MultiNamespace".into(),
@@ -629,4 +623,89 @@ fn catalog_bundle_objects_load_like_the_image() {
         err.starts_with("bundle \"p.v1\" olm.bundle.object #0: invalid base64"),
         "{err}"
     );
+}
+
+/// With `--operator-conditions`, the OperatorCondition classic keeps for the CSV (its name, the
+/// Deployments, the ServiceAccounts of clusterPermissions then permissions), before the
+/// Deployments; a Role granting get/update/patch on exactly that object, bound to those accounts;
+/// `OPERATOR_CONDITION_NAME` after the configured env in every container. Without it, none.
+#[test]
+fn the_operator_condition_is_rendered_as_classic_keeps_it_when_asked() {
+    let bundle = load_fixture("webhook-operator");
+    let config = json!({"deploymentConfig": {"env": [{"name": "FROM_CONFIG", "value": "1"}]}});
+    let options = RenderOptions {
+        operator_conditions: true,
+        ..RenderOptions::default()
+    };
+    let objects = render_with_options(&bundle, NS, Some(&config), options).expect("renders");
+    let names = kinds_and_names(&objects);
+    let at = |what: &str| {
+        names
+            .iter()
+            .position(|n| n == what)
+            .unwrap_or_else(|| panic!("{what} in {names:?}"))
+    };
+    let condition = format!("OperatorCondition/{CSV}");
+    assert!(
+        at(&condition) < at("Deployment/webhook-operator.controller-manager"),
+        "{names:?}"
+    );
+    let oc = only(&objects, "OperatorCondition");
+    assert_eq!(
+        oc,
+        &json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+            "metadata": {"name": CSV, "namespace": NS},
+            "spec": {"deployments": ["webhook-operator.controller-manager"], "serviceAccounts": [SA, SA]}})
+    );
+    // Named after the package: the same across upgrades.
+    let role_name = "webhook-operator-operator-condition";
+    let role = all(&objects, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == role_name)
+        .expect("the OperatorCondition's Role");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": ["operators.coreos.com"], "resources": ["operatorconditions"],
+            "resourceNames": [CSV], "verbs": ["get", "update", "patch"]}])
+    );
+    let binding = all(&objects, "RoleBinding")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == role_name)
+        .expect("the OperatorCondition's RoleBinding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": SA, "namespace": NS}])
+    );
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name})
+    );
+    let dep = only(&objects, "Deployment");
+    for container in dep["spec"]["template"]["spec"]["containers"].as_array().unwrap() {
+        let env: Vec<(&str, &str)> = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap(),
+                    e["value"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            env[env.len() - 2..],
+            [("FROM_CONFIG", "1"), ("OPERATOR_CONDITION_NAME", CSV)],
+            "{container}"
+        );
+    }
+    // Off (upstream's render): nothing of it.
+    let plain = render_with_options(&bundle, NS, Some(&config), RenderOptions::default()).unwrap();
+    assert!(all(&plain, "OperatorCondition").is_empty());
+    assert!(
+        !serde_json::to_string(&plain)
+            .unwrap()
+            .contains("OPERATOR_CONDITION_NAME")
+    );
+    assert_eq!(plain.len() + 3, objects.len());
 }

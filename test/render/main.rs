@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api_services;
 mod cli;
 mod common;
 mod generators;

@@ -185,14 +185,22 @@ pub fn repo_root() -> PathBuf {
 /// `hack/manifest.sh` with a placeholder image, so the chart (charts/olmv1) is their one source.
 /// Rendered once per variant and test process.
 pub fn install_manifest(variant: &str) -> Vec<serde_json::Value> {
+    install_manifest_with(variant, &[])
+}
+
+/// [`install_manifest`] with more chart values (`hack/manifest.sh`'s HELM_ARGS, e.g.
+/// `--set operatorConditions=install`).
+pub fn install_manifest_with(variant: &str, values: &[&str]) -> Vec<serde_json::Value> {
     static RENDERED: std::sync::Mutex<BTreeMap<String, Vec<serde_json::Value>>> =
         std::sync::Mutex::new(BTreeMap::new());
     let mut rendered = RENDERED.lock().unwrap_or_else(|e| e.into_inner());
     rendered
-        .entry(variant.to_string())
+        .entry(format!("{variant} {}", values.join(" ")))
         .or_insert_with(|| {
             let image = format!("olmv1.invalid/olmv1@sha256:{}", "0".repeat(64));
-            let out = run(Command::new(repo_root().join("hack/manifest.sh")).args([&image, variant]));
+            let out = run(Command::new(repo_root().join("hack/manifest.sh"))
+                .args([&image, variant])
+                .args(values));
             let stream = out.ok();
             let mut objects = Vec::new();
             for document in stream.split("\n---\n") {
@@ -206,9 +214,10 @@ pub fn install_manifest(variant: &str) -> Vec<serde_json::Value> {
 }
 
 /// The Namespace and every RBAC object (ServiceAccounts, roles, bindings) of install manifest
-/// VARIANT: the identities the components run with.
-pub fn install_manifest_rbac(variant: &str) -> Vec<serde_json::Value> {
-    install_manifest(variant)
+/// VARIANT with chart `values` (see [`install_manifest_with`]): the identities the components
+/// run with.
+pub fn install_manifest_rbac(variant: &str, values: &[&str]) -> Vec<serde_json::Value> {
+    install_manifest_with(variant, values)
         .into_iter()
         .filter(|object| {
             matches!(

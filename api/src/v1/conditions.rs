@@ -36,6 +36,9 @@ pub const REASON_DEPRECATED: &str = "Deprecated";
 pub const REASON_NOT_DEPRECATED: &str = "NotDeprecated";
 pub const REASON_DEPRECATION_STATUS_UNKNOWN: &str = "DeprecationStatusUnknown";
 pub const REASON_PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+/// ClusterExtension Progressing: an upgrade waits while the installed bundle's OperatorCondition
+/// is not upgradeable (olmv1's; OLM classic gives a CSV the same reason).
+pub const REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
 
 /// ClusterExtension reasons, as upstream's conditionsets list them.
 pub const CLUSTER_EXTENSION_REASONS: [&str; 11] = [

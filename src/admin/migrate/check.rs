@@ -205,12 +205,29 @@ pub struct Snapshot {
     pub catalog_sources: Vec<CatalogSource>,
     /// The OperatorConditions of those namespaces.
     pub operator_conditions: Vec<OperatorCondition>,
+    /// Whether the OperatorCondition CRD is served: the controller then keeps OperatorConditions
+    /// by default, and convert renders them.
+    pub operator_conditions_served: bool,
     /// The ClusterCatalogs.
     pub catalogs: Vec<CatalogView>,
     /// The ClusterExtensions.
     pub extensions: Vec<ExtensionView>,
     /// Pod restarts computed by rendering, by (namespace, subscription).
     pub restarts: BTreeMap<(String, String), PodRestart>,
+    /// The serving certificates the rendered bundle's cert-manager Certificates take over, by
+    /// (namespace, subscription).
+    pub certificates: BTreeMap<(String, String), Vec<CertificateVerdict>>,
+}
+
+/// Whether cert-manager keeps a serving certificate classic issued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateVerdict {
+    /// The Deployment it serves.
+    pub deployment: String,
+    /// The Secret, `<namespace>/<name>`.
+    pub secret: String,
+    /// Why cert-manager replaces it; `None` when it keeps it.
+    pub replaced: Option<String>,
 }
 
 /// The bundle properties of an installed CSV, as its [`PROPERTIES_ANNOTATION`] holds them
@@ -632,20 +649,29 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
         }
     }
 
-    if let Some(csv) = csv {
-        // Owned APIServices.
-        for a in &csv.spec.apiservicedefinitions.owned {
-            reasons.push(Reason::block(
-                "OwnedAPIService",
+    // Serving certificates cert-manager replaces instead of keeping.
+    for c in snapshot
+        .certificates
+        .get(&key(&sub.metadata))
+        .into_iter()
+        .flatten()
+    {
+        if let Some(why) = &c.replaced {
+            reasons.push(Reason::note(
+                "CertificateReplaced",
                 format!(
-                    "CSV {} owns the APIService {}.{}: olmv1 does not install APIServices",
-                    csv.metadata.name.as_deref().unwrap_or_default(),
-                    a.version,
-                    a.group.as_deref().unwrap_or(&a.name)
+                    "the serving certificate of Deployment {} in Secret {} cannot be kept: {why}; cert-manager issues a new one into it while the pod runs",
+                    c.deployment, c.secret
                 ),
-                "keep this operator on classic",
+                format!(
+                    "nothing, if the operator reloads its certificate files (the kubelet updates them within a minute); otherwise, once converted: kubectl rollout restart deployment/{} -n {}",
+                    c.deployment, ns
+                ),
             ));
         }
+    }
+
+    if let Some(csv) = csv {
         // OperatorCondition Upgradeable=False.
         let condition = snapshot
             .operator_conditions
@@ -658,14 +684,16 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
                 .iter()
                 .chain(&oc.spec.conditions)
                 .find(|c| c.type_ == "Upgradeable" && c.status == "False");
+            // Not blocking: convert keeps the OperatorCondition, and the controller holds
+            // upgrades while it says so, as classic does.
             if let Some(c) = not_upgradeable {
-                reasons.push(Reason::block(
+                reasons.push(Reason::note(
                     "NotUpgradeable",
                     format!(
                         "the operator says Upgradeable=False ({}): {}",
                         c.reason, c.message
                     ),
-                    "wait until the operator reports Upgradeable=True in its OperatorCondition",
+                    "nothing: convert keeps its OperatorCondition and olmv1 holds upgrades until it says Upgradeable=True (unless the controller runs with --operator-conditions=off)",
                 ));
             }
         }
@@ -948,7 +976,8 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
 /// Where `rendered` (what olmv1 renders: a pod template) differs from `live` (what runs): each
 /// field olmv1 sets must hold the same value in the live object; fields only the live object
 /// has (classic's own annotations, its injected env) stay as they are. Lists of named items
-/// (containers, env, volumes, ports) are matched by name, other lists compared whole.
+/// (containers, env, volumes, ports) are matched by name, and the order of the names both have
+/// must be the same; other lists are compared whole.
 /// `path` names the top; at most `limit` differences are returned.
 pub fn differences(rendered: &Value, live: &Value, path: &str, limit: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -975,6 +1004,35 @@ fn diff_into(rendered: &Value, live: &Value, path: &str, limit: usize, out: &mut
             }
         }
         (Value::Array(r), Value::Array(l)) if !r.is_empty() && r.iter().all(|v| v.get("name").is_some()) => {
+            // A server-side apply lays the items out in the rendered order, and the Deployment
+            // controller hashes the template as laid out: a new order alone rolls the pods.
+            let rendered_order: Vec<&Value> = r
+                .iter()
+                .filter_map(|rv| rv.get("name"))
+                .filter(|n| l.iter().any(|lv| lv.get("name") == Some(*n)))
+                .collect();
+            let live_order: Vec<&Value> = l
+                .iter()
+                .filter_map(|lv| lv.get("name"))
+                .filter(|n| rendered_order.contains(n))
+                .collect();
+            if rendered_order != live_order {
+                let names = |order: &[&Value]| {
+                    order
+                        .iter()
+                        .map(|n| n.as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                out.push(format!(
+                    "{path} is in the order {} (now {})",
+                    names(&rendered_order),
+                    names(&live_order)
+                ));
+                if out.len() >= limit {
+                    return;
+                }
+            }
             for rv in r {
                 let name = rv["name"].as_str().unwrap_or_default();
                 let p = format!("{path}[{name}]");
@@ -1215,6 +1273,21 @@ mod tests {
             differences(&rendered, &missing, "t", 3),
             ["t.spec.containers[m].env[X] is added"]
         );
+    }
+
+    #[test]
+    fn named_items_in_another_order_are_a_difference() {
+        // OLM v1 mounts webhook-cert before apiservice-cert, classic the other way round.
+        let rendered = json!({"spec": {"volumes": [{"name": "webhook-cert"}, {"name": "apiservice-cert"}]}});
+        let live = json!({"spec": {"volumes": [{"name": "extra"}, {"name": "apiservice-cert"}, {"name": "webhook-cert"}]}});
+        assert_eq!(
+            differences(&rendered, &live, "t", 3),
+            [
+                "t.spec.volumes is in the order webhook-cert, apiservice-cert (now apiservice-cert, webhook-cert)"
+            ]
+        );
+        let same = json!({"spec": {"volumes": [{"name": "webhook-cert"}, {"name": "extra"}, {"name": "apiservice-cert"}]}});
+        assert!(differences(&rendered, &same, "t", 3).is_empty());
     }
 
     #[test]

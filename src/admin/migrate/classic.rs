@@ -177,6 +177,9 @@ pub struct ApiDescription {
     pub version: String,
     /// Kind.
     pub kind: String,
+    /// The Deployment serving it (APIServices).
+    #[serde(rename = "deploymentName")]
+    pub deployment_name: String,
 }
 
 /// `ClusterServiceVersion.status`.

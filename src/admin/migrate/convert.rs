@@ -9,22 +9,29 @@
 //! 3. the Subscription set to `Manual` approval: from now on classic can only propose an
 //!    InstallPlan, never execute one (an Automatic Subscription whose CSV disappears would
 //!    reinstall it);
-//! 4. adoption, first pass: olmv1's owner labels added to every adopted object; cluster-scoped
-//!    ones lose their `olm.owner*` labels (classic's `csv-cleanup` finalizer deletes the cluster
-//!    objects those labels name). Namespaced objects keep classic's labels and owner reference for
-//!    now: classic's olm-operator finds its Deployments by them and would rewrite one it misses;
+//! 4. adoption, first pass: olmv1's owner labels added to every adopted object and to classic's
+//!    roles and bindings olmv1 replaces; cluster-scoped ones lose their `olm.owner*` labels
+//!    (classic's `csv-cleanup` finalizer deletes the cluster objects those labels name, and the
+//!    operator would lose its cluster permissions before olmv1 grants them). Namespaced objects
+//!    keep classic's labels and owner reference for now: classic's olm-operator finds its
+//!    Deployments by them and would rewrite one it misses; but the OperatorCondition loses them
+//!    (the garbage collector may not follow its kind yet, and would delete it once the CSV is
+//!    gone);
 //! 5. the CSV deleted with `propagationPolicy: Orphan`: the garbage collector removes the CSV's
 //!    owner references from its dependents instead of deleting them; `csv-cleanup` is left to
 //!    classic for [`CLASSIC_FINALIZE_WAIT`], then removed (classic may not be running);
-//! 6. the Subscription, its InstallPlans, the copied CSVs and the OperatorCondition deleted
-//!    (after the CSV: a Subscription deleted while its CSV exists makes classic rewrite a
-//!    Deployment that carried the Subscription's config);
+//! 6. the Subscription, its InstallPlans and the copied CSVs deleted, and the OperatorCondition
+//!    unless olmv1 keeps it (adopted: the operator goes on using it) (after the CSV: a
+//!    Subscription deleted while its CSV exists makes classic rewrite a Deployment that carried
+//!    the Subscription's config);
 //! 7. adoption, second pass: owner references to the CSV and `olm.owner*` labels removed
 //!    wherever they remain;
 //! 8. the ClusterExtension created, pinned to the installed version: it finds every object
 //!    already labelled as its own and applies over it in place;
-//! 9. once Installed ([`follow_subscription`]): unpinned to follow the channel when the
-//!    Subscription's approval was Automatic, left pinned when Manual.
+//! 9. once Installed, olmv1's own grants in place: classic's roles and bindings it replaced
+//!    deleted ([`remove_replaced`]; rollback recreates them from the record);
+//! 10. ([`follow_subscription`]): unpinned to follow the channel when the Subscription's
+//!     approval was Automatic, left pinned when Manual.
 //!
 //! Between any two steps the workload runs untouched: no step deletes or recreates an adopted
 //! object, and no step changes a pod template.
@@ -135,13 +142,21 @@ pub struct Record {
     pub catalog_source: Option<Value>,
     /// The objects classic made for the CSV that olmv1 takes over.
     pub adopted: Vec<ObjectRef>,
-    /// Classic's roles and bindings for the CSV that olmv1 does not render (it renders its own
-    /// under other names): kept, orphaned, for the admin to delete once the extension runs.
+    /// Classic's roles and bindings for the CSV that olmv1 does not render (it grants the same
+    /// under its own names): adopted with the rest, deleted once the extension is Installed
+    /// (its own grants in place), recreated by rollback.
     #[serde(default)]
     pub left: Vec<ObjectRef>,
+    /// Those objects as they were, for rollback (empty in records of older versions, which
+    /// left them in place).
+    #[serde(default)]
+    pub left_objects: Vec<Value>,
     /// Whether converting restarts pods, as `check` computed it.
     #[serde(default)]
     pub pods_restart: String,
+    /// The serving certificates cert-manager replaces, as `check` reported them.
+    #[serde(default)]
+    pub certificates: Vec<String>,
     /// The installer's objects convert applies (empty: the OperatorGroup's ServiceAccount).
     pub installer: Vec<Value>,
     /// The ClusterExtension convert creates.
@@ -170,10 +185,49 @@ pub struct CsvIdentity {
     pub uid: String,
     /// The CRDs it owns (`<plural>.<group>`), which classic labels only by component.
     pub owned_crds: Vec<String>,
+    /// The RoleBindings in `kube-system` classic made for the Deployments serving its
+    /// APIServices (`<deployment>-service-auth-reader`), labelled only `olm.managed`.
+    pub auth_reader_bindings: Vec<String>,
 }
 
+impl CsvIdentity {
+    /// The identity of `csv`.
+    pub fn of(csv: &super::classic::Csv) -> CsvIdentity {
+        let spec = &csv.spec;
+        let mut serving: Vec<&str> = spec
+            .apiservicedefinitions
+            .owned
+            .iter()
+            .map(|a| a.deployment_name.as_str())
+            .collect();
+        serving.sort_unstable();
+        serving.dedup();
+        CsvIdentity {
+            namespace: csv.metadata.namespace.clone().unwrap_or_default(),
+            name: csv.metadata.name.clone().unwrap_or_default(),
+            uid: csv.metadata.uid.clone().unwrap_or_default(),
+            owned_crds: spec
+                .customresourcedefinitions
+                .owned
+                .iter()
+                .map(|d| d.name.clone())
+                .collect(),
+            // Classic's names: `<deployment>-service`, dots kept.
+            auth_reader_bindings: serving
+                .iter()
+                .map(|d| format!("{d}-service-auth-reader"))
+                .collect(),
+        }
+    }
+}
+
+/// The namespace of the RoleBindings an aggregated API server reads its authentication settings
+/// through.
+const KUBE_SYSTEM: &str = "kube-system";
+
 /// Whether classic made `object` for the CSV: an owner reference to it, its `olm.owner*` labels,
-/// or (a CRD) one it owns.
+/// (a CRD) one it owns, or (a RoleBinding in `kube-system`) the auth-reader binding of one of its
+/// APIService Deployments, which classic labels `olm.managed` only.
 pub fn made_for_csv(object: &Value, csv: &CsvIdentity) -> bool {
     let meta = &object["metadata"];
     let referenced = meta["ownerReferences"].as_array().is_some_and(|refs| {
@@ -192,7 +246,17 @@ pub fn made_for_csv(object: &Value, csv: &CsvIdentity) -> bool {
         && meta["name"]
             .as_str()
             .is_some_and(|n| csv.owned_crds.iter().any(|c| c == n));
-    referenced || labelled || owned_crd
+    let auth_reader = object["kind"] == "RoleBinding"
+        && meta["namespace"] == KUBE_SYSTEM
+        && labels["olm.managed"] == "true"
+        && object["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+        && meta["name"]
+            .as_str()
+            .is_some_and(|n| csv.auth_reader_bindings.iter().any(|b| b == n))
+        && object["subjects"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|s| s["namespace"] == csv.namespace.as_str()));
+    referenced || labelled || owned_crd || auth_reader
 }
 
 /// `ObjectRef` of a rendered object, its namespace defaulted to `namespace` when `namespaced`.
@@ -356,6 +420,11 @@ pub async fn load_record(
         .map_err(|e| ConvertError::Invalid(format!("ConfigMap {system_ns}/{record_name}: {e}")))
 }
 
+/// Secrets' API resource.
+fn secret_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
+}
+
 /// The API resource of a kind and whether it is namespaced, found by discovery.
 async fn resource_of(
     client: &Client,
@@ -467,14 +536,7 @@ pub async fn prepare(
     let identity = CsvIdentity {
         namespace: namespace.to_string(),
         name: csv_name.clone(),
-        uid: csv.metadata.uid.clone().unwrap_or_default(),
-        owned_crds: csv
-            .spec
-            .customresourcedefinitions
-            .owned
-            .iter()
-            .map(|d| d.name.clone())
-            .collect(),
+        ..CsvIdentity::of(csv)
     };
     let mut existing = Vec::with_capacity(rendered.len());
     for object in rendered {
@@ -496,6 +558,28 @@ pub async fn prepare(
         };
         let live = api
             .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(&r))))?;
+        existing.push((r, live.map(|l| serde_json::to_value(l).unwrap_or_default())));
+    }
+    // The Secrets olmv1's Certificates write to: classic's serving certificates, taken over in
+    // place (cert-manager keeps or replaces what they hold: check's CertificateReplaced).
+    let secrets: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &secret_resource());
+    for certificate in rendered
+        .iter()
+        .filter(|o| super::read::is_cert_manager_certificate(o))
+    {
+        let Some(secret) = certificate["spec"]["secretName"].as_str() else {
+            continue;
+        };
+        let r = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some(namespace.to_string()),
+            name: secret.to_string(),
+        };
+        let live = secrets
+            .get_opt(secret)
             .await
             .map_err(api_err(format!("reading {}", describe(&r))))?;
         existing.push((r, live.map(|l| serde_json::to_value(l).unwrap_or_default())));
@@ -527,6 +611,7 @@ pub async fn prepare(
         classic_object(client, Kind::OperatorGroup, &og_ns, &og_name).await?,
         "the OperatorGroup",
     )?;
+    let left = leftovers(client, &identity, &adopted).await?;
     let catalog_source = match source {
         Some(s) => {
             let (ns, n) = key(&s.metadata);
@@ -546,8 +631,15 @@ pub async fn prepare(
             subscription,
             operator_group,
             catalog_source,
-            left: leftovers(client, &identity, &adopted).await?,
+            left: left.iter().map(|(r, _)| r.clone()).collect(),
+            left_objects: left.into_iter().map(|(_, o)| o).collect(),
             pods_restart: row.pods_restart.to_string(),
+            certificates: row
+                .reasons
+                .iter()
+                .filter(|r| r.code == "CertificateReplaced")
+                .map(|r| format!("{} ({})", r.message, r.fix))
+                .collect(),
             adopted,
             installer: Vec::new(),
             extension_object,
@@ -631,12 +723,12 @@ const CLASSIC_RBAC: [(&str, &str, bool); 4] = [
 ];
 
 /// Classic's roles and bindings made for the CSV (owner reference or labels) that are not
-/// adopted.
+/// adopted, each with its body as recorded.
 async fn leftovers(
     client: &Client,
     csv: &CsvIdentity,
     adopted: &[ObjectRef],
-) -> Result<Vec<ObjectRef>, ConvertError> {
+) -> Result<Vec<(ObjectRef, Value)>, ConvertError> {
     let mut left = Vec::new();
     for (api_version, kind, namespaced) in CLASSIC_RBAC {
         let (ar, _) = resource_of(client, api_version, kind).await?;
@@ -658,7 +750,11 @@ async fn leftovers(
                 name: o.name_any(),
             };
             if made_for_csv(&value, csv) && !adopted.contains(&r) {
-                left.push(r);
+                // List items carry no kind; rollback creates from the body.
+                let mut body = recorded(&value);
+                body["apiVersion"] = json!(api_version);
+                body["kind"] = json!(kind);
+                left.push((r, body));
             }
         }
     }
@@ -713,8 +809,9 @@ async fn apply_all(client: &Client, objects: &[Value]) -> Result<(), ConvertErro
 
 /// The merge patch adopting `live` for `extension`: olmv1's owner labels added; when `detach`
 /// (or the object is cluster-scoped, where classic's finalizer selects by label) classic's
-/// `olm.owner*` labels removed; when `detach`, owner references to a CSV removed. `None` when
-/// nothing changes.
+/// `olm.owner*` labels removed; when `detach`, owner references to a CSV removed; a serving
+/// certificate's Secret gets its CA where cert-manager's injector reads it. `None` when nothing
+/// changes.
 pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detach: bool) -> Option<Value> {
     let meta = &live["metadata"];
     let mut labels = serde_json::Map::new();
@@ -744,7 +841,12 @@ pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detac
             patch["metadata"]["ownerReferences"] = json!(kept);
         }
     }
-    if patch["metadata"].as_object().is_some_and(|m| m.is_empty()) {
+    if live["kind"] == "Secret"
+        && let Some(data) = super::certificate::ca_data_patch(live)
+    {
+        patch["data"] = data;
+    }
+    if patch["metadata"].as_object().is_some_and(|m| m.is_empty()) && patch.get("data").is_none() {
         return None;
     }
     // Guarded by the version read: a concurrent write by classic makes the patch fail, not lost.
@@ -752,22 +854,31 @@ pub fn adoption_patch(live: &Value, extension: &str, cluster_scoped: bool, detac
     Some(patch)
 }
 
-/// One adoption pass over the record's objects; returns how many were changed.
+/// One adoption pass over the record's objects, classic's roles and bindings it replaces
+/// included; returns how many were changed.
 async fn adopt(client: &Client, record: &Record, detach: bool) -> Result<usize, ConvertError> {
     let mut changed = 0;
-    for r in &record.adopted {
+    for r in record.adopted.iter().chain(&record.left) {
         let api = api_for(client, r).await?;
         let Some(live) = api
             .get_opt(&r.name)
             .await
             .map_err(api_err(format!("reading {}", describe(r))))?
         else {
+            if record.left.contains(r) {
+                // Replaced and deleted by an earlier run (or by classic): nothing to adopt.
+                continue;
+            }
             return Err(ConvertError::Invalid(format!(
                 "{} is gone: it was to be adopted; nothing more was changed (rollback restores classic)",
                 describe(r)
             )));
         };
         let live = serde_json::to_value(live).unwrap_or_default();
+        // The OperatorCondition is detached at once: a custom resource the garbage collector may
+        // not follow yet (its CRD new), so it would not orphan it with the CSV and would then
+        // delete it for its dangling owner reference. No classic controller rewrites it.
+        let detach = detach || r.kind == olmv1_api::operator_condition::KIND;
         if let Some(patch) = adoption_patch(&live, &record.extension, r.namespace.is_none(), detach) {
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -992,6 +1103,45 @@ pub async fn convert(
     Ok(())
 }
 
+/// Once the extension is Installed (its own grants in place): classic's roles and bindings for
+/// the CSV that olmv1 replaced, deleted, each only while it still carries the extension's owner
+/// labels (adopted by convert). The record keeps them for rollback. Idempotent.
+pub async fn remove_replaced(
+    client: &Client,
+    record: &Record,
+    report: &mut dyn FnMut(String),
+) -> Result<(), ConvertError> {
+    let mut deleted = 0;
+    for r in &record.left {
+        let api = api_for(client, r).await?;
+        let Some(live) = api
+            .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(r))))?
+        else {
+            continue;
+        };
+        if !is_owned_by(live.metadata.labels.as_ref(), &record.extension) {
+            report(format!(
+                "{} kept: it no longer carries ClusterExtension {}'s labels",
+                describe(r),
+                record.extension
+            ));
+            continue;
+        }
+        if delete_if_present(&api, &r.name, false, &describe(r)).await? {
+            deleted += 1;
+        }
+    }
+    if deleted > 0 {
+        report(format!(
+            "{deleted} roles and bindings classic made for {} deleted: ClusterExtension {}'s own grants are in place",
+            record.csv, record.extension
+        ));
+    }
+    Ok(())
+}
+
 /// `--delete-operatorgroup`, once the extension is Installed: the recorded OperatorGroup is
 /// deleted when no Subscription is left in its namespace (another operator there still needs
 /// it), and kept, saying why, otherwise. Rollback recreates it from the record. Idempotent.
@@ -1165,12 +1315,14 @@ pub async fn rollback(
         ));
     }
     let mut objects = installed;
-    for r in &record.adopted {
+    for r in record.adopted.iter().chain(&record.left) {
         if !objects.contains(r) {
             objects.push(r.clone());
         }
     }
     let mut released = 0;
+    let mut handed_back = 0;
+    let mut certificates_removed = Vec::new();
     for r in &objects {
         let api = match api_for(client, r).await {
             Ok(a) => a,
@@ -1187,17 +1339,49 @@ pub async fn rollback(
         else {
             continue;
         };
-        if let Some(patch) = release_patch(&serde_json::to_value(live).unwrap_or_default(), extension) {
+        let live = serde_json::to_value(live).unwrap_or_default();
+        if is_cert_manager_object(r) {
+            // olmv1's, not classic's: classic issues its certificate itself, and a Certificate
+            // left behind would reissue it under classic.
+            delete_if_present(&api, &r.name, false, &describe(r)).await?;
+            certificates_removed.push(describe(r));
+            continue;
+        }
+        if let Some(patch) = release_patch(&live, extension) {
             api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(api_err(format!("releasing {}", describe(r))))?;
             released += 1;
         }
+        if let Some(patch) = hand_back_patch(&live, &record) {
+            api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(api_err(format!("handing {} back to classic", describe(r))))?;
+            handed_back += 1;
+        }
     }
     report(format!(
         "{} objects kept, olmv1's labels removed ({released} changed)",
-        objects.len()
+        objects.len() - certificates_removed.len()
     ));
+    if handed_back > 0 {
+        report(format!(
+            "{handed_back} APIServices labelled as CSV {}/{}'s again (classic adopts only those)",
+            record.namespace, record.csv
+        ));
+    }
+    for removed in certificates_removed {
+        report(format!(
+            "{removed} deleted (olmv1's: classic issues its own certificate)"
+        ));
+    }
+    let restored = restore_replaced(client, &record).await?;
+    if !record.left_objects.is_empty() {
+        report(format!(
+            "{restored} roles and bindings classic made for {} restored as classic left them",
+            record.csv
+        ));
+    }
     store
         .delete(extension)
         .await
@@ -1262,6 +1446,92 @@ pub async fn rollback(
     Ok(())
 }
 
+/// Classic's roles and bindings convert replaced, as the record keeps them: recreated where
+/// convert deleted them, their labels (`olm.owner*` included) given back where they remain.
+/// Returns how many were written.
+async fn restore_replaced(client: &Client, record: &Record) -> Result<usize, ConvertError> {
+    let mut written = 0;
+    for body in &record.left_objects {
+        let Some(r) = record
+            .left
+            .iter()
+            .find(|r| r.kind == body["kind"] && r.name == body["metadata"]["name"])
+        else {
+            continue;
+        };
+        let api = api_for(client, r).await?;
+        let live = api
+            .get_opt(&r.name)
+            .await
+            .map_err(api_err(format!("reading {}", describe(r))))?;
+        match live {
+            None => {
+                let object: DynamicObject = serde_json::from_value(recorded(body))
+                    .map_err(|e| ConvertError::Invalid(format!("the recorded {}: {e}", describe(r))))?;
+                match api.create(&PostParams::default(), &object).await {
+                    Ok(_) => written += 1,
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(source) => {
+                        return Err(ConvertError::Api {
+                            what: format!("recreating {}", describe(r)),
+                            source,
+                        });
+                    }
+                }
+            }
+            Some(live) => {
+                let live = serde_json::to_value(live).unwrap_or_default();
+                if let Some(patch) = relabel_patch(&live, body) {
+                    api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(api_err(format!("restoring {}", describe(r))))?;
+                    written += 1;
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// The merge patch giving `live` back the labels `recorded` had (classic's `olm.owner*`
+/// included); `None` when it has them.
+pub fn relabel_patch(live: &Value, recorded: &Value) -> Option<Value> {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in recorded["metadata"]["labels"].as_object().into_iter().flatten() {
+        if live["metadata"]["labels"][k] != *v {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    (!labels.is_empty()).then(|| json!({"metadata": {"labels": labels}}))
+}
+
+/// Whether `r` is a cert-manager Certificate or Issuer (olmv1 renders them; classic has none).
+fn is_cert_manager_object(r: &ObjectRef) -> bool {
+    r.api_version.starts_with("cert-manager.io/") && matches!(r.kind.as_str(), "Certificate" | "Issuer")
+}
+
+/// The merge patch giving an APIService back to classic: its `olm.owner*` labels naming the
+/// recorded CSV again (classic refuses to take over an APIService without them: "pre-existing
+/// APIService ... is not adoptable"). `None` for other objects, or when it has them.
+pub fn hand_back_patch(live: &Value, record: &Record) -> Option<Value> {
+    if live["kind"] != "APIService" {
+        return None;
+    }
+    let wanted = [
+        ("olm.owner", record.csv.as_str()),
+        ("olm.owner.namespace", record.namespace.as_str()),
+        ("olm.owner.kind", "ClusterServiceVersion"),
+        ("olm.managed", "true"),
+    ];
+    let labels = &live["metadata"]["labels"];
+    if wanted.iter().all(|(k, v)| labels[*k] == *v) {
+        return None;
+    }
+    let labels: serde_json::Map<String, Value> =
+        wanted.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    Some(json!({"metadata": {"labels": labels}}))
+}
+
 /// The merge patch removing `extension`'s owner labels and owner references from `live`;
 /// `None` when it carries neither.
 pub fn release_patch(live: &Value, extension: &str) -> Option<Value> {
@@ -1297,6 +1567,7 @@ mod tests {
             name: "op.v1".into(),
             uid: "u1".into(),
             owned_crds: vec!["widgets.example.com".into()],
+            auth_reader_bindings: vec!["op-server-service-auth-reader".into()],
         }
     }
 
@@ -1392,6 +1663,58 @@ mod tests {
         let done =
             json!({"metadata": {"labels": owner_labels("ext"), "ownerReferences": [{"kind": "Other"}]}});
         assert_eq!(adoption_patch(&done, "ext", true, true), None);
+        // A serving certificate's Secret gets classic's CA where cert-manager's injector reads it.
+        let secret = json!({"kind": "Secret", "metadata": {"resourceVersion": "3", "labels": owner_labels("ext")},
+            "data": {"tls.crt": "Yw==", "tls.key": "aw==", "olmCAKey": "Q0E="}});
+        assert_eq!(
+            adoption_patch(&secret, "ext", false, true),
+            Some(json!({"metadata": {"resourceVersion": "3"}, "data": {"ca.crt": "Q0E="}}))
+        );
+    }
+
+    #[test]
+    fn classics_auth_reader_binding_is_known_by_its_name_role_and_subjects() {
+        let binding = |name: &str, role: &str, subject_ns: &str| {
+            json!({"kind": "RoleBinding", "metadata": {"name": name, "namespace": "kube-system",
+                "labels": {"olm.managed": "true"}},
+                "roleRef": {"kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": subject_ns}]})
+        };
+        let reader = "extension-apiserver-authentication-reader";
+        assert!(made_for_csv(
+            &binding("op-server-service-auth-reader", reader, "ns"),
+            &csv()
+        ));
+        // Another Deployment's, another role, another namespace's account: not classic's for it.
+        assert!(!made_for_csv(
+            &binding("other-service-auth-reader", reader, "ns"),
+            &csv()
+        ));
+        assert!(!made_for_csv(
+            &binding("op-server-service-auth-reader", "admin", "ns"),
+            &csv()
+        ));
+        assert!(!made_for_csv(
+            &binding("op-server-service-auth-reader", reader, "other"),
+            &csv()
+        ));
+        let mut unlabelled = binding("op-server-service-auth-reader", reader, "ns");
+        unlabelled["metadata"]["labels"] = json!({});
+        assert!(!made_for_csv(&unlabelled, &csv()));
+    }
+
+    #[test]
+    fn a_replaced_role_gets_back_the_labels_classic_gave_it() {
+        let recorded = json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+            "olm.owner.kind": "ClusterServiceVersion", "olm.managed": "true"}}});
+        // Adopted (classic's owner labels gone from a cluster-scoped one), then released.
+        let live = json!({"metadata": {"labels": {"olm.managed": "true"}}});
+        assert_eq!(
+            relabel_patch(&live, &recorded).unwrap(),
+            json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+                "olm.owner.kind": "ClusterServiceVersion"}}})
+        );
+        assert_eq!(relabel_patch(&recorded, &recorded), None);
     }
 
     #[test]
@@ -1457,11 +1780,30 @@ mod tests {
             catalog_source: None,
             adopted: Vec::new(),
             left: Vec::new(),
+            left_objects: Vec::new(),
             pods_restart: "no".into(),
+            certificates: Vec::new(),
             installer: Vec::new(),
             extension_object: json!({}),
         };
         assert!(automatic(&record));
+        let api_service = json!({"kind": "APIService", "metadata": {"name": "v1.example.com",
+            "labels": {"olm.managed": "true"}}});
+        assert_eq!(
+            hand_back_patch(&api_service, &record),
+            Some(
+                json!({"metadata": {"labels": {"olm.owner": "op.v1", "olm.owner.namespace": "ns",
+                "olm.owner.kind": "ClusterServiceVersion", "olm.managed": "true"}}})
+            )
+        );
+        let mut handed_back = api_service.clone();
+        handed_back["metadata"]["labels"] =
+            hand_back_patch(&api_service, &record).unwrap()["metadata"]["labels"].clone();
+        assert_eq!(hand_back_patch(&handed_back, &record), None, "once is enough");
+        assert_eq!(
+            hand_back_patch(&json!({"kind": "Service", "metadata": {}}), &record),
+            None
+        );
         let mut manual = record.clone();
         manual.subscription["spec"]["installPlanApproval"] = json!("Manual");
         assert!(!automatic(&manual));

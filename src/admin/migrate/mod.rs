@@ -1,13 +1,15 @@
 //! Owns the way out of OLM classic (`olmv1 migrate`): reading classic's objects
 //! (`operators.coreos.com`), judging each Subscription (`check`), making ClusterCatalogs
 //! from CatalogSources (`catalogs`), taking a Subscription over in place and giving it back
-//! (`convert`), convert's orchestration over one or every Subscription (`run`), and the text
-//! forms of check and catalogs (`report`).
+//! (`convert`), whether cert-manager keeps a serving certificate classic issued (`certificate`),
+//! convert's orchestration over one or every Subscription (`run`), and the text forms of check
+//! and catalogs (`report`).
 //! Part of admin: imports api, bundle, catalog, image, admin's cluster reader, sources, installer
 //! and install (run), and apply's owner labels and revision store (convert); never controller or
 //! cmd.
 
 pub mod catalogs;
+pub mod certificate;
 pub mod check;
 pub mod classic;
 pub mod convert;

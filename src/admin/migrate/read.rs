@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::Secret},
+    jiff::Timestamp,
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, ObjectList},
@@ -13,11 +16,11 @@ use olmv1_api::v1::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
 
 use super::{
-    MigrateError,
+    MigrateError, certificate,
     check::{
-        CARRIED_CONFIG_KEYS, CatalogView, CheckRow, ExtensionView, MIGRATED_FROM_ANNOTATION,
-        PROPERTIES_ANNOTATION, PodRestart, SOURCE_ANNOTATION, Snapshot, check, differences,
-        target_namespaces,
+        CARRIED_CONFIG_KEYS, CatalogView, CertificateVerdict, CheckRow, ExtensionView,
+        MIGRATED_FROM_ANNOTATION, PROPERTIES_ANNOTATION, PodRestart, SOURCE_ANNOTATION, Snapshot, check,
+        differences, target_namespaces,
     },
     classic::{ClassicObject, Kind, Subscription, api_resource, key},
 };
@@ -26,8 +29,12 @@ use crate::{
         cluster::{SourcedCatalog, cluster_catalogs},
         sources::CatalogSources,
     },
-    bundle::{registry_v1::RegistryV1Bundle, render::render},
+    bundle::{
+        registry_v1::RegistryV1Bundle,
+        render::{RenderOptions, render_with_options},
+    },
     catalog::{PROPERTY_PACKAGE, Property, client::CatalogClient},
+    controller::cluster_extension::operator_conditions,
     image::{PullOptions, pull_and_read},
 };
 
@@ -161,9 +168,13 @@ pub async fn read_snapshot(
         operator_groups: list_classic(client, Kind::OperatorGroup).await?,
         catalog_sources: list_classic(client, Kind::CatalogSource).await?,
         operator_conditions: list_classic(client, Kind::OperatorCondition).await?,
+        operator_conditions_served: operator_conditions::served(client)
+            .await
+            .map_err(api_error("discovering operators.coreos.com/v2"))?,
         extensions: extensions.iter().map(|e| extension_view(e, &views)).collect(),
         catalogs: views,
         restarts: BTreeMap::new(),
+        certificates: BTreeMap::new(),
     };
     let in_scope: Vec<Subscription> = snapshot
         .subscriptions
@@ -179,8 +190,9 @@ pub async fn read_snapshot(
         .cloned()
         .collect();
     for sub in &in_scope {
-        let restart = pod_restart(client, pull, &snapshot, sub).await;
+        let (restart, certificates) = conversion_effects(client, pull, &snapshot, sub).await;
         snapshot.restarts.insert(key(&sub.metadata), restart);
+        snapshot.certificates.insert(key(&sub.metadata), certificates);
     }
     Ok(snapshot)
 }
@@ -230,8 +242,8 @@ fn extension_view(e: &ClusterExtension, catalogs: &[CatalogView]) -> ExtensionVi
 
 /// The objects olmv1 renders for `sub`'s installed bundle, as `convert` installs it: the bundle
 /// pulled from the image a ClusterCatalog names, the OperatorGroup's single target as
-/// `watchNamespace`, the Subscription's carried config as `deploymentConfig`. Also returns the
-/// extension's inline config.
+/// `watchNamespace`, the Subscription's carried config as `deploymentConfig`, its OperatorCondition
+/// when the controller keeps them. Also returns the extension's inline config.
 pub async fn render_installed(
     pull: &PullOptions,
     snapshot: &Snapshot,
@@ -258,7 +270,12 @@ pub async fn render_installed(
         Err(e) => return Err(format!("pulling bundle image {image}: {e}")),
     };
     let value = Value::Object(config.clone());
-    let objects = render(&bundle, &ns, Some(&value)).map_err(|e| format!("rendering {csv}: {e}"))?;
+    let options = RenderOptions {
+        operator_conditions: snapshot.operator_conditions_served,
+        ..RenderOptions::default()
+    };
+    let objects = render_with_options(&bundle, &ns, Some(&value), options)
+        .map_err(|e| format!("rendering {csv}: {e}"))?;
     Ok((objects, config))
 }
 
@@ -300,20 +317,64 @@ pub fn inline_config(
     Ok(config)
 }
 
-/// Whether converting `sub` restarts its pods: its installed bundle rendered as `convert` would
-/// ([`render_installed`]), and each Deployment's pod template compared with the one running.
-async fn pod_restart(
+/// What converting `sub` does to its running pods: its installed bundle rendered as `convert`
+/// would ([`render_installed`]), each Deployment's pod template compared with the one running
+/// (whether pods restart), and each serving certificate classic issued judged (whether
+/// cert-manager keeps it).
+async fn conversion_effects(
     client: &Client,
     pull: &PullOptions,
     snapshot: &Snapshot,
     sub: &Subscription,
-) -> PodRestart {
-    let (ns, _) = key(&sub.metadata);
+) -> (PodRestart, Vec<CertificateVerdict>) {
     let objects = match render_installed(pull, snapshot, sub).await {
         Ok((objects, _)) => objects,
-        Err(e) => return PodRestart::Unknown(e),
+        Err(e) => return (PodRestart::Unknown(e), Vec::new()),
     };
-    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let (ns, _) = key(&sub.metadata);
+    let certificates = match certificate_verdicts(client, &ns, &objects).await {
+        Ok(verdicts) => verdicts,
+        Err(e) => return (PodRestart::Unknown(e), Vec::new()),
+    };
+    (pod_restart(client, &ns, &objects).await, certificates)
+}
+
+/// For each cert-manager Certificate of `objects`, whether cert-manager keeps the Secret it
+/// writes to as it is now.
+async fn certificate_verdicts(
+    client: &Client,
+    ns: &str,
+    objects: &[Value],
+) -> Result<Vec<CertificateVerdict>, String> {
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let mut verdicts = Vec::new();
+    for certificate in objects.iter().filter(|o| is_cert_manager_certificate(o)) {
+        let secret_name = certificate["spec"]["secretName"].as_str().unwrap_or_default();
+        let secret = secrets
+            .get_opt(secret_name)
+            .await
+            .map_err(|e| format!("reading Secret {ns}/{secret_name}: {e}"))?;
+        let deployment = secret_name
+            .strip_suffix("-service-cert")
+            .unwrap_or(secret_name)
+            .to_string();
+        verdicts.push(CertificateVerdict {
+            deployment,
+            secret: format!("{ns}/{secret_name}"),
+            replaced: certificate::kept_by_cert_manager(certificate, secret.as_ref(), Timestamp::now()).err(),
+        });
+    }
+    Ok(verdicts)
+}
+
+/// Whether `object` is a cert-manager Certificate.
+pub fn is_cert_manager_certificate(object: &Value) -> bool {
+    object["kind"] == "Certificate" && object["apiVersion"] == "cert-manager.io/v1"
+}
+
+/// Whether the pod templates of `objects` differ from those running in `ns` (a rolling update).
+async fn pod_restart(client: &Client, ns: &str, objects: &[Value]) -> PodRestart {
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
     let mut found = Vec::new();
     for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
         let name = d["metadata"]["name"].as_str().unwrap_or_default();

@@ -240,6 +240,7 @@ async fn convert_one(
         "clusterextension/{} Installed: {} {}\n",
         record.extension, record.csv, record.version
     )));
+    convert::remove_replaced(client, &record, &mut lines(report)).await?;
     convert::follow_subscription(client, &record, &mut lines(report)).await?;
     if options.delete_operator_group {
         convert::delete_operator_group(client, &record, &mut lines(report)).await?;
@@ -302,6 +303,7 @@ async fn prepare_record(
             service_account: &prepared.service_account,
             allow_escalate: false,
             webhook_provider: WebhookProvider::default(),
+            operator_conditions: snapshot.operator_conditions_served,
         };
         let computed = compute_installer(client, &target, &options.reach).await?;
         report(Report::Out(computed.yaml(&record.extension)?));
@@ -331,9 +333,15 @@ pub fn plan_text(record: &Record) -> Result<String, serde_saphyr::SerializeError
             escape_value(&record.pods_restart)
         ));
     }
+    for certificate in &record.certificates {
+        text.push_str(&format!(
+            "# certificate replaced: {}\n",
+            escape_value(certificate)
+        ));
+    }
     if !record.left.is_empty() {
         text.push_str(&format!(
-            "# left in place, orphaned: {} roles and bindings classic made for {} under names olmv1 does not render (it grants its own); delete them once the extension is Installed\n",
+            "# replaced: {} roles and bindings classic made for {} under names olmv1 does not render (it grants the same under its own): adopted now, deleted once the extension is Installed\n",
             record.left.len(),
             record.csv
         ));

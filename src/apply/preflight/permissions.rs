@@ -12,6 +12,8 @@
 //!   ClusterRole cluster-wide; an `aggregationRule` needs every permission).
 //! - Creating or updating a RoleBinding/ClusterRoleBinding is refused unless the user may `bind`
 //!   the referenced role, or already holds every rule that role grants (where the binding applies).
+//! - An OperatorCondition's status is kept in step with its spec (the controller mirrors the
+//!   operator's conditions, as classic does): verb `patch` on its `status` subresource.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -19,6 +21,8 @@ use std::fmt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
+
+use olmv1_api::operator_condition;
 
 use super::PreflightError;
 use crate::apply::revision::ObjectRef;
@@ -37,6 +41,18 @@ pub fn owner_finalizers_access(extension: &str) -> Access {
         "clusterextensions/finalizers",
         None,
         Some(extension),
+    )
+}
+
+/// `patch` on the `status` of OperatorCondition `name`: the controller mirrors its
+/// `spec.conditions` there as the installer, as classic's OperatorCondition controller does.
+pub fn operator_condition_status_access(namespace: Option<&str>, name: &str) -> Access {
+    Access::resource(
+        "patch",
+        operator_condition::GROUP,
+        &format!("{}/status", operator_condition::PLURAL),
+        namespace,
+        Some(name),
     )
 }
 
@@ -401,6 +417,11 @@ pub fn required_access(
             && let Some(req) = rbac_requirement(obj, ns, &roles)?
         {
             requirements.insert(req);
+        }
+        if obj.group == operator_condition::GROUP && obj.kind == operator_condition::KIND {
+            requirements.insert(Requirement::Allowed(operator_condition_status_access(
+                ns, &obj.name,
+            )));
         }
     }
 

@@ -26,6 +26,13 @@ fn table() -> ResourceTable {
             "customresourcedefinitions",
             false,
         ),
+        (
+            "operators.coreos.com",
+            "v2",
+            "OperatorCondition",
+            "operatorconditions",
+            true,
+        ),
     ];
     for &(group, version, kind, plural, namespaced) in entries {
         t.insert(
@@ -66,6 +73,23 @@ fn allowed_accesses(plan: &AccessPlan) -> Vec<String> {
 
 fn plan_for(objects: &[Value], previous: &[ObjectRef]) -> AccessPlan {
     required_access(objects, previous, "ops", &table(), &AccessPolicy::default()).expect("plan")
+}
+
+/// An OperatorCondition is applied as any object, and its status patched: the controller
+/// mirrors the operator's conditions there as the installer.
+#[test]
+fn an_operator_condition_also_needs_patch_on_its_status() {
+    let oc = json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+        "metadata": {"name": "op.v1"}, "spec": {}});
+    assert_eq!(
+        allowed_accesses(&plan_for(&[oc], &[])),
+        [
+            r#"create operators.coreos.com/operatorconditions "op.v1" in namespace "ops""#,
+            r#"get operators.coreos.com/operatorconditions "op.v1" in namespace "ops""#,
+            r#"patch operators.coreos.com/operatorconditions "op.v1" in namespace "ops""#,
+            r#"patch operators.coreos.com/operatorconditions/status "op.v1" in namespace "ops""#,
+        ]
+    );
 }
 
 #[test]

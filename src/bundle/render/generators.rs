@@ -1,7 +1,9 @@
 //! The generators, in upstream's order: ServiceAccounts, Roles/RoleBindings,
-//! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, Deployments, validating and mutating
-//! webhook configurations, webhook Services, the certificate provider's objects (cert-manager
-//! Issuers and Certificates; none for OpenShift's service CA).
+//! ClusterRoles/ClusterRoleBindings, CRDs, other manifests, the OperatorCondition with its Role and
+//! RoleBinding (when asked), Deployments, validating and mutating webhook configurations, the
+//! Services of webhook- and APIService-serving Deployments, owned APIServices with their
+//! authentication bindings, the certificate provider's objects (cert-manager Issuers and
+//! Certificates; none for OpenShift's service CA).
 //!
 //! Where upstream iterates a Go set (service accounts, cert-provider objects) its order is random;
 //! here it is sorted by name, so output is deterministic.
@@ -9,14 +11,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DeploymentSpec;
-use k8s_openapi::api::core::v1::{KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use olmv1_api::operator_condition::{self, ENV_OPERATOR_CONDITION_NAME};
 use serde_json::{Map, Value, json};
 
 use crate::bundle::csv::{
-    PermissionRule, StrategyDeployment, StrategyPermissions, WEBHOOK_CONVERSION, WEBHOOK_MUTATING,
-    WEBHOOK_VALIDATING, WebhookDescription,
+    ApiServiceDescription, PermissionRule, StrategyDeployment, StrategyPermissions, WEBHOOK_CONVERSION,
+    WEBHOOK_MUTATING, WEBHOOK_VALIDATING, WebhookDescription,
 };
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::config::DeploymentConfig;
@@ -37,6 +42,19 @@ pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 
 const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
+const API_REGISTRATION_API_VERSION: &str = "apiregistration.k8s.io/v1";
+/// Where the API server keeps the client CA and request-header settings an aggregated API server
+/// reads (its `extension-apiserver-authentication` ConfigMap).
+pub const KUBE_SYSTEM: &str = "kube-system";
+/// The ClusterRole letting an aggregated API server review tokens and access (TokenReview,
+/// SubjectAccessReview): delegated authentication and authorization.
+pub const AUTH_DELEGATOR_CLUSTER_ROLE: &str = "system:auth-delegator";
+/// The Role in `kube-system` letting an aggregated API server read the
+/// `extension-apiserver-authentication` ConfigMap.
+pub const AUTH_READER_ROLE: &str = "extension-apiserver-authentication-reader";
+/// OLM classic's APIService priorities (upstream's generator keeps them).
+const API_SERVICE_GROUP_PRIORITY_MINIMUM: i32 = 2000;
+const API_SERVICE_VERSION_PRIORITY: i32 = 15;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const ADMISSION_API_VERSION: &str = "admissionregistration.k8s.io/v1";
 const CERT_MANAGER_API_VERSION: &str = "cert-manager.io/v1";
@@ -113,6 +131,8 @@ pub struct RenderContext<'a> {
     pub deployment_config: Option<&'a DeploymentConfig>,
     /// Who provides webhook certificates.
     pub webhook_provider: WebhookProvider,
+    /// Whether the bundle gets its OperatorCondition ([`operator_condition`]).
+    pub operator_conditions: bool,
 }
 
 impl RenderContext<'_> {
@@ -127,9 +147,29 @@ impl RenderContext<'_> {
     fn webhooks(&self) -> &[WebhookDescription] {
         &self.bundle.csv.spec.webhookdefinitions
     }
+
+    fn api_services(&self) -> &[ApiServiceDescription] {
+        &self.bundle.csv.spec.apiservicedefinitions.owned
+    }
+
+    /// Deployments that serve an owned APIService.
+    fn api_service_deployments(&self) -> BTreeSet<&str> {
+        self.api_services()
+            .iter()
+            .map(|a| a.deployment_name.as_str())
+            .collect()
+    }
+
+    /// Deployments that need a serving certificate: those serving webhooks or APIServices.
+    fn certificate_deployments(&self) -> BTreeSet<&str> {
+        let mut deployments = self.api_service_deployments();
+        deployments.extend(self.webhooks().iter().map(|w| w.deployment_name.as_str()));
+        deployments
+    }
 }
 
-/// Names of the webhook Service and certificate of one deployment (`render.CertProvisionerFor`).
+/// Names of the serving Service and certificate of one deployment (`render.CertProvisionerFor`);
+/// OLM classic names them the same (`<deployment>-service`, `<service>-cert`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertNames {
     /// `<deployment with . as ->-service`, cut to upstream's budget.
@@ -165,10 +205,15 @@ pub fn generate(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     objects.extend(cluster_permissions(ctx));
     objects.extend(crds(ctx)?);
     objects.extend(others(ctx));
+    if ctx.operator_conditions {
+        // Before the Deployments: the operator reads it as it starts.
+        objects.extend(operator_condition(ctx));
+    }
     objects.extend(deployments(ctx)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_VALIDATING)?);
     objects.extend(webhook_configurations(ctx, WEBHOOK_MUTATING)?);
-    objects.extend(webhook_services(ctx)?);
+    objects.extend(services(ctx)?);
+    objects.extend(api_services(ctx)?);
     if ctx.webhook_provider == WebhookProvider::CertManager {
         objects.extend(cert_manager_objects(ctx)?);
     }
@@ -371,13 +416,10 @@ pub fn others(ctx: &RenderContext<'_>) -> Vec<Value> {
 
 /// The CSV's deployments in the install namespace: CSV annotations merged into the pod template
 /// (template wins), `olm.targetNamespaces` / `olm.operatorNamespace`, `revisionHistoryLimit: 1`,
-/// the deployment configuration, and certificate volumes on webhook-serving deployments.
+/// the deployment configuration, and certificate volumes on webhook- and APIService-serving
+/// deployments.
 pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let webhook_deployments: BTreeSet<&str> = ctx
-        .webhooks()
-        .iter()
-        .map(|w| w.deployment_name.as_str())
-        .collect();
+    let certificate_deployments = ctx.certificate_deployments();
     let csv_annotations = ctx.bundle.csv.annotations();
     let mut out = Vec::new();
     for StrategyDeployment { name, spec, label } in &ctx.bundle.csv.spec.install.spec.deployments {
@@ -400,7 +442,14 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         if let Some(config) = ctx.deployment_config {
             apply_deployment_config(&mut spec, &mut deployment_annotations, config);
         }
-        if webhook_deployments.contains(name.as_str()) {
+        if ctx.operator_conditions {
+            // Classic sets it after the Subscription's config, in every container.
+            let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+            for container in &mut pod.containers {
+                set_env(container, ENV_OPERATOR_CONDITION_NAME, ctx.csv_name());
+            }
+        }
+        if certificate_deployments.contains(name.as_str()) {
             let names = webhook_service_name(name)?;
             let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
             ensure_cert_volumes(pod, &names.cert);
@@ -417,6 +466,88 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}));
     }
     Ok(out)
+}
+
+/// `name=value` in `container`'s env: replaced where it is, else appended (classic's
+/// `ensureEnvVarIsPresent`).
+fn set_env(container: &mut Container, name: &str, value: &str) {
+    let env = container.env.get_or_insert_with(Vec::new);
+    let var = EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    };
+    match env.iter_mut().find(|e| e.name == name) {
+        Some(existing) => *existing = var,
+        None => env.push(var),
+    }
+}
+
+/// The name of the Role and RoleBinding granting the operators of `package` their
+/// OperatorCondition. Not classic's (the OperatorCondition's, `<csv>`): where classic's
+/// OperatorCondition controller runs, it keeps a Role and RoleBinding of that name owned by the
+/// OperatorCondition, and would take olmv1's over. The package's, not the CSV's: the same across
+/// upgrades, so that the installer's grant on them (by name) still holds after one.
+pub fn operator_condition_role_name(package: &str) -> String {
+    format!("{package}-operator-condition")
+}
+
+/// The OperatorCondition OLM classic keeps for the bundle, named as classic names it (the CSV's
+/// name) and listing what classic lists: the CSV's Deployments, and the ServiceAccounts of its
+/// clusterPermissions then permissions (`default` when none); and what classic grants those
+/// accounts: get, update and patch on that one object.
+pub fn operator_condition(ctx: &RenderContext<'_>) -> Vec<Value> {
+    let spec = &ctx.bundle.csv.spec.install.spec;
+    let name = ctx.csv_name();
+    let deployments: Vec<&str> = spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let mut accounts: Vec<&str> = spec
+        .cluster_permissions
+        .iter()
+        .chain(&spec.permissions)
+        .map(|p| p.service_account_name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if accounts.is_empty() {
+        accounts.push("default");
+    }
+    let subjects: Vec<Value> = accounts
+        .iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|sa| json!({"kind": "ServiceAccount", "name": sa, "namespace": ctx.install_namespace}))
+        .collect();
+    let role = operator_condition_role_name(&ctx.bundle.package_name);
+    vec![
+        json!({
+            "apiVersion": operator_condition::API_VERSION,
+            "kind": operator_condition::KIND,
+            "metadata": {"name": name, "namespace": ctx.install_namespace},
+            "spec": {"deployments": deployments, "serviceAccounts": accounts},
+        }),
+        json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": ctx.install_namespace},
+            "rules": [{
+                "apiGroups": [operator_condition::GROUP],
+                "resources": [operator_condition::PLURAL],
+                "resourceNames": [name],
+                "verbs": ["get", "update", "patch"],
+            }],
+        }),
+        json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": ctx.install_namespace},
+            "subjects": subjects,
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": role},
+        }),
+    ]
 }
 
 /// Replaces the certificate volumes and mounts (by name or by protected mount path) with the
@@ -659,9 +790,10 @@ pub fn webhook_configurations(ctx: &RenderContext<'_>, type_: &str) -> Result<Ve
     Ok(out)
 }
 
-/// One Service per webhook-serving deployment (in CSV deployment order), ports deduplicated and
-/// sorted by port then target port, selecting the deployment's `matchLabels`.
-pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+/// One Service per webhook- or APIService-serving deployment (in CSV deployment order), ports
+/// deduplicated and sorted by port then target port, selecting the deployment's `matchLabels`.
+/// An APIService's port is its `containerPort` (443 when unset), behind the same port.
+pub fn services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let mut ports_by_deployment: BTreeMap<&str, Vec<(i32, IntOrString)>> = BTreeMap::new();
     for wh in ctx.webhooks() {
         let port = if wh.container_port > 0 {
@@ -673,6 +805,13 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         let ports = ports_by_deployment.entry(&wh.deployment_name).or_default();
         if !ports.contains(&(port, target.clone())) {
             ports.push((port, target));
+        }
+    }
+    for api in ctx.api_services() {
+        let port = api.port();
+        let ports = ports_by_deployment.entry(&api.deployment_name).or_default();
+        if !ports.contains(&(port, IntOrString::Int(port))) {
+            ports.push((port, IntOrString::Int(port)));
         }
     }
     let mut out = Vec::new();
@@ -710,15 +849,15 @@ pub fn webhook_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
-/// A self-signed cert-manager Issuer and a Certificate per webhook-serving deployment.
+/// A self-signed cert-manager Issuer and a Certificate per webhook- or APIService-serving
+/// deployment. The certificate of a deployment serving an APIService has an ECDSA P-256 key, the
+/// key OLM classic generates for it: cert-manager keeps a certificate classic issued (same names,
+/// same key type) when `olmv1 migrate convert` takes it over, instead of replacing it under the
+/// running server.
 pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
-    let deployments: BTreeSet<&str> = ctx
-        .webhooks()
-        .iter()
-        .map(|w| w.deployment_name.as_str())
-        .collect();
+    let api_service_deployments = ctx.api_service_deployments();
     let mut out = Vec::new();
-    for deployment in deployments {
+    for deployment in ctx.certificate_deployments() {
         let names = webhook_service_name(deployment)?;
         let issuer = object_name_for_base_and_suffix(&names.cert, "selfsigned-issuer");
         let ns = ctx.install_namespace;
@@ -729,7 +868,7 @@ pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, Strin
             "spec": {"selfSigned": {}},
         }));
         let host = format!("{}.{ns}", names.service);
-        out.push(json!({
+        let mut certificate = json!({
             "apiVersion": CERT_MANAGER_API_VERSION,
             "kind": "Certificate",
             "metadata": {"name": names.cert, "namespace": ns},
@@ -742,9 +881,95 @@ pub fn cert_manager_objects(ctx: &RenderContext<'_>) -> Result<Vec<Value>, Strin
                 "duration": CERT_DURATION,
                 "renewBefore": CERT_RENEW_BEFORE,
             },
+        });
+        if api_service_deployments.contains(deployment) {
+            certificate["spec"]["privateKey"] = json!({"algorithm": "ECDSA", "size": 256});
+        }
+        out.push(certificate);
+    }
+    Ok(out)
+}
+
+/// Per owned APIService (in CSV order) the APIService `<version>.<group>` served by the
+/// deployment's Service, its CA injected by the certificate provider; and, once per serving
+/// deployment, what an aggregated API server needs to authenticate and authorize the requests the
+/// API server proxies (OLM classic's names): ClusterRoleBinding
+/// `<service>-system:auth-delegator` to `system:auth-delegator` and RoleBinding
+/// `kube-system/<service>-auth-reader` to `extension-apiserver-authentication-reader`, both for
+/// the deployment's service account. (Upstream's generator emits the bindings once per APIService,
+/// twice when one deployment serves two.)
+pub fn api_services(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
+    let accounts: BTreeMap<&str, &str> = ctx
+        .bundle
+        .csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| {
+            let account = d
+                .spec
+                .template
+                .spec
+                .as_ref()
+                .and_then(|p| p.service_account_name.as_deref())
+                .unwrap_or_default();
+            (d.name.as_str(), sa_name_or_default(account))
+        })
+        .collect();
+    let ns = ctx.install_namespace;
+    let mut bound = BTreeSet::new();
+    let mut out = Vec::new();
+    for api in ctx.api_services() {
+        let names = webhook_service_name(&api.deployment_name)?;
+        let (key, value) = ctx.webhook_provider.ca_injection(ns, &names);
+        out.push(json!({
+            "apiVersion": API_REGISTRATION_API_VERSION,
+            "kind": "APIService",
+            "metadata": {"name": api.api_service_name(), "annotations": {key: value}},
+            "spec": {
+                "group": api.group,
+                "version": api.version,
+                "groupPriorityMinimum": API_SERVICE_GROUP_PRIORITY_MINIMUM,
+                "versionPriority": API_SERVICE_VERSION_PRIORITY,
+                "service": {"namespace": ns, "name": names.service, "port": api.port()},
+            },
+        }));
+        if !bound.insert(names.service.clone()) {
+            continue;
+        }
+        let account = accounts
+            .get(api.deployment_name.as_str())
+            .copied()
+            .unwrap_or("default");
+        let subjects = json!([{"kind": "ServiceAccount", "name": account, "namespace": ns}]);
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": auth_delegator_binding_name(&names.service)},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": AUTH_DELEGATOR_CLUSTER_ROLE},
+            "subjects": subjects,
+        }));
+        out.push(json!({
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "RoleBinding",
+            "metadata": {"name": auth_reader_binding_name(&names.service), "namespace": KUBE_SYSTEM},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": AUTH_READER_ROLE},
+            "subjects": subjects,
         }));
     }
     Ok(out)
+}
+
+/// `<service>-system:auth-delegator` (OLM classic's `AuthDelegatorClusterRoleBindingName`).
+pub fn auth_delegator_binding_name(service: &str) -> String {
+    format!("{service}-{AUTH_DELEGATOR_CLUSTER_ROLE}")
+}
+
+/// `<service>-auth-reader` (OLM classic's `AuthReaderRoleBindingName`).
+pub fn auth_reader_binding_name(service: &str) -> String {
+    format!("{service}-auth-reader")
 }
 
 fn insert_some<T: serde::Serialize>(map: &mut Map<String, Value>, key: &str, value: &Option<T>) {

@@ -5,8 +5,11 @@
 //!
 //! [`render`] is a pure function: refusals (`applier/provider.go`), configuration validation,
 //! bundle validators, target namespaces (`render/render.go`) and the generators
-//! (`render/registryv1/generators`) in upstream's order. Webhook certificates come from cert-manager
-//! (upstream's default) or OpenShift's service CA ([`WebhookProvider`]).
+//! (`render/registryv1/generators`) in upstream's order. Webhook and APIService certificates come
+//! from cert-manager (upstream's default) or OpenShift's service CA ([`WebhookProvider`]). Owned
+//! APIServices are rendered as OLM classic lays them out (upstream's generator exists but its
+//! applier still refuses them: `apiServiceDefintions are not supported`). With
+//! [`RenderOptions::operator_conditions`], the OperatorCondition OLM classic keeps for a bundle.
 
 pub mod config;
 pub mod generators;
@@ -73,6 +76,17 @@ pub fn render(
     render_with_provider(bundle, install_namespace, config, WebhookProvider::CertManager)
 }
 
+/// How the controller renders beyond the bundle and its configuration (its flags of the same
+/// names): who provides webhook certificates, and whether each install gets an OperatorCondition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// Who provides webhook serving certificates.
+    pub webhook_provider: WebhookProvider,
+    /// Render the OperatorCondition OLM classic keeps for a bundle (`--operator-conditions`):
+    /// the object, its Role and RoleBinding, `OPERATOR_CONDITION_NAME` in every container.
+    pub operator_conditions: bool,
+}
+
 /// [`render`] with webhook certificates from `webhook_provider`.
 pub fn render_with_provider(
     bundle: &RegistryV1Bundle,
@@ -80,13 +94,21 @@ pub fn render_with_provider(
     config: Option<&Value>,
     webhook_provider: WebhookProvider,
 ) -> Result<Vec<Value>, RenderError> {
+    let options = RenderOptions {
+        webhook_provider,
+        ..RenderOptions::default()
+    };
+    render_with_options(bundle, install_namespace, config, options)
+}
+
+/// [`render`] as `options` say.
+pub fn render_with_options(
+    bundle: &RegistryV1Bundle,
+    install_namespace: &str,
+    config: Option<&Value>,
+    options: RenderOptions,
+) -> Result<Vec<Value>, RenderError> {
     let csv = &bundle.csv;
-    if !csv.spec.apiservicedefinitions.owned.is_empty() {
-        // Upstream's spelling, kept verbatim.
-        return Err(RenderError::Unsupported(
-            "apiServiceDefintions are not supported".to_string(),
-        ));
-    }
     if ![
         INSTALL_MODE_ALL_NAMESPACES,
         INSTALL_MODE_SINGLE_NAMESPACE,
@@ -125,7 +147,8 @@ pub fn render_with_provider(
         install_namespace,
         target_namespaces,
         deployment_config: bundle_config.deployment_config.as_ref(),
-        webhook_provider,
+        webhook_provider: options.webhook_provider,
+        operator_conditions: options.operator_conditions,
     };
     generators::generate(&context).map_err(RenderError::InvalidBundle)
 }

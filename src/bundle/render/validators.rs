@@ -45,7 +45,7 @@ pub fn supported_kind(kind: &str) -> Option<bool> {
 
 /// Runs every validator; the messages of all failures, in upstream's order.
 pub fn validate(bundle: &RegistryV1Bundle) -> Vec<String> {
-    let checks: [fn(&RegistryV1Bundle) -> Vec<String>; 13] = [
+    let checks: [fn(&RegistryV1Bundle) -> Vec<String>; 15] = [
         deployment_spec_uniqueness,
         deployment_name_is_dns1123_subdomain,
         crd_resource_uniqueness,
@@ -59,6 +59,8 @@ pub fn validate(bundle: &RegistryV1Bundle) -> Vec<String> {
         conversion_webhooks_reference_owned_crds,
         webhook_rules,
         object_support,
+        api_service_deployment_referential_integrity,
+        api_service_name_uniqueness,
     ];
     checks.iter().flat_map(|check| check(bundle)).collect()
 }
@@ -369,6 +371,61 @@ fn object_support(b: &RegistryV1Bundle) -> Vec<String> {
                 .then(|| format!("unsupported resource {name:?} with kind {kind:?}"))
         })
         .collect()
+}
+
+/// Each owned APIService names a Deployment of the install strategy (upstream's
+/// `CheckAPIServiceDeploymentReferentialIntegrity`, its message; an APIService naming none, which
+/// upstream lets through to a Service named `-service`, is refused too: nothing would serve it).
+fn api_service_deployment_referential_integrity(b: &RegistryV1Bundle) -> Vec<String> {
+    let deployments: BTreeSet<&str> = b
+        .csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    b.csv
+        .spec
+        .apiservicedefinitions
+        .owned
+        .iter()
+        .filter(|a| !deployments.contains(a.deployment_name.as_str()))
+        .map(|a| {
+            let name = a.api_service_name();
+            if a.deployment_name.is_empty() {
+                format!("owned apiservice {name:?} names no deployment: deploymentName must name a deployment of the CSV install spec")
+            } else {
+                format!(
+                    "owned apiservice {name:?} references deployment {:?} which does not exist in the CSV install spec",
+                    a.deployment_name
+                )
+            }
+        })
+        .collect()
+}
+
+/// Each owned APIService (`<version>.<group>`) is a valid object name and is owned once.
+fn api_service_name_uniqueness(b: &RegistryV1Bundle) -> Vec<String> {
+    let owned = &b.csv.spec.apiservicedefinitions.owned;
+    let mut errs: Vec<String> = owned
+        .iter()
+        .filter(|a| !crate::bundle::render::config::is_dns1123_label_chars(&a.version) || !is_dns1123_subdomain_chars(&a.group))
+        .map(|a| {
+            format!(
+                "owned apiservice {:?} is not a valid APIService: version must be a DNS-1123 label and group a DNS-1123 subdomain",
+                a.api_service_name()
+            )
+        })
+        .collect();
+    let names: Vec<String> = owned.iter().map(|a| a.api_service_name()).collect();
+    errs.extend(
+        duplicates(names.iter().map(String::as_str))
+            .into_iter()
+            .map(|n| format!("owned apiservice {n:?} is listed more than once")),
+    );
+    errs
 }
 
 /// Kubernetes' `validation.IsDNS1123Subdomain`, messages sorted as the validators sort them.

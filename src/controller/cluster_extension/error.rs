@@ -48,6 +48,10 @@ pub enum StepError {
     /// The revision record could not be written.
     #[error(transparent)]
     WriteRecord(RecordError),
+    /// An upgrade needs the installed bundle's OperatorCondition, and the watch has not listed
+    /// them yet (the controller just started).
+    #[error("waiting for the OperatorConditions to be listed before an upgrade")]
+    OperatorConditionsNotListed,
 }
 
 /// What went wrong with the resolved bundle, by step.
@@ -90,7 +94,7 @@ impl StepError {
     /// Whether only a change by the admin (or a catalog) can fix it.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Self::ReadInstalled(_) | Self::WriteRecord(_) => false,
+            Self::ReadInstalled(_) | Self::WriteRecord(_) | Self::OperatorConditionsNotListed => false,
             Self::ListCatalogs(_) | Self::ReadCatalog { .. } => false,
             Self::Resolve(e) => e.is_terminal(),
             Self::Identity(e) => e.is_terminal(),
@@ -114,6 +118,7 @@ impl StepError {
             Self::WriteRecord(_) => "WriteRecordFailed",
             Self::ListCatalogs(_) | Self::ReadCatalog { .. } | Self::Resolve(_) => "ResolutionFailed",
             Self::Identity(_) => "ServiceAccountUnavailable",
+            Self::OperatorConditionsNotListed => "OperatorConditionsNotListed",
             Self::Bundle { source, .. } => match source.as_ref() {
                 BundleError::Pull(_) => "PullFailed",
                 BundleError::Load(_) | BundleError::Render(_) => "InvalidBundle",

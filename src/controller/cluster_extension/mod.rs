@@ -1,13 +1,16 @@
 //! Owns the ClusterExtension reconciler: its steps, its reconcile state, status and errors.
 //! May import controller's shared parts and every module below controller; never cmd.
 //!
-//! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> unpack ->
-//! preflights -> apply -> wait for readiness -> status. Each step is a function in [`steps`];
+//! The ClusterExtension reconciler: finalizers -> read installed revision -> resolve -> hold an
+//! upgrade its OperatorCondition holds -> unpack -> preflights -> apply -> wait for readiness ->
+//! status. Each step is a function in [`steps`];
 //! this module wires them to kube-runtime and writes status once per reconcile.
 
 mod dependencies;
+mod drift;
 mod error;
 mod fallback;
+pub mod operator_conditions;
 mod status;
 mod steps;
 mod watches;
@@ -36,6 +39,7 @@ pub use dependencies::{
     DependencyMode, DependencyWaits, UNSATISFIED_DEPENDENCIES, catalog_entry_properties, installed_extension,
     served_apis,
 };
+pub use drift::DRIFT_CHECK;
 pub use error::{Error, StepError};
 
 use crate::{
@@ -52,11 +56,20 @@ use crate::{
 
 /// The field manager of the controller's status writes.
 const STATUS_FIELD_MANAGER: &str = "olmv1-status";
-/// How often an installed extension is looked at again with nothing changed: the fallback that
-/// repairs drift on kinds the controller does not watch. Each one re-applies in full, so its cost
-/// scales with the extensions installed: every 5 minutes, 1,000 idle extensions kept a core 3 %
-/// busy (hack/bench-scale.sh, docs/benchmarks.md); every 30 minutes, a sixth of that.
-const RESYNC: Duration = Duration::from_secs(1800);
+/// How often an installed extension is reconciled again with nothing changed (each period drawn
+/// in `[RESYNC, 1.2 * RESYNC)`): controller-runtime's default sync period, upstream's. Drift is
+/// repaired without it: the watches report owned CRDs and Deployments, and the drift check
+/// ([`drift::DRIFT_CHECK`]) the other kinds, at a few list requests for every extension at once.
+/// (Re-applying each extension in full every 30 minutes cost ~15 requests each:
+/// docs/benchmarks.md.)
+const RESYNC: Duration = Duration::from_secs(10 * 3600);
+/// How soon an extension blocked on an error only a change can fix is looked at again: the
+/// watches bring it back on a change of its spec, a catalog or an owned object; this catches
+/// what is not watched (a ServiceAccount or RBAC the admin created since).
+const BLOCKED_RECHECK: Duration = Duration::from_secs(1800);
+/// How soon an extension whose upgrade its OperatorCondition holds is looked at again with
+/// nothing changed (the watch of OperatorConditions brings it back as soon as one changes).
+const HELD_RECHECK: Duration = Duration::from_secs(300);
 /// How soon a rollout in progress is looked at again.
 const ROLLOUT_POLL: Duration = Duration::from_secs(5);
 /// How soon a rollout past its deadline is looked at again: the watch on its Deployments and
@@ -99,10 +112,15 @@ pub struct Context {
     /// The last full apply of each extension that ended ready, cleared by the watches when an
     /// owned object changes: a reconcile with nothing new makes no request for its content.
     pub last_apply: LastApplies,
+    /// How often the drift check compares the objects of unwatched kinds with their last apply
+    /// ([`drift::DRIFT_CHECK`], shorter only in tests).
+    pub drift_check: Duration,
     /// What a bundle's dependencies mean: refused (upstream) or checked.
     pub dependencies: DependencyMode,
     /// The extensions blocked on dependencies, woken when what is installed changes.
     pub dependency_waits: DependencyWaits,
+    /// The OperatorConditions kept for installed bundles (`--operator-conditions`), if on.
+    pub operator_conditions: Option<operator_conditions::OperatorConditions>,
 }
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
@@ -111,9 +129,9 @@ pub struct LastApplies(Arc<std::sync::Mutex<Applies>>);
 
 #[derive(Default)]
 struct Applies {
-    /// Per extension: the fingerprint of its last full apply that ended ready, when that was,
-    /// and its CRDs and Deployments as they were then.
-    last: std::collections::HashMap<String, (String, std::time::Instant, Vec<WatchedObject>)>,
+    /// Per extension: the fingerprint of its last full apply that ended ready, and its CRDs and
+    /// Deployments as they were then.
+    last: std::collections::HashMap<String, (String, Vec<WatchedObject>)>,
     /// The extensions looked at since this process started.
     seen: std::collections::HashSet<String>,
     /// Per extension, what its watches reported since its current (or last) reconcile began.
@@ -152,7 +170,8 @@ impl Reports {
 /// What [`LastApplies::freshness`] says of an extension's content.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Freshness {
-    /// Applied and ready within half the resync, nothing watched changed since: trust it.
+    /// Applied and ready, and neither a watch nor the drift check reported a change since:
+    /// trust it.
     Fresh,
     /// Not known to be in place: apply in full.
     Stale,
@@ -165,18 +184,26 @@ impl LastApplies {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `fingerprint` was applied to `extension` recently enough to trust that it is
-    /// still in place (within half the resync, so each resync applies in full and repairs drift
-    /// on the kinds not watched).
+    /// Whether `fingerprint` was applied to `extension` and nothing reported a change since:
+    /// the watches (CRDs, Deployments) and the drift check (every other kind) forget an apply
+    /// whose objects changed.
     pub fn freshness(&self, extension: &str, fingerprint: &str) -> Freshness {
         let mut applies = self.applies();
         if applies.seen.insert(extension.to_string()) {
             return Freshness::FirstSinceStart;
         }
         match applies.last.get(extension) {
-            Some((applied, at, _)) if applied == fingerprint && at.elapsed() < RESYNC / 2 => Freshness::Fresh,
+            Some((applied, _)) if applied == fingerprint => Freshness::Fresh,
             _ => Freshness::Stale,
         }
+    }
+
+    /// The drift check found an object of `extension` changed: its next reconcile applies in
+    /// full (also the first one since this process started), and one in flight does not
+    /// remember its apply as trusted.
+    pub fn drifted(&self, extension: &str) {
+        self.object_changed(extension, None);
+        self.applies().seen.insert(extension.to_string());
     }
 
     /// A reconcile of `extension` begins: what the watches report from now on is checked by
@@ -202,10 +229,9 @@ impl LastApplies {
             applies.last.remove(extension);
             return false;
         }
-        applies.last.insert(
-            extension.to_string(),
-            (fingerprint.to_string(), std::time::Instant::now(), watched),
-        );
+        applies
+            .last
+            .insert(extension.to_string(), (fingerprint.to_string(), watched));
         true
     }
 
@@ -220,7 +246,7 @@ impl LastApplies {
         let unchanged = applies
             .last
             .get(extension)
-            .is_some_and(|(_, _, watched)| ready_state.is_some_and(|state| watched.contains(state)));
+            .is_some_and(|(_, watched)| ready_state.is_some_and(|state| watched.contains(state)));
         if !unchanged {
             applies.last.remove(extension);
         }
@@ -263,8 +289,10 @@ impl Context {
             webhook_provider: WebhookProvider::default(),
             lookups: ClusterLookups::new(),
             last_apply: LastApplies::default(),
+            drift_check: drift::DRIFT_CHECK,
             dependencies: DependencyMode::default(),
             dependency_waits: DependencyWaits::default(),
+            operator_conditions: None,
         }
     }
 }
@@ -279,11 +307,12 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let controller = Controller::new(extensions, crate::watch::config());
     let store = controller.store();
     let catalog_store = store.clone();
-    // Discovery and review answers are kept while these watches run (they end with the process);
-    // CRDs come through the controller's one CRD watch (`watches::crds`).
+    // Review answers are kept while these watches run (they end with the process); discovery
+    // follows the controller's one CRD and one APIService watch (`watches::crds`,
+    // `watches::api_services`).
     tokio::spawn({
         let (lookups, client) = (ctx.lookups.clone(), client.clone());
-        async move { lookups.watch_beside_crds(client).await }
+        async move { lookups.watch_rbac(client).await }
     });
     // An API appeared or went: extensions waiting on a served API are looked at again, once
     // discovery has caught up.
@@ -320,6 +349,16 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             }
         }
     });
+    let controller = match ctx
+        .operator_conditions
+        .as_ref()
+        .and_then(|c| watches::operator_conditions(client.clone(), c, &ctx.last_apply))
+    {
+        // What an installed bundle's OperatorCondition says of upgrades changed: a held upgrade
+        // goes, or one about to go is held.
+        Some(conditions) => controller.watches_stream(conditions, |oc| operator_conditions::owner(&oc)),
+        None => controller,
+    };
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         // Catalog content changed (or a catalog came or went): every extension may resolve
@@ -344,6 +383,13 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
             let last_apply = ctx.last_apply.clone();
             move |object| watches::crd_changed(&object, &last_apply)
         })
+        // An owned APIService turning unavailable (its server gone) is reported.
+        .watches_stream(watches::api_services(client.clone(), &ctx.lookups, &ctx.last_apply), {
+            let last_apply = ctx.last_apply.clone();
+            move |object| watches::api_service_changed(&object, &last_apply)
+        })
+        // Objects of the kinds not watched that changed since their apply.
+        .reconcile_on(drift::checks(ctx.clone(), store.clone(), ctx.drift_check))
         // New registry credentials (a pull secret created or rotated): retry every extension.
         .reconcile_all_on(ctx.pull.registry.credentials.changes())
         // Another extension's installed bundle changed: those blocked on dependencies retry.
@@ -454,9 +500,14 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
     ctx.metrics
         .set_installed(&name, outcome.installed_bundle().map(|b| b.bundle_name.as_str()));
     Ok(match &outcome.result {
+        Ok(steps::Progress::Done) if outcome.held.is_some() => {
+            info!(%name, held = %outcome.held.as_ref().map(ToString::to_string).unwrap_or_default(), "upgrade held");
+            // The OperatorCondition's watch brings it back when it changes; this is a safety net.
+            Action::requeue(HELD_RECHECK)
+        }
         Ok(steps::Progress::Done) => {
             info!(%name, bundle = ?outcome.installed_bundle().map(|b| &b.bundle_name), "reconciled");
-            Action::requeue(RESYNC)
+            Action::requeue(crate::watch::jittered(RESYNC))
         }
         Ok(steps::Progress::RollingOut(_)) => Action::requeue(ROLLOUT_POLL),
         Ok(steps::Progress::DeadlineExceeded { minutes, waiting }) => {
@@ -472,8 +523,8 @@ async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error>
                 Action::requeue(dependencies::DEPENDENCY_RECHECK)
             } else if error.is_terminal() {
                 // Nothing changes until the spec, a catalog or an owned object does: the
-                // watches bring the extension back; the resync is a safety net.
-                Action::requeue(RESYNC)
+                // watches bring the extension back; this recheck is a safety net.
+                Action::requeue(crate::watch::jittered(BLOCKED_RECHECK))
             } else {
                 Action::requeue(error.retry_after())
             }
@@ -526,6 +577,18 @@ async fn publish_events(ext: &ClusterExtension, outcome: &steps::Outcome, ctx: &
                 secondary: None,
             }
         }
+        (Ok(steps::Progress::Done), _) if let Some(held) = &outcome.held => Event {
+            type_: EventType::Normal,
+            reason: olmv1_api::v1::conditions::REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE.into(),
+            note: Some(
+                crate::controller::status::truncate_message(&held.to_string())
+                    .chars()
+                    .take(1024)
+                    .collect(),
+            ),
+            action: "Upgrade".into(),
+            secondary: None,
+        },
         (Ok(steps::Progress::DeadlineExceeded { .. }), _) => Event {
             type_: EventType::Warning,
             reason: REASON_PROGRESS_DEADLINE_EXCEEDED.into(),
@@ -691,6 +754,24 @@ mod tests {
             let verdict = after("ext", &last_apply, |l| l.object_changed("ext", report.as_ref()));
             assert_eq!(verdict, Freshness::Stale, "{what}");
         }
+    }
+
+    #[test]
+    fn drift_found_by_the_check_is_never_trusted_away_even_after_a_restart() {
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let verdict = after("ext", &last_apply, |_| {});
+        assert_eq!(verdict, Freshness::Fresh);
+        last_apply.drifted("ext");
+        assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Stale);
+        // Found before this process looked at the extension: not re-verified from the record.
+        let restarted = LastApplies::default();
+        restarted.drifted("ext");
+        assert_eq!(restarted.freshness("ext", "fp"), Freshness::Stale);
+        // Found while a reconcile read readiness: that reconcile does not remember its apply.
+        let in_flight = LastApplies::default();
+        in_flight.freshness("ext", "fp");
+        assert_eq!(after("ext", &in_flight, |l| l.drifted("ext")), Freshness::Stale);
     }
 
     #[test]

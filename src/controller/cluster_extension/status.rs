@@ -5,13 +5,15 @@ use k8s_openapi::jiff::Timestamp;
 use olmv1_api::v1::{
     BundleMetadata, ClusterExtension, ClusterExtensionInstallStatus, ClusterExtensionStatus,
     conditions::{
-        ConditionStatus, REASON_ABSENT, REASON_FAILED, REASON_PROGRESS_DEADLINE_EXCEEDED, REASON_RETRYING,
-        REASON_ROLLING_OUT, REASON_SUCCEEDED, TYPE_INSTALLED, TYPE_PROGRESSING,
+        ConditionStatus, REASON_ABSENT, REASON_FAILED, REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE,
+        REASON_PROGRESS_DEADLINE_EXCEEDED, REASON_RETRYING, REASON_ROLLING_OUT, REASON_SUCCEEDED,
+        TYPE_INSTALLED, TYPE_PROGRESSING,
     },
 };
 
 use super::{
     StepError,
+    operator_conditions::HeldUpgrade,
     steps::{Outcome, Progress},
 };
 use crate::{
@@ -30,7 +32,13 @@ pub fn compute(ext: &ClusterExtension, outcome: &Outcome, now: Timestamp) -> Clu
     let generation = ext.metadata.generation;
     let mut status = ext.status.clone().unwrap_or_default();
     set_installed(&mut status, outcome, generation, now);
-    set_progressing(&mut status, &outcome.result, generation, now);
+    set_progressing(
+        &mut status,
+        &outcome.result,
+        outcome.held.as_ref(),
+        generation,
+        now,
+    );
     for condition in &outcome.deprecation {
         set_condition(
             &mut status.conditions,
@@ -98,14 +106,22 @@ fn set_installed(
 }
 
 /// Progressing, as upstream's `setStatusProgressing`: Succeeded, RollingOut, Retrying with the
-/// error, or False with a terminal error's reason.
+/// error, or False with a terminal error's reason; olmv1's `OperatorConditionNotUpgradeable`
+/// (True: it goes once the OperatorCondition allows it) when the installed bundle is in place and
+/// an upgrade is held.
 fn set_progressing(
     status: &mut ClusterExtensionStatus,
     result: &Result<Progress, StepError>,
+    held: Option<&HeldUpgrade>,
     generation: Option<i64>,
     now: Timestamp,
 ) {
     let (condition, reason, message) = match result {
+        Ok(Progress::Done) if let Some(held) = held => (
+            ConditionStatus::True,
+            REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE,
+            held.to_string(),
+        ),
         Ok(Progress::Done) => (
             ConditionStatus::True,
             REASON_SUCCEEDED,
@@ -223,6 +239,7 @@ mod tests {
             record,
             deprecation: resolve::deprecation_conditions(None, true, &[], installed.as_deref()),
             result,
+            held: None,
         }
     }
 
@@ -289,6 +306,46 @@ mod tests {
         assert_eq!(condition(&status, TYPE_INSTALLED).status, "True");
         assert_eq!(condition(&status, TYPE_PROGRESSING).reason, REASON_BLOCKED);
         assert!(status.install.is_some());
+    }
+
+    /// A held upgrade: the installed bundle stays Installed, Progressing=True says what holds
+    /// it in the operator's own words; a rollout or an error of the installed bundle is said
+    /// first; released, Succeeded again.
+    #[test]
+    fn a_held_upgrade_is_progressing_with_the_operators_message_and_the_installed_bundle_stays() {
+        let held = HeldUpgrade {
+            bundle: "p.v2.0.0".into(),
+            version: "2.0.0".into(),
+            condition: "ns/p.v1.0.0".into(),
+            hold: olmv1_api::operator_condition::Hold::Operator {
+                reason: "Migrating".into(),
+                message: "3 of 7 shards moved".into(),
+            },
+        };
+        let ext = installed_extension("1.0.0", 2);
+        let mut held_outcome = outcome(Some(record("1.0.0")), Ok(Progress::Done));
+        held_outcome.held = Some(held.clone());
+        let status = compute(&ext, &held_outcome, at(2));
+        assert_eq!(
+            summary(&status, TYPE_PROGRESSING),
+            triple(
+                "True",
+                REASON_OPERATOR_CONDITION_NOT_UPGRADEABLE,
+                "upgrade to p.v2.0.0 2.0.0 held: OperatorCondition ns/p.v1.0.0: the operator says \
+                 Upgradeable=False (Migrating): 3 of 7 shards moved"
+            )
+        );
+        assert_eq!(condition(&status, TYPE_INSTALLED).status, "True");
+        assert_eq!(status.install.as_ref().unwrap().bundle.version, "1.0.0");
+        let mut rolling = super::super::steps::Outcome {
+            result: Ok(Progress::RollingOut("Deployment ns/d".into())),
+            ..held_outcome
+        };
+        rolling.held = Some(held);
+        let status = compute(&ext, &rolling, at(3));
+        assert_eq!(condition(&status, TYPE_PROGRESSING).reason, REASON_ROLLING_OUT);
+        let released = compute(&ext, &outcome(Some(record("1.0.0")), Ok(Progress::Done)), at(4));
+        assert_eq!(condition(&released, TYPE_PROGRESSING).reason, REASON_SUCCEEDED);
     }
 
     #[test]

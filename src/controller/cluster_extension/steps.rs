@@ -7,9 +7,12 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use olmv1_api::v1::{
-    AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
-    conditions::LABEL_CATALOG_NAME,
+use olmv1_api::{
+    operator_condition::Upgradeability,
+    v1::{
+        AvailabilityMode, ClusterCatalog, ClusterExtension, CrdUpgradeSafetyEnforcement,
+        conditions::LABEL_CATALOG_NAME,
+    },
 };
 use serde_json::Value;
 use tracing::debug;
@@ -19,13 +22,14 @@ use super::{
     dependencies::{self, DependencyCheckError},
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
+    operator_conditions::{self, Found, HeldUpgrade},
 };
 use crate::{
     apply::{
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -59,6 +63,9 @@ pub struct Outcome {
     pub deprecation: [ConditionData; 4],
     /// How far the pipeline got.
     pub result: Result<Progress, StepError>,
+    /// The upgrade the installed bundle's OperatorCondition holds, if any (the installed bundle
+    /// was reconciled instead).
+    pub held: Option<HeldUpgrade>,
 }
 
 impl Outcome {
@@ -76,6 +83,7 @@ pub async fn run_pipeline(ext: &ClusterExtension, ctx: &Context) -> Outcome {
         installed: None,
         deprecation: None,
         catalogs: Vec::new(),
+        held: None,
     };
     ctx.last_apply.begin(&ext.name_any());
     let result = state.run().await;
@@ -94,6 +102,8 @@ struct ReconcileState<'a> {
     /// The ClusterCatalogs listed for resolution (other extensions' bundles are looked up in
     /// them).
     catalogs: Vec<ClusterCatalog>,
+    /// The upgrade [`ReconcileState::hold_upgrade`] held.
+    held: Option<HeldUpgrade>,
 }
 
 /// The bundle a reconcile installs: resolved from catalogs, or the installed one kept when no
@@ -157,6 +167,7 @@ impl ReconcileState<'_> {
         let installer = self.choose_installer()?;
         let catalogs = self.list_catalogs().await;
         let target = self.resolve(catalogs).await?;
+        let target = self.hold_upgrade(target, &installer).await?;
         let unpacked = self.unpack(&target).await?;
         self.check_dependencies(&target, &unpacked).await?;
         let rendered = self.render(&target, &unpacked)?;
@@ -167,15 +178,32 @@ impl ReconcileState<'_> {
         let installer_client = self.installer_client(&installer).await?;
         self.preflights(&target, &unpacked, &installer, &installer_client, &rendered)
             .await?;
-        let applied = self.apply(&target, &installer_client, &rendered).await?;
+        self.withdraw_dropped_api_services(&target, &installer_client, &rendered)
+            .await?;
+        let (to_apply, held) = hold_new_api_services(self.previous_objects(), rendered);
+        let applied = self.apply(&target, &installer_client, &to_apply).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        self.record_and_prune(&target, &unpacked, &installer_client, applied, &fingerprint)
+        let objects = applied.iter().map(|a| a.object.clone()).collect();
+        self.record_and_prune(&target, &unpacked, &installer_client, objects, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
             // Installed or upgraded: the bundle image it replaced may be unused now.
             super::remove_unused_bundle_images(self.ctx, Some(&unpacked.image.digest_ref)).await;
         }
-        self.wait_for_readiness(&target, &installer_client, fingerprint)
+        let mut applied = applied;
+        if !held.is_empty() {
+            match self
+                .wait_for_readiness(&target, &installer_client, fingerprint.clone(), None)
+                .await?
+            {
+                Progress::Done => applied.extend(
+                    self.publish_api_services(&target, &installer_client, &held)
+                        .await?,
+                ),
+                waiting => return Ok(waiting),
+            }
+        }
+        self.wait_for_readiness(&target, &installer_client, fingerprint, Some(applied))
             .await
     }
 
@@ -198,6 +226,7 @@ impl ReconcileState<'_> {
             record: self.installed,
             deprecation,
             result,
+            held: self.held,
         }
     }
 
@@ -314,6 +343,40 @@ impl ReconcileState<'_> {
         let resolution = self.ctx.dependencies.resolve(&request, &inputs)?;
         self.deprecation = Some(resolution.deprecation.clone());
         Ok(Target::resolved(&resolution, package))
+    }
+
+    /// Step (with `--operator-conditions`): the installed bundle's OperatorCondition, its status
+    /// mirrored, decides whether `target`, another bundle, may replace it; while it is not
+    /// upgradeable the installed bundle is reconciled instead and the hold reported.
+    async fn hold_upgrade(&mut self, target: Target, installer: &Installer) -> Result<Target, StepError> {
+        let (Some(conditions), Some(installed)) = (&self.ctx.operator_conditions, &self.installed) else {
+            return Ok(target);
+        };
+        let (namespace, name) = (&self.ext.spec.namespace, &installed.bundle_name);
+        let upgrading = target.bundle_name != *name;
+        let oc = match conditions.get(namespace, name, &self.ext.name_any()).await {
+            Some(Found::Present(oc)) => oc,
+            Some(Found::Absent) => return Ok(target),
+            None if upgrading => return Err(StepError::OperatorConditionsNotListed),
+            None => return Ok(target),
+        };
+        if oc.mirrored_status("").is_some() {
+            let client = self.installer_client(installer).await?;
+            operator_conditions::mirror_status(&client, &oc).await;
+        }
+        let Upgradeability::Held(hold) = oc.upgradeability() else {
+            return Ok(target);
+        };
+        if !upgrading {
+            return Ok(target);
+        }
+        self.held = Some(HeldUpgrade {
+            bundle: target.bundle_name.clone(),
+            version: target.version.clone(),
+            condition: format!("{namespace}/{name}"),
+            hold,
+        });
+        Ok(Target::installed(installed))
     }
 
     /// Step: pull the bundle image into the digest-keyed cache and load it as registry+v1.
@@ -478,13 +541,12 @@ impl ReconcileState<'_> {
             .as_ref()
             .and_then(|c| c.inline.clone())
             .map(Value::Object);
-        render::render_with_provider(
-            &unpacked.bundle,
-            &ext.spec.namespace,
-            config.as_ref(),
-            self.ctx.webhook_provider,
-        )
-        .map_err(|e| target.error(e))
+        let options = render::RenderOptions {
+            webhook_provider: self.ctx.webhook_provider,
+            operator_conditions: self.ctx.operator_conditions.is_some(),
+        };
+        render::render_with_options(&unpacked.bundle, &ext.spec.namespace, config.as_ref(), options)
+            .map_err(|e| target.error(e))
     }
 
     /// Whether this image was applied for this generation and the same full apply ended ready,
@@ -577,16 +639,65 @@ impl ReconcileState<'_> {
         Ok(())
     }
 
+    /// Step: an upgrade that drops an owned APIService deletes it before anything is applied: the
+    /// new Deployment may no longer serve it, and an APIService left without its server breaks
+    /// discovery for every client (the prune after the apply would come too late).
+    async fn withdraw_dropped_api_services(
+        &self,
+        target: &Target,
+        installer_client: &Client,
+        rendered: &[Value],
+    ) -> Result<(), StepError> {
+        let dropped = dropped_api_services(self.previous_objects(), rendered);
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        objects::delete_all(installer_client, &self.ext.name_any(), &dropped)
+            .await
+            .map_err(|e| target.error(e))
+    }
+
     /// Step: apply as the installer (CRDs first, objects owned by others refused).
     async fn apply(
         &self,
         target: &Target,
         installer_client: &Client,
         rendered: &[Value],
-    ) -> Result<Vec<ObjectRef>, StepError> {
+    ) -> Result<Vec<AppliedObject>, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.error(e))
+    }
+
+    /// Step (only once everything else is rolled out): apply the APIServices new to this
+    /// extension and record them; readiness then waits for them to be Available. An APIService
+    /// applied before its server runs would be unavailable meanwhile, failing discovery for every
+    /// client.
+    async fn publish_api_services(
+        &mut self,
+        target: &Target,
+        installer_client: &Client,
+        held: &[Value],
+    ) -> Result<Vec<AppliedObject>, StepError> {
+        let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
+            .await
+            .map_err(|e| target.error(e))?;
+        if let Some(record) = self.installed.clone() {
+            let mut recorded = record.objects.clone();
+            recorded.extend(
+                applied
+                    .iter()
+                    .map(|a| &a.object)
+                    .filter(|o| !record.objects.contains(o))
+                    .cloned(),
+            );
+            self.store(InstalledRevision {
+                objects: recorded,
+                ..record
+            })
+            .await?;
+        }
+        Ok(applied)
     }
 
     /// Step: write the revision record, prune what the previous revision had and this one lacks,
@@ -635,16 +746,19 @@ impl ReconcileState<'_> {
         Ok(())
     }
 
-    /// Step: wait for readiness (CRDs Established, Deployments rolled out). A full apply that
-    /// ends ready is remembered, so that the next reconcile with nothing new makes no request,
-    /// and marked in the revision record (written only when the mark changes), so that a
-    /// restarted controller can check it with reads instead of applying again. Content never
-    /// ready yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
+    /// Step: wait for readiness (CRDs Established, Deployments rolled out, APIServices
+    /// Available). A full apply (`applied`: everything applied; `None` while APIServices are held
+    /// back) that ends ready is remembered, so that the next reconcile with nothing new makes no
+    /// request, and marked in the revision record (written only when the mark changes), so that a
+    /// restarted controller can check it with reads instead of applying again, and the drift check
+    /// can compare the objects of unwatched kinds with what `applied` left. Content never ready
+    /// yet that waits past `spec.progressDeadlineMinutes` is reported as stuck.
     async fn wait_for_readiness(
         &mut self,
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
+        applied: Option<Vec<AppliedObject>>,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
@@ -664,6 +778,10 @@ impl ReconcileState<'_> {
                 Timestamp::now(),
             ));
         }
+        let Some(applied) = applied else {
+            // Ready so far, with APIServices still to apply: nothing is remembered as done.
+            return Ok(Progress::Done);
+        };
         if !self
             .ctx
             .last_apply
@@ -675,6 +793,10 @@ impl ReconcileState<'_> {
             let ready = Some(ReadyMark {
                 fingerprint,
                 watched: rollout.watched,
+                applied: applied
+                    .into_iter()
+                    .filter(|a| !objects::is_watched_kind(&a.object))
+                    .collect(),
             });
             let rollout = None;
             self.store(InstalledRevision {
@@ -810,6 +932,45 @@ fn read_dependencies_yaml(dir: &std::path::Path, max_file_bytes: u64) -> Result<
     }
 }
 
+/// `rendered` split into what is applied now and the APIServices `previous` does not have yet,
+/// which wait until everything else is rolled out.
+fn hold_new_api_services(previous: &[ObjectRef], rendered: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    let installed: std::collections::BTreeSet<&str> = previous
+        .iter()
+        .filter(|o| is_api_service(&o.api_version, &o.kind))
+        .map(|o| o.name.as_str())
+        .collect();
+    rendered.into_iter().partition(|o| {
+        !is_api_service(
+            o["apiVersion"].as_str().unwrap_or_default(),
+            o["kind"].as_str().unwrap_or_default(),
+        ) || installed.contains(o["metadata"]["name"].as_str().unwrap_or_default())
+    })
+}
+
+fn is_api_service(api_version: &str, kind: &str) -> bool {
+    kind == "APIService" && api_version.starts_with("apiregistration.k8s.io/")
+}
+
+/// The APIServices of `previous` that `rendered` no longer has.
+fn dropped_api_services(previous: &[ObjectRef], rendered: &[Value]) -> Vec<ObjectRef> {
+    let kept: std::collections::BTreeSet<&str> = rendered
+        .iter()
+        .filter(|o| {
+            is_api_service(
+                o["apiVersion"].as_str().unwrap_or_default(),
+                o["kind"].as_str().unwrap_or_default(),
+            )
+        })
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    previous
+        .iter()
+        .filter(|o| is_api_service(&o.api_version, &o.kind) && !kept.contains(o.name.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// What a record lists while a prune is pending: everything applied, then what the previous
 /// revision had and this one lacks (still to be deleted).
 fn tracked_until_pruned(applied: &[ObjectRef], previous: &[ObjectRef]) -> Vec<ObjectRef> {
@@ -892,6 +1053,67 @@ mod tests {
     }
 
     #[test]
+    fn an_upgrade_withdraws_the_api_services_it_no_longer_renders_and_nothing_else() {
+        let api_service = |name: &str| ObjectRef {
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            namespace: None,
+            name: name.into(),
+        };
+        let previous = [
+            api_service("v1alpha1.example.com"),
+            api_service("v1.example.com"),
+            object("Deployment", "server"),
+        ];
+        let rendered = [
+            serde_json::json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": "v1.example.com"}}),
+            // Same name, another kind: not the APIService.
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "v1alpha1.example.com"}}),
+        ];
+        assert_eq!(
+            dropped_api_services(&previous, &rendered),
+            vec![api_service("v1alpha1.example.com")]
+        );
+        assert!(
+            dropped_api_services(&previous[2..], &[]).is_empty(),
+            "a dropped Deployment is the prune's"
+        );
+    }
+
+    #[test]
+    fn api_services_new_to_the_extension_wait_and_installed_ones_are_applied_with_the_rest() {
+        let api_service = |name: &str| {
+            serde_json::json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name}})
+        };
+        let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "server"}});
+        let previous = [ObjectRef {
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            namespace: None,
+            name: "v1alpha1.example.com".into(),
+        }];
+        let rendered = vec![
+            deployment.clone(),
+            api_service("v1alpha1.example.com"),
+            api_service("v1.example.com"),
+        ];
+        let (now, held) = hold_new_api_services(&previous, rendered.clone());
+        assert_eq!(now, vec![deployment.clone(), api_service("v1alpha1.example.com")]);
+        assert_eq!(held, vec![api_service("v1.example.com")]);
+        let (now, held) = hold_new_api_services(&[], rendered);
+        assert_eq!(
+            now,
+            vec![deployment],
+            "a first install applies its APIServices last"
+        );
+        assert_eq!(held.len(), 2);
+    }
+
+    #[test]
     fn objects_still_to_prune_stay_tracked_after_those_applied() {
         let (kept, dropped, added) = (
             object("Service", "s"),
@@ -949,6 +1171,7 @@ mod tests {
         installed.ready = Some(ReadyMark {
             fingerprint: "a".into(),
             watched: vec![],
+            applied: vec![],
         });
         assert_eq!(rollout_start(Some(&installed), "a"), None);
         assert!(rollout_start(None, "a").is_some());

@@ -9,8 +9,12 @@
 //! | ClusterCatalog | full | every extension's trigger; the catalog cache's forgetting of deleted catalogs |
 //! | Deployment | full, by owner label | owned rollouts and drift ([`LastApplies`]) |
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
-//! | APIService | metadata, all | discovery kept ([`ClusterLookups::watch_beside_crds`]) |
-//! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_beside_crds`]) |
+//! | APIService | full, all (their availability is in their status) | discovery kept by [`ClusterLookups`]; owned APIServices' availability ([`LastApplies`]) |
+//! | Role, ClusterRole, RoleBinding, ClusterRoleBinding | metadata, all, only while preflights ask reviews | review answers kept ([`ClusterLookups::watch_rbac`]) |
+//! | OperatorCondition | full, by owner label, only with `--operator-conditions` on | the hold's store and its owners' triggers ([`OperatorConditions::follow`]) |
+//!
+//! The owned objects of every other kind are not watched: the drift check ([`super::drift`])
+//! compares them with their last apply every 30 minutes, with a few lists for all extensions.
 
 use std::sync::Arc;
 
@@ -18,24 +22,25 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client, Resource,
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, reflector::ObjectRef, watcher},
 };
-use olmv1_api::v1::{
-    ClusterCatalog, ClusterExtension,
-    conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+use olmv1_api::{
+    operator_condition::OperatorCondition,
+    v1::{ClusterCatalog, ClusterExtension},
 };
 use tracing::warn;
 
-use super::LastApplies;
+use super::{LastApplies, operator_conditions::OperatorConditions};
 use crate::{
     apply::{
         lookups::ClusterLookups,
-        objects::{crd_state, ready_deployment},
-        ownership::owner_kind_selector,
+        objects::{crd_state, ready_api_service, ready_deployment},
+        ownership::{owner_kind_selector, owner_of},
         revision::WatchedObject,
     },
     catalog::cache::CachedCatalogClient,
@@ -86,6 +91,40 @@ pub fn crds(
     owned_objects(lookups.follow_crds(events), last_apply)
 }
 
+/// Every APIService (a few dozen in a cluster; whole, for their availability): followed by
+/// `lookups` (discovery), and as triggers of the owners of those the controller applied.
+pub fn api_services(
+    client: Client,
+    lookups: &ClusterLookups,
+    last_apply: &LastApplies,
+) -> impl Stream<Item = Result<APIService, watcher::Error>> + Send + 'static {
+    let events = watcher(Api::<APIService>::all(client), crate::watch::config());
+    owned_objects(lookups.follow_api_services(events), last_apply)
+}
+
+/// What an APIService's event says of its owner's last apply: one no longer Available forgets
+/// it, so the next reconcile checks readiness and reports it.
+pub fn api_service_changed(
+    api_service: &APIService,
+    last_apply: &LastApplies,
+) -> Option<ObjectRef<ClusterExtension>> {
+    owner_changed(api_service, ready_api_service(api_service), last_apply)
+}
+
+/// The OperatorConditions the controller applied (only when it keeps them): into their store, and
+/// as triggers of their owners when what they say of upgrades changes. `None` once taken.
+pub fn operator_conditions(
+    client: Client,
+    conditions: &OperatorConditions,
+    last_apply: &LastApplies,
+) -> Option<impl Stream<Item = Result<OperatorCondition, watcher::Error>> + Send + 'static> {
+    let events = watcher(
+        Api::<OperatorCondition>::all(client),
+        crate::watch::config().labels(&owner_kind_selector()),
+    );
+    conditions.follow(events, last_apply)
+}
+
 /// What a Deployment's event says of its owner's last apply.
 pub fn deployment_changed(
     deployment: &Deployment,
@@ -127,15 +166,6 @@ where
         .touched_objects()
 }
 
-/// The ClusterExtension named in an object's owner labels.
-fn owner_of<K: Resource>(object: &K) -> Option<&str> {
-    let labels = object.meta().labels.as_ref()?;
-    if labels.get(LABEL_OWNER_KIND)? != "ClusterExtension" {
-        return None;
-    }
-    labels.get(LABEL_OWNER_NAME).map(String::as_str)
-}
-
 /// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
 /// is as that apply left it (see [`LastApplies::object_changed`]).
 fn owner_changed<K: Resource>(
@@ -154,6 +184,8 @@ mod tests {
 
     use futures::StreamExt;
     use kube::api::ObjectMeta;
+
+    use olmv1_api::v1::conditions::{LABEL_OWNER_KIND, LABEL_OWNER_NAME};
 
     use super::*;
     use crate::controller::cluster_extension::Freshness;

@@ -4,14 +4,30 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
-use olmv1_test_operator::{controller, serve, tls};
+use clap::{Parser, ValueEnum};
+use olmv1_test_operator::{aggregated, apiserver, controller, delegated, serve, tls, upgradeable};
 use tokio::net::TcpListener;
+
+/// How long a stopping aggregated API server keeps serving after SIGTERM: the pod has left its
+/// Service's endpoints (not ready), and requests already routed to it still get answers.
+const SHUTDOWN_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the process serves.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The Widget webhooks and controller.
+    Webhooks,
+    /// The aggregated API `gadgets.test.olmv1.dev` (an APIService's server).
+    AggregatedApi,
+}
 
 /// A small webhook operator for olmv1's real-node tests.
 #[derive(Parser, Debug)]
 #[command(name = "webhook-operator", version)]
 struct Args {
+    /// What to serve.
+    #[arg(long, value_enum, default_value = "webhooks")]
+    mode: Mode,
     /// Address of the HTTPS webhook server (/convert, /validate-widget).
     #[arg(long, default_value = "0.0.0.0:9443")]
     webhook_bind_address: SocketAddr,
@@ -28,6 +44,20 @@ struct Args {
     /// Exit with status 1 right away: the broken bundle of the upgrade tests.
     #[arg(long)]
     fail_at_start: bool,
+    /// `--mode aggregated-api`: the versions of gadgets.test.olmv1.dev served (the last is
+    /// preferred).
+    #[arg(long, value_delimiter = ',', default_value = "v1")]
+    api_versions: Vec<String>,
+    /// `--mode aggregated-api`: address of the HTTPS API server.
+    #[arg(long, default_value = "0.0.0.0:5443")]
+    api_bind_address: SocketAddr,
+    /// `--mode aggregated-api`: directory holding apiserver.crt and apiserver.key (where OLM
+    /// mounts an APIService's certificate).
+    #[arg(long, default_value = "/apiserver.local.config/certificates")]
+    api_cert_dir: PathBuf,
+    /// The pod's name, reported as the server of every gadget.
+    #[arg(long, env = "POD_NAME", default_value = "")]
+    pod_name: String,
 }
 
 #[tokio::main]
@@ -55,8 +85,11 @@ async fn run(args: Args) -> Result<(), String> {
             args.bundle_version
         ));
     }
-    tracing::info!(bundle_version = %args.bundle_version, "webhook-operator {} starting", env!("CARGO_PKG_VERSION"));
-    let readiness = serve::Readiness::default();
+    tracing::info!(bundle_version = %args.bundle_version, mode = ?args.mode, "webhook-operator {} starting", env!("CARGO_PKG_VERSION"));
+    let readiness = match args.mode {
+        Mode::Webhooks => serve::Readiness::new(&[serve::WEBHOOKS_SERVING, serve::CONTROLLER_SYNCED]),
+        Mode::AggregatedApi => serve::Readiness::new(&[serve::API_SERVING, serve::NOT_STOPPING]),
+    };
 
     let probes = TcpListener::bind(args.probe_bind_address)
         .await
@@ -68,6 +101,9 @@ async fn run(args: Args) -> Result<(), String> {
         }
     });
 
+    if args.mode == Mode::AggregatedApi {
+        return serve_aggregated_api(args, readiness).await;
+    }
     let certs = tls::CertReloader::load(&args.cert_dir).map_err(|e| format!("serving certificate: {e}"))?;
     let config = certs
         .server_config()
@@ -81,19 +117,89 @@ async fn run(args: Args) -> Result<(), String> {
         webhooks,
         Arc::new(config),
         serve::webhook_router(),
-        readiness.webhooks_serving.clone(),
+        readiness.part(serve::WEBHOOKS_SERVING),
     ));
 
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("Kubernetes client: {e}"))?;
+    tokio::spawn(upgradeable::run(client.clone(), args.bundle_version.clone()));
     controller::run(
         client,
         args.bundle_version,
-        readiness.controller_synced.clone(),
+        readiness.part(serve::CONTROLLER_SYNCED),
         shutdown(),
     )
     .await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `--mode aggregated-api`: reads the API server's request-header settings (retrying while the
+/// bindings that allow it are not there yet), serves gadgets.test.olmv1.dev over HTTPS with the
+/// APIService certificate, and on SIGTERM turns not ready, serves on for [`SHUTDOWN_DELAY`], and
+/// exits.
+async fn serve_aggregated_api(args: Args, readiness: serve::Readiness) -> Result<(), String> {
+    readiness
+        .part(serve::NOT_STOPPING)
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let certs = tls::CertReloader::load_files(tls::CertFiles::new(
+        &args.api_cert_dir,
+        tls::API_CERT_FILE,
+        tls::API_KEY_FILE,
+    ))
+    .map_err(|e| format!("APIService serving certificate: {e}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("Kubernetes client: {e}"))?;
+    let auth = loop {
+        match delegated::load(&client).await {
+            Ok(auth) => break auth,
+            // Not allowed yet (the auth-reader RoleBinding comes with the same apply), or the API
+            // server is restarting: try again; /readyz says what is missing meanwhile.
+            Err(e @ delegated::DelegationError::Read(_)) => {
+                tracing::warn!(error = %e, "request-header settings not read yet; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let verifier = delegated::client_verifier(&auth).map_err(|e| e.to_string())?;
+    let config = certs
+        .server_config_verifying(verifier)
+        .map_err(|e| format!("TLS configuration: {e}"))?;
+    tokio::spawn(certs.watch());
+    let listener = TcpListener::bind(args.api_bind_address)
+        .await
+        .map_err(|e| format!("aggregated API server on {}: {e}", args.api_bind_address))?;
+    let state = Arc::new(apiserver::ApiState {
+        api: aggregated::GadgetApi {
+            versions: args.api_versions.clone(),
+            served_by: args.pod_name.clone(),
+            bundle_version: args.bundle_version.clone(),
+            started: k8s_openapi::jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string(),
+        },
+        auth,
+        client,
+    });
+    tracing::info!(address = %args.api_bind_address, versions = ?args.api_versions, "aggregated API server listening");
+    tokio::spawn(serve::serve_https(
+        listener,
+        Arc::new(config),
+        apiserver::router(state),
+        readiness.part(serve::API_SERVING),
+    ));
+    shutdown().await;
+    readiness
+        .part(serve::NOT_STOPPING)
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    tracing::info!(
+        "stopping: not ready, serving for {}s more",
+        SHUTDOWN_DELAY.as_secs()
+    );
+    tokio::time::sleep(SHUTDOWN_DELAY).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,16 +1,17 @@
-//! The two servers: the webhooks over HTTPS (the API server calls them through the webhook
-//! Service) and the probes over plain HTTP (the kubelet calls them on the pod's address).
+//! The servers: the webhooks (or the aggregated API) over HTTPS (the API server calls them through
+//! the Service OLM made) and the probes over plain HTTP (the kubelet calls them on the pod's
+//! address).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -30,28 +31,55 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// API server's own webhook timeout is at most 30 s; a stalled peer must not hold a task forever).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What `/readyz` waits for.
-#[derive(Clone, Debug, Default)]
+/// Readiness parts, each named by what `/readyz` says while it is not ready.
+pub const WEBHOOKS_SERVING: &str = "webhook server not serving";
+pub const CONTROLLER_SYNCED: &str = "controller not synced";
+pub const API_SERVING: &str = "aggregated API not serving";
+/// Ready until SIGTERM: the pod leaves its Service's endpoints while it still serves.
+pub const NOT_STOPPING: &str = "shutting down";
+
+/// What `/readyz` waits for: named parts, each set once ready.
+#[derive(Clone, Debug)]
 pub struct Readiness {
-    /// The HTTPS listener is bound with a loaded certificate.
-    pub webhooks_serving: Arc<AtomicBool>,
-    /// The controller has listed the Widgets.
-    pub controller_synced: Arc<AtomicBool>,
+    parts: Arc<Vec<(&'static str, Arc<AtomicBool>)>>,
 }
 
 impl Readiness {
-    /// The parts not ready yet, in a fixed order; empty when ready.
+    /// Readiness waiting for `parts`, none ready yet.
+    pub fn new(parts: &[&'static str]) -> Self {
+        Self {
+            parts: Arc::new(
+                parts
+                    .iter()
+                    .map(|p| (*p, Arc::new(AtomicBool::new(false))))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The flag of `part` (set it once the part is ready).
+    pub fn part(&self, part: &str) -> Arc<AtomicBool> {
+        self.parts
+            .iter()
+            .find(|(name, _)| *name == part)
+            .map(|(_, flag)| flag.clone())
+            .unwrap_or_else(|| panic!("no readiness part {part:?}"))
+    }
+
+    /// The parts not ready yet, in the order given; empty when ready.
     pub fn not_ready(&self) -> Vec<&'static str> {
-        let mut missing = Vec::new();
-        if !self.webhooks_serving.load(Ordering::SeqCst) {
-            missing.push("webhook server not serving");
-        }
-        if !self.controller_synced.load(Ordering::SeqCst) {
-            missing.push("controller not synced");
-        }
-        missing
+        self.parts
+            .iter()
+            .filter(|(_, flag)| !flag.load(Ordering::SeqCst))
+            .map(|(name, _)| *name)
+            .collect()
     }
 }
+
+/// The client certificate a connection presented (its leaf, DER), already verified by the TLS
+/// layer; `None` when it sent none. Every router served by [`serve_https`] can extract it.
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificate(pub Option<Arc<Vec<u8>>>);
 
 /// `/convert` and `/validate-widget`.
 pub fn webhook_router() -> Router {
@@ -129,7 +157,14 @@ pub async fn serve_https(
                     return;
                 }
             };
-            let service = TowerToHyperService::new(router);
+            let client_certificate = PeerCertificate(
+                tls.get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .map(|leaf| Arc::new(leaf.to_vec())),
+            );
+            let service = TowerToHyperService::new(router.layer(Extension(client_certificate)));
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await
@@ -203,7 +238,7 @@ mod tests {
         let certs = CertReloader::load(&dir).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let readiness = Readiness::default();
+        let readiness = Readiness::new(&[WEBHOOKS_SERVING, CONTROLLER_SYNCED]);
         assert_eq!(
             readiness.not_ready(),
             ["webhook server not serving", "controller not synced"]
@@ -212,7 +247,7 @@ mod tests {
             listener,
             Arc::new(certs.server_config().unwrap()),
             webhook_router(),
-            readiness.webhooks_serving.clone(),
+            readiness.part(WEBHOOKS_SERVING),
         ));
 
         let admission = json!({

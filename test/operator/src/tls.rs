@@ -1,6 +1,8 @@
-//! The webhook server's certificate: `tls.crt` and `tls.key` in the directory OLM mounts the
-//! webhook Secret at (`/tmp/k8s-webhook-server/serving-certs`), read at start and read again when
-//! they change (cert-manager renews the Secret; the kubelet swaps the files in place).
+//! The serving certificate: `tls.crt` and `tls.key` in the directory OLM mounts the webhook
+//! Secret at (`/tmp/k8s-webhook-server/serving-certs`), or `apiserver.crt` and `apiserver.key`
+//! where it mounts it for an aggregated API server (`/apiserver.local.config/certificates`); read
+//! at start and read again when they change (cert-manager renews the Secret; the kubelet swaps the
+//! files in place).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -13,6 +15,9 @@ use rustls::sign::CertifiedKey;
 
 pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
+/// The file names under the APIService certificate's mount.
+pub const API_CERT_FILE: &str = "apiserver.crt";
+pub const API_KEY_FILE: &str = "apiserver.key";
 
 /// How often the files are looked at again. The kubelet refreshes a Secret volume about once a
 /// minute, so a shorter period gains nothing; a longer one delays a renewed certificate.
@@ -54,34 +59,50 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(read)
 }
 
-fn read_pem(dir: &Path) -> Result<Pem, TlsError> {
-    Ok((
-        read_bounded(&dir.join(CERT_FILE))?,
-        read_bounded(&dir.join(KEY_FILE))?,
-    ))
+/// Where a certificate and its key are.
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub dir: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl CertFiles {
+    /// `cert` and `key` in `dir`.
+    pub fn new(dir: &Path, cert: &str, key: &str) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            cert: dir.join(cert),
+            key: dir.join(key),
+        }
+    }
+}
+
+fn read_pem(files: &CertFiles) -> Result<Pem, TlsError> {
+    Ok((read_bounded(&files.cert)?, read_bounded(&files.key)?))
 }
 
 /// Parses a certificate chain and its key, checking that they belong together.
-pub fn certified_key(dir: &Path, cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
+pub fn certified_key(files: &CertFiles, cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::NoCertificate {
-            path: dir.join(CERT_FILE),
+            path: files.cert.clone(),
             reason: e.to_string(),
         })?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
-            path: dir.join(CERT_FILE),
+            path: files.cert.clone(),
             reason: "the file is empty".into(),
         });
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::NoKey {
-        path: dir.join(KEY_FILE),
+        path: files.key.clone(),
         reason: e.to_string(),
     })?;
     let provider = rustls::crypto::ring::default_provider();
     CertifiedKey::from_der(certs, key, &provider).map_err(|e| TlsError::Mismatch {
-        dir: dir.to_path_buf(),
+        dir: files.dir.clone(),
         reason: e.to_string(),
     })
 }
@@ -89,7 +110,7 @@ pub fn certified_key(dir: &Path, cert_pem: &[u8], key_pem: &[u8]) -> Result<Cert
 /// The certificate the server presents, replaced when the files change.
 #[derive(Debug)]
 pub struct CertReloader {
-    dir: PathBuf,
+    files: CertFiles,
     current: RwLock<(Pem, Arc<CertifiedKey>)>,
 }
 
@@ -97,10 +118,15 @@ impl CertReloader {
     /// Loads the certificate in `dir`; an error when it cannot (the operator then exits: without a
     /// certificate its webhooks cannot serve, and the pod restarting is the honest signal).
     pub fn load(dir: &Path) -> Result<Arc<Self>, TlsError> {
-        let pem = read_pem(dir)?;
-        let key = certified_key(dir, &pem.0, &pem.1)?;
+        Self::load_files(CertFiles::new(dir, CERT_FILE, KEY_FILE))
+    }
+
+    /// [`CertReloader::load`] of other files.
+    pub fn load_files(files: CertFiles) -> Result<Arc<Self>, TlsError> {
+        let pem = read_pem(&files)?;
+        let key = certified_key(&files, &pem.0, &pem.1)?;
         Ok(Arc::new(Self {
-            dir: dir.to_path_buf(),
+            files,
             current: RwLock::new((pem, Arc::new(key))),
         }))
     }
@@ -108,11 +134,11 @@ impl CertReloader {
     /// Reads the files again; replaces the certificate when they changed and parse. Returns whether
     /// it was replaced. A broken pair mid-update keeps the old certificate until the next look.
     pub fn reload(&self) -> Result<bool, TlsError> {
-        let pem = read_pem(&self.dir)?;
+        let pem = read_pem(&self.files)?;
         if self.current.read().is_ok_and(|c| c.0 == pem) {
             return Ok(false);
         }
-        let key = Arc::new(certified_key(&self.dir, &pem.0, &pem.1)?);
+        let key = Arc::new(certified_key(&self.files, &pem.0, &pem.1)?);
         if let Ok(mut current) = self.current.write() {
             *current = (pem, key);
         }
@@ -126,7 +152,7 @@ impl CertReloader {
         loop {
             tick.tick().await;
             match self.reload() {
-                Ok(true) => tracing::info!(dir = %self.dir.display(), "serving certificate reloaded"),
+                Ok(true) => tracing::info!(dir = %self.files.dir.display(), "serving certificate reloaded"),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "serving certificate not reloaded; keeping the current one")
@@ -137,10 +163,18 @@ impl CertReloader {
 
     /// The rustls server configuration presenting this certificate.
     pub fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, rustls::Error> {
+        self.server_config_verifying(rustls::server::WebPkiClientVerifier::no_client_auth())
+    }
+
+    /// [`CertReloader::server_config`] verifying client certificates with `verifier`.
+    pub fn server_config_verifying(
+        self: &Arc<Self>,
+        verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ) -> Result<rustls::ServerConfig, rustls::Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
