@@ -647,11 +647,16 @@ impl Drop for Replica {
     }
 }
 
-/// The samples of the `/metrics` of `catalogd` or `controller`, read as the metrics reader.
+/// The samples of the `/metrics` of `catalogd` or `controller`, read as the metrics reader. The
+/// shared components may be restarting for another test (a kill, a leader hand-over): the scrape
+/// waits for them, within a deadline.
 pub async fn scrape(role: &str) -> Vec<support::promql::Sample> {
-    let text = scrape_metrics(role)
-        .await
-        .unwrap_or_else(|e| panic!("scraping {role}'s metrics: {e}"));
+    let text = support::wait_for(
+        &format!("{role}'s metrics to be scraped"),
+        std::time::Duration::from_secs(60),
+        || async { scrape_metrics(role).await.map_err(|e| e.to_string()) },
+    )
+    .await;
     support::promql::parse_exposition(&text)
 }
 
