@@ -1356,9 +1356,29 @@ fn interleaved_catalog(dir: &Path, n: usize) {
 /// budget), and nothing is held per closed connection: a second wave reuses what the first
 /// freed. Before, each request copied its sections into lists it held until its body was sent:
 /// 182 -> 842 MB, and 828 MB after the clients closed.
+/// `n` clients that ask `/metas` for the olm.bundle schema at `addr`, read the status line and
+/// nothing more.
+async fn stalled_metas_clients(addr: &str, n: usize) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(
+                b"GET /catalogs/interleaved/api/v1/metas?schema=olm.bundle HTTP/1.1\r\nHost: x\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        clients.push(stream);
+    }
+    clients
+}
+
 #[tokio::test]
 async fn slow_clients_of_metas_on_interleaved_schemas_hold_bounded_memory() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const CLIENTS: usize = 128;
     let catalog = tempfile::tempdir().unwrap();
     interleaved_catalog(catalog.path(), 300_000);
@@ -1378,20 +1398,7 @@ async fn slow_clients_of_metas_on_interleaved_schemas_hold_bounded_memory() {
     let pid = catalogd.child.id();
     let addr = catalogd.url.trim_start_matches("http://").to_string();
     let (before, _) = rss_mib(pid);
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        stream
-            .write_all(
-                b"GET /catalogs/interleaved/api/v1/metas?schema=olm.bundle HTTP/1.1\r\nHost: x\r\n\r\n",
-            )
-            .await
-            .unwrap();
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head).await.unwrap();
-        assert_eq!(&head, b"HTTP/1.1 200");
-        clients.push(stream);
-    }
+    let clients = stalled_metas_clients(&addr, CLIENTS).await;
     // One more client reads its answer whole while the others stall: every olm.bundle meta, in
     // file order.
     let (status, _, body) = get(
@@ -1414,20 +1421,8 @@ async fn slow_clients_of_metas_on_interleaved_schemas_hold_bounded_memory() {
     drop(clients);
     // Nothing is held per closed connection: a second wave of slow clients reuses what the first
     // freed (the allocator may keep freed pages in RSS, so RSS is not expected to fall).
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        stream
-            .write_all(
-                b"GET /catalogs/interleaved/api/v1/metas?schema=olm.bundle HTTP/1.1\r\nHost: x\r\n\r\n",
-            )
-            .await
-            .unwrap();
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head).await.unwrap();
-        assert_eq!(&head, b"HTTP/1.1 200");
-        clients.push(stream);
-    }
+    // Held open until RSS is read.
+    let _second_wave = stalled_metas_clients(&addr, CLIENTS).await;
     let (again, peak_again) = rss_mib(pid);
     assert!(
         peak_again <= 256 && again <= during + 32,
