@@ -19,6 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 log() { echo "image: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+source "$here/rootfs-libs.sh"
 
 [[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)
@@ -44,16 +45,7 @@ install -D -m 0755 "$binary" "$rootfs/usr/local/bin/olmv1"
 strip --strip-debug "$rootfs/usr/local/bin/olmv1" 2>/dev/null || true
 
 # Shared libraries: the loader and every library ldd resolves, at the same paths.
-packages=()
-while read -r lib; do
-  [[ -f "$lib" ]] || die "ldd names $lib, which does not exist"
-  owner=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null) ||
-    die "$lib belongs to no installed Debian package"
-  pkg=${owner%%:*}
-  packages+=("$pkg=$(dpkg-query -W -f='${Version}' "$pkg")")
-  install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
-done < <(ldd "$binary" | grep -o '/[^ ]*')
-mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+copy_shared_libs "$binary" "$rootfs" || die "the shared libraries of $binary cannot be copied"
 
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 [[ -f $ca_bundle ]] || die "$ca_bundle is missing (apt-get install ca-certificates)"
@@ -83,7 +75,7 @@ compressed=$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   "$scheme://$registry/v2/${path%@*}/manifests/${path#*@}" 2>/dev/null |
   python3 -c 'import json,sys; m=json.load(sys.stdin); print(sum(l["size"] for l in m["layers"]) + m["config"]["size"])' ||
   echo "?")
-log "libraries from: ${packages[*]}"
+log "libraries from: ${shared_lib_packages[*]}"
 log "size: $compressed bytes compressed, $uncompressed bytes unpacked"
 log "pushed $digest_ref (version $version, revision $revision)"
 echo "$digest_ref"

@@ -12,7 +12,8 @@
 #
 # start is the offset from the log's creation; phases overlap where they run side by side.
 # result: built (work done), cached (nothing to do), ok (ran and passed), FAILED, or unfinished
-# (begun, never ended: killed, or still running at the end).
+# (begun, never ended: killed, or still running at the end). A phase found cached again after its
+# first row (a tool each test binary asks for) is not repeated.
 # Without $OLMV1_PHASE_LOG (a script run by hand) the phase functions do nothing.
 
 # phases_init: makes a new log unless one is inherited; phases_owner=1 when this process made it.
@@ -68,6 +69,9 @@ phases_print() {
       for (i = 1; i <= n; i++) {
         r = result[i]; e = end[i]
         if (e == "") { r = "unfinished"; e = now }
+        # A tool asked for again (each test binary that needs it) is one row, not one per ask.
+        if (r == "cached" && (name[i] in seen)) continue
+        seen[name[i]] = 1
         line = sprintf("%-52s %7s %6ds  %s", name[i], clock(begin[i] - origin), int(e - begin[i] + 0.5), r)
         if (note[i] != "") line = line " (" note[i] ")"
         print line

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds and publishes olmv1's test operator (test/operator, docs/test-operator.md) to the local
 # registry with `olmv1 image push` (no Docker):
-#   1. the static binary (musl, release), in an image with no base: /usr/local/bin/webhook-operator
-#      only, run as 65532:65532; reproducible (same sources -> same digest);
+#   1. the binary, as the tests' build makes it (dev profile, this machine's target: `cargo test
+#      --workspace --no-run` builds it for its integration test with the dependencies every other
+#      test uses, so it costs no compile of its own), in an image with no base:
+#      /usr/local/bin/webhook-operator, the loader and the libraries it links (hack/rootfs-libs.sh),
+#      run as 65532:65532; same sources, toolchain and libraries -> same digest;
 #   2. three registry+v1 bundles from test/operator/bundle, the image pinned by digest:
 #        0.1.0, 0.2.0 (replaces 0.1.0), 0.3.0 (replaces 0.2.0; broken: --fail-at-start, exits 1);
 #      and three of the aggregated API server from test/operator/bundle-api (the same image,
@@ -14,8 +17,7 @@
 # Everything it pushed goes to stderr; the last line on stdout is the catalog's digest reference.
 #
 # Usage: source ENV/env.sh; hack/test-operator.sh
-#        hack/test-operator.sh --build-only   step 1's build alone (no registry needed): hack/test.sh
-#                                             starts it early, so the e2e test finds it built
+#        hack/test-operator.sh --build-only   step 1's build alone (no registry needed)
 # Environment: OLMV1_REGISTRY (host:port, required: the registry pushed to);
 #   OLMV1_NODE_REGISTRY  the same registry as the node's container runtime reaches it, written into
 #                        the CSVs (default: OLMV1_REGISTRY);
@@ -25,6 +27,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 source "$here/phases.sh"
+source "$here/rootfs-libs.sh"
 log() { echo "test-operator: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -34,7 +37,6 @@ NODE_LABEL=olmv1.dev/real-node
 NODE_TAINT=olmv1.dev/real-node
 PACKAGE=webhook-operator
 CHANNEL=stable
-TARGET=x86_64-unknown-linux-musl
 # Repository prefix of everything pushed.
 PREFIX=test-operator
 # version:replaces:extra container args (a JSON array tail)
@@ -66,33 +68,30 @@ if ((!build_only)) && [[ ! -x $olmv1 ]]; then
   cargo build -q --bin olmv1
 fi
 
-# 1. The binary and its image.
-if ! rustup target list --installed | grep -qx "$TARGET"; then
-  log "adding the Rust target $TARGET"
-  rustup target add "$TARGET" >&2
-fi
+# 1. The binary and its image. Built by the tests' own command with the test that runs it
+#    (test/operator/tests/webhook_operator.rs): after `cargo test --workspace --no-run` (as
+#    hack/test.sh runs it) nothing is compiled here; after a change to the operator only it is.
 started=$SECONDS
-# ring's C and assembly: the system gcc compiles them for musl (freestanding code; musl-gcc is not
-# needed). Paths remapped so the binary does not depend on where the checkout or cargo lives.
-build=(env "CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-gcc}"
-  "RUSTFLAGS=--remap-path-prefix=$repo=/olmv1 --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
-  cargo build -q --release --locked --target "$TARGET" -p olmv1-test-operator)
-phase "test operator: release musl build$( ((build_only)) && echo ", early")" "${build[@]}" >&2
-log "binary built in $((SECONDS - started))s"
+phase "test operator: build$( ((build_only)) && echo " only")" \
+  cargo test -q --workspace --no-run --locked --test webhook_operator >&2
+binary="$target_dir/debug/webhook-operator"
+[[ -x $binary ]] || die "cargo built no $binary"
+log "binary ready in $((SECONDS - started))s"
 ((build_only)) && exit 0
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-operator.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 rootfs="$work/rootfs"
-install -D -m 0755 "$target_dir/$TARGET/release/webhook-operator" "$rootfs/usr/local/bin/webhook-operator"
+install -D -m 0755 "$binary" "$rootfs/usr/local/bin/webhook-operator"
 strip "$rootfs/usr/local/bin/webhook-operator"
+copy_shared_libs "$binary" "$rootfs" || die "the shared libraries of $binary cannot be copied"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' test/operator/Cargo.toml | head -n1)
 image=$("$olmv1" image push "$rootfs" "$OLMV1_REGISTRY/$PREFIX/webhook-operator:v$version" \
   --entrypoint /usr/local/bin/webhook-operator --user 65532:65532 \
   --label org.opencontainers.image.title=webhook-operator \
   --label "org.opencontainers.image.version=$version" \
   --label org.opencontainers.image.base.name=scratch)
-log "image $image ($(stat -c %s "$rootfs/usr/local/bin/webhook-operator") bytes unpacked)"
+log "image $image ($(du -sb --apparent-size "$rootfs" | cut -f1) bytes unpacked; libraries from ${shared_lib_packages[*]})"
 node_image="$node_registry/${image#*/}"
 
 # 2. The bundles.

@@ -7,11 +7,13 @@
 #   installed-form test hack/deploy-test.sh (the image under podman, installed with helm and
 #   with the install manifest).
 # A whole run also starts, at its beginning and at a lower CPU priority than the tests' build, the
-#   release build that deploy-test's image needs (hack/release-build.sh, nice 19), and the two
-#   builds of the e2e webhook operator test (nice 10): the test operator's release musl build
-#   (before olmv1's: hack/test-operator.sh --build-only) and cert-manager's (hack/cert-manager.sh
-#   takes a lock and cargo its own, so the test waits for these builds rather than starting
-#   others). Exits non-zero when anything fails.
+#   release build that deploy-test's image needs (hack/release-build.sh, nice 19) and cert-manager's
+#   build for the e2e webhook operator test (nice 10; hack/cert-manager.sh takes a lock, so the
+#   test waits for it rather than starting another); the test operator's image is made from the
+#   tests' own build (hack/test-operator.sh). Its test binaries run in two groups side by side, each
+#   against its own environment: the e2e binary (the longest, mostly waiting on the cluster, and
+#   the one that restarts kube-apiserver), and every other binary then the doc-tests on a second,
+#   kwok-only environment. Exits non-zero when anything fails.
 # At its end, also after a failure, it prints a table of its phases (hack/phases.sh): the tools,
 # the tests' build, the environment, each test binary, the release build, deploy-test, with wall
 # time and whether each was built, cached, passed or failed; .ci/run prints the same table.
@@ -60,12 +62,15 @@ background() {
 }
 
 env_dir=
+others_env_dir=
 finish() {
   local rc=$?
   local pid
   for pid in "${background_pids[@]}"; do
     kill -TERM -- "-$pid" 2>/dev/null || true
   done
+  # Interrupted while the other binaries ran: their environment stopped too (kept, for its logs).
+  [[ -z $others_env_dir || ! -d $others_env_dir/pids ]] || "$here/local-down.sh" --keep "$others_env_dir" >/dev/null 2>&1 || true
   if [[ -n $env_dir ]]; then
     if ((rc == 0)); then
       "$here/local-down.sh" "$env_dir" || rc=1
@@ -81,6 +86,12 @@ finish() {
       fi
       log "failed; environment logs kept in $env_dir/logs"
     fi
+  fi
+  # The failed tests' own messages again, last, where a CI log's tail shows them (a long e2e
+  # output puts them far from the end otherwise).
+  if ((rc != 0)) && [[ -f $work/tests.log ]] && grep -q '^failures:$' "$work/tests.log"; then
+    echo "test.sh: what the failed tests said (each binary's failures section, at most 80 lines each):"
+    awk '/^failures:$/ { on = 1; n = 0 } on && n < 80 { print; n++ } /^test result:/ { on = 0 }' "$work/tests.log"
   fi
   if ((phases_owner)); then
     echo "test.sh: phases (wall time; start is the offset from the run's start; side by side where they overlap)"
@@ -102,18 +113,12 @@ background "deps: hack/build-tools.sh" "$work/deps.log" "$here/build-tools.sh" "
 deps_pid=$background_pid
 release_pid=
 if ((whole)); then
-  # The release builds share target/release (its host part) and so cargo's lock: one after the
-  # other, the e2e tests' first (nice 10), deploy-test's last (nice 19).
-  if [[ $OLMV1_NODE == *real* ]]; then
-    background "release builds (test operator, then olmv1)" "$work/release.log" bash -c '
-      source "$0/phases.sh"
-      nice -n 10 "$0/test-operator.sh" --build-only && phase "release build (nice 19)" nice -n 19 "$0/release-build.sh"' "$here"
-    release_pid=$background_pid
+  # The release build deploy-test's image needs, at the lowest priority: it takes what the tests
+  # leave of the cores. (The e2e tests' operator image is the tests' own build: no release build.)
+  background "release build (nice 19)" "$work/release.log" nice -n 19 "$here/release-build.sh"
+  release_pid=$background_pid
+  [[ $OLMV1_NODE == *real* ]] &&
     background "go: cert-manager (nice 10)" "$work/cert-manager.log" nice -n 10 "$here/cert-manager.sh" --build-only
-  else
-    background "release build (nice 19)" "$work/release.log" nice -n 19 "$here/release-build.sh"
-    release_pid=$background_pid
-  fi
 fi
 
 phase_begin "cargo test build"
@@ -135,7 +140,8 @@ fi
 grep -v '^go: downloading' "$work/deps.log" >&2 || true
 log "dependencies ready in ${SECONDS}s"
 
-# 2. The environment, and every test binary against it, each one a phase.
+# 2. The environment, and every test binary against it, each one a phase; a whole run adds a second
+#    environment for the binaries other than e2e (below).
 env_dir=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
 export OLMV1_ENV_DIR=$env_dir OLMV1_TEST_ENV
 OLMV1_TEST_ENV=$(phase "environment up ($OLMV1_NODE)" "$here/local-up.sh")
@@ -165,7 +171,42 @@ test_phases() {
   done
   end_test_phase
 }
-cargo test --workspace "$@" 2>&1 | test_phases
+if ((!whole)); then
+  cargo test --workspace "$@" 2>&1 | tee "$work/tests.log" | test_phases
+else
+  # The e2e binary here, streamed; the others meanwhile on a kwok-only environment of their own,
+  # their output printed as one block once both are done.
+  others_env_dir=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
+  others_env=$(OLMV1_ENV_DIR=$others_env_dir OLMV1_NODE=kwok phase "environment up (kwok, other binaries)" "$here/local-up.sh")
+  mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked |
+    python3 -c 'import json, sys
+m = json.load(sys.stdin)
+print("\n".join(sorted({t["name"] for p in m["packages"] for t in p["targets"] if "test" in t["kind"]} - {"e2e"})))')
+  others_args=(--lib --bins)
+  for t in "${other_tests[@]}"; do others_args+=(--test "$t"); done
+  (
+    export OLMV1_TEST_ENV=$others_env OLMV1_ENV_DIR=$others_env_dir OLMV1_NODE=kwok
+    rc=0
+    cargo test --workspace "${others_args[@]}" 2>&1 | test_phases || rc=$?
+    cargo test --workspace --doc 2>&1 | test_phases || rc=$?
+    if ((rc == 0)); then
+      "$here/local-down.sh" "$others_env_dir" >&2 || rc=1
+    else
+      "$here/local-down.sh" --keep "$others_env_dir" >&2 || true
+      echo "test.sh: failed; the other binaries' environment logs kept in $others_env_dir/logs" >&2
+    fi
+    exit "$rc"
+  ) >"$work/others.log" &
+  others_pid=$!
+  e2e_rc=0
+  cargo test --workspace --test e2e 2>&1 | tee "$work/tests.log" | test_phases || e2e_rc=$?
+  others_rc=0
+  wait "$others_pid" || others_rc=$?
+  echo "test.sh: the other test binaries (${other_tests[*]}, unit tests, doc-tests), beside e2e:"
+  cat "$work/others.log"
+  cat "$work/others.log" >>"$work/tests.log"
+  ((e2e_rc == 0 && others_rc == 0)) || exit 1
+fi
 
 # 3. The installed form, once the release build is ready.
 if ((whole)); then

@@ -9,8 +9,10 @@ use olmv1_test_operator::{aggregated, apiserver, controller, delegated, serve, t
 use tokio::net::TcpListener;
 
 /// How long a stopping aggregated API server keeps serving after SIGTERM: the pod has left its
-/// Service's endpoints (not ready), and requests already routed to it still get answers.
-const SHUTDOWN_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Service's endpoints (not ready), and requests already routed to it still get answers. Long
+/// enough for the endpoints and the node's service rules to follow on a loaded machine (5 s was
+/// not, on 2 busy cores).
+const SHUTDOWN_DELAY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What the process serves.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
