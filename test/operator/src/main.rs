@@ -65,6 +65,9 @@ struct Args {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    // The workspace's one build (the tests' own, which the image carries) enables both of rustls's
+    // providers (olmv1's aws-lc-rs, this crate's ring): the kube client needs one named.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -61,3 +61,70 @@ fn an_unknown_mode_is_refused_with_the_modes_there_are() {
         "{stderr}"
     );
 }
+
+/// The aggregated API server with its certificate and a cluster it cannot reach yet: it builds
+/// its Kubernetes client (TLS included: the binary names its crypto provider, which the
+/// workspace's one build, with two providers compiled in, needs) and keeps retrying the
+/// request-header settings instead of exiting.
+#[test]
+fn the_aggregated_api_server_waits_for_a_cluster_it_cannot_reach_yet() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("webhook-operator-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=gadgets"])
+        .arg("-keyout")
+        .arg(dir.join("apiserver.key"))
+        .arg("-out")
+        .arg(dir.join("apiserver.crt"))
+        .output()
+        .expect("openssl runs (hack/install-deps.sh installs it)");
+    assert!(status.status.success(), "{status:?}");
+    // Port 9 (discard) on loopback: refused at once.
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+         clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9', insecure-skip-tls-verify: true}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u}}]\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_webhook-operator"))
+        .args(["--mode", "aggregated-api", "--probe-bind-address", "127.0.0.1:0"])
+        .args(["--api-bind-address", "127.0.0.1:0", "--api-cert-dir"])
+        .arg(&dir)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("webhook-operator starts");
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut said = Vec::new();
+    let waiting = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match seen.recv_timeout(left) {
+            Ok(line) if line.contains("request-header settings not read yet; retrying") => break true,
+            Ok(line) => said.push(line),
+            Err(_) => break false,
+        }
+    };
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        waiting && exited.is_none(),
+        "expected it to keep retrying, exited: {exited:?}; it said:\n{}",
+        said.join("\n")
+    );
+}
