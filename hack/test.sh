@@ -123,7 +123,13 @@ fi
 
 phase_begin "cargo test build"
 set +e
-cargo test --workspace --no-run "$@" 2>&1 | tee "$work/build.log" >&2
+if ((whole)); then
+  # Its JSON messages name every test executable (hack/test-executables.py), run below.
+  cargo test --workspace --no-run --locked --message-format=json-render-diagnostics 2>&1 >"$work/build.json" |
+    tee "$work/build.log" >&2
+else
+  cargo test --workspace --no-run "$@" 2>&1 | tee "$work/build.log" >&2
+fi
 build_rc=${PIPESTATUS[0]}
 set -e
 if ((build_rc != 0)); then
@@ -145,6 +151,18 @@ log "dependencies ready in ${SECONDS}s"
 env_dir=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
 export OLMV1_ENV_DIR=$env_dir OLMV1_TEST_ENV
 OLMV1_TEST_ENV=$(phase "environment up ($OLMV1_NODE)" "$here/local-up.sh")
+
+# run_test_executables e2e|others: each test executable of the tests' build (e2e's, or all but
+# e2e's), as cargo test runs it: from its package's directory, after cargo's "Running" line; all of
+# them, also after a failure (like --no-fail-fast); fails when any failed.
+run_test_executables() {
+  local dir src exe rc=0
+  while IFS=$'\t' read -r dir src exe; do
+    echo "     Running $src (${exe#"$PWD"/})"
+    (cd "$dir" && CARGO_MANIFEST_DIR=$dir "$exe") || rc=1
+  done < <("$here/test-executables.py" "$1" <"$work/build.json")
+  return "$rc"
+}
 
 # test_phases: copies cargo test's output through, and records a phase per test binary (from
 # cargo's "Running" or "Doc-tests" line to the next), named by its crate and source, ok or FAILED
@@ -175,20 +193,15 @@ if ((!whole)); then
   cargo test --workspace "$@" 2>&1 | tee "$work/tests.log" | test_phases
 else
   # The e2e binary here, streamed; the others meanwhile on a kwok-only environment of their own,
-  # their output printed as one block once both are done.
+  # their output printed as one block once both are done. Each executable of the tests' build is
+  # run as cargo test runs it (hack/test-executables.py says why not through cargo).
   others_env_dir=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test-env.XXXXXX")
   others_env=$(OLMV1_ENV_DIR=$others_env_dir OLMV1_NODE=kwok phase "environment up (kwok, other binaries)" "$here/local-up.sh")
-  mapfile -t other_tests < <(cargo metadata --no-deps --format-version 1 --locked |
-    python3 -c 'import json, sys
-m = json.load(sys.stdin)
-print("\n".join(sorted({t["name"] for p in m["packages"] for t in p["targets"] if "test" in t["kind"]} - {"e2e"})))')
-  others_args=(--lib --bins)
-  for t in "${other_tests[@]}"; do others_args+=(--test "$t"); done
   (
     export OLMV1_TEST_ENV=$others_env OLMV1_ENV_DIR=$others_env_dir OLMV1_NODE=kwok
     rc=0
-    cargo test --workspace "${others_args[@]}" 2>&1 | test_phases || rc=$?
-    cargo test --workspace --doc 2>&1 | test_phases || rc=$?
+    run_test_executables others 2>&1 | test_phases || rc=$?
+    cargo test --workspace --locked --doc 2>&1 | test_phases || rc=$?
     if ((rc == 0)); then
       "$here/local-down.sh" "$others_env_dir" >&2 || rc=1
     else
@@ -199,10 +212,10 @@ print("\n".join(sorted({t["name"] for p in m["packages"] for t in p["targets"] i
   ) >"$work/others.log" &
   others_pid=$!
   e2e_rc=0
-  cargo test --workspace --test e2e 2>&1 | tee "$work/tests.log" | test_phases || e2e_rc=$?
+  run_test_executables e2e 2>&1 | tee "$work/tests.log" | test_phases || e2e_rc=$?
   others_rc=0
   wait "$others_pid" || others_rc=$?
-  echo "test.sh: the other test binaries (${other_tests[*]}, unit tests, doc-tests), beside e2e:"
+  echo "test.sh: the other test binaries and the doc-tests, run beside e2e:"
   cat "$work/others.log"
   cat "$work/others.log" >>"$work/tests.log"
   ((e2e_rc == 0 && others_rc == 0)) || exit 1
