@@ -1099,7 +1099,9 @@ fn harness_parses_env_files_and_makes_fresh_names() {
 
 /// hack/phases.sh, which hack/test.sh and .ci/run print at their end: one row per phase in start
 /// order with its wall time and result, phases of child processes in the same table, a phase
-/// begun and never ended (a killed build) shown as unfinished, and nothing recorded without a log.
+/// found cached again (a tool each test binary asks for) listed once while work done is always
+/// listed, a phase begun and never ended (a killed build) shown as unfinished, and nothing
+/// recorded without a log.
 #[test]
 fn phase_table_lists_each_phase_with_its_result() {
     let script = r#"
@@ -1113,6 +1115,9 @@ fn phase_table_lists_each_phase_with_its_result() {
         phase "failing step" false || echo "failing step returned $?"
         bash -c 'source "$1/hack/phases.sh"; phases_init; echo "child owner $phases_owner"
                  phase_begin "child step"; phase_end "child step" cached "from a child"' _ "$1"
+        phase_begin "child step"; phase_end "child step" cached "asked again"
+        phase_begin "rebuilt step"; phase_end "rebuilt step" cached
+        phase_begin "rebuilt step"; phase_end "rebuilt step" built
         phase_begin "never ended"
         phases_print
         rm -f "$OLMV1_PHASE_LOG"
@@ -1152,6 +1157,8 @@ fn phase_table_lists_each_phase_with_its_result() {
         ("first step", "ok"),
         ("failing step", "FAILED (exit 1)"),
         ("child step", "cached (from a child)"),
+        ("rebuilt step", "cached"),
+        ("rebuilt step", "built"),
         ("never ended", "unfinished"),
         ("total", ""),
     ];
