@@ -47,6 +47,21 @@ fn certificates() -> ApiResource {
     )
 }
 
+/// What cert-manager did in `ns`, for a failure message: the Certificate and its requests, the
+/// namespace's events and the controller's latest log lines.
+fn cert_manager_story(ns: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = support::kubectl(args);
+        format!("$ kubectl {}\n{}{}", args.join(" "), out.stdout, out.stderr)
+    };
+    [
+        run(&["get", "certificates,certificaterequests", "-n", ns, "-o", "yaml"]),
+        run(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"]),
+        run(&["logs", "-n", "cert-manager", "deploy/cert-manager", "--tail=100"]),
+    ]
+    .join("\n")
+}
+
 #[tokio::test]
 async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back() {
     let Some(_node) = node::real_node() else {
@@ -124,7 +139,11 @@ async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back()
     assert_eq!(served_by().await, pod, "the same pod answers");
     let secret = secrets.get(SECRET).await.unwrap();
     let data = secret.data.as_ref().unwrap();
-    assert_eq!(data["tls.crt"], classic_cert, "classic's certificate kept");
+    assert!(
+        data["tls.crt"] == classic_cert,
+        "classic's certificate kept, but cert-manager issued another:\n{}",
+        cert_manager_story(&ns)
+    );
     assert_eq!(
         data["ca.crt"], data["olmCAKey"],
         "its CA where cert-manager's injector reads it"
