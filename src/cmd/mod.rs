@@ -66,7 +66,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the ClusterExtension controller.
-    Controller(controller::ControllerArgs),
+    Controller(crate::components::controller::ControllerSettings),
     /// Run the catalog server (ClusterCatalog reconciler, or standalone `serve`).
     Catalogd(Box<catalogd::CatalogdArgs>),
     /// Resolve the bundle a ClusterExtension would install, with no cluster.

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::start::BundleLimitArgs;
 use crate::admin::render::{OutputFormat, RenderOptions, render_to_string};
 use crate::bundle::render::WebhookProvider;
+use crate::image::BundleLimitArgs;
 
 /// Arguments of `olmv1 render`.
 #[derive(clap::Args, Debug)]
