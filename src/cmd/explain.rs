@@ -7,9 +7,8 @@
 
 use std::process::ExitCode;
 
-use super::sources::{
-    DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
-};
+use super::sources::{DependencyArgs, Output, RequestArgs, colour, fail, load_request, print_json, refuse};
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     explain::{ExplainError, explain_request},
     terminal::escape_value as value,
@@ -23,7 +22,7 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// The controller's namespace, where it records what each extension installed (an

@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use super::print_report;
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
+use super::sources::{DependencyArgs, Output, colour, fail, print_json, refuse, warn_unreadable};
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
     search::{SearchError, search_catalogs, table},
@@ -16,7 +17,7 @@ pub struct SearchArgs {
     /// Text to look for in package names (case-insensitive); all packages when absent.
     pub text: Option<String>,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
@@ -32,7 +33,7 @@ pub struct SearchArgs {
 pub async fn run(args: SearchArgs) -> ExitCode {
     let catalogs = match args.sources.load().await {
         Ok(c) => c,
-        Err(e) => return fail("search", &e),
+        Err(e) => return fail("search", &e.to_string()),
     };
     warn_unreadable("search", &catalogs);
     let text = args.text.unwrap_or_default();

@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, kube_client, print_json};
+use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_json};
+use crate::admin::sources::CatalogSources;
 use crate::admin::status::{render_text, status};
 
 /// Arguments of `olmv1 status`.
@@ -12,7 +13,7 @@ pub struct StatusArgs {
     /// One ClusterExtension; all of them when absent.
     pub extension: Option<String>,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
@@ -29,7 +30,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     let rows = match status(
         &client,
         args.extension.as_deref(),
-        &(&args.sources).into(),
+        &args.sources,
         args.dependencies.mode,
     )
     .await

@@ -3,9 +3,8 @@
 
 use std::process::ExitCode;
 
-use super::sources::{
-    DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
-};
+use super::sources::{DependencyArgs, RequestArgs, colour, fail, load_request, print_json, refuse};
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
     graph::{dot_to_svg, upgrade_graph},
@@ -35,7 +34,7 @@ pub struct UpgradesArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
