@@ -7,9 +7,12 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, Output, RequestArgs, colour, fail, load_request, print_json, refuse};
+use super::sources::{
+    DependencyArgs, Output, RequestArgs, colour, fail, load_request, print_json, print_text, refuse,
+};
 use crate::admin::sources::CatalogSources;
 use crate::admin::{
+    command_meter,
     explain::{ExplainError, explain_request},
     terminal::escape_value as value,
 };
@@ -44,12 +47,14 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         Err(e) => return fail("explain", &e),
     };
     let mode = args.dependencies.mode;
+    let mut meter = command_meter();
     let report = match explain_request(
         &request,
         &inputs,
         mode,
         args.extension.as_deref(),
         &args.system_namespace,
+        &mut meter,
     )
     .await
     {
@@ -67,10 +72,13 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     };
-    if args.output == Output::Json {
-        print_json(&report);
+    let printed = if args.output == Output::Json {
+        print_json(&report, &mut meter)
     } else {
-        super::write_terminal(&report.render_text(mode, colour()));
+        print_text(report.render_text(mode, colour(), &mut meter))
+    };
+    if printed != ExitCode::SUCCESS {
+        return printed;
     }
     code
 }

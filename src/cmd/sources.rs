@@ -10,9 +10,12 @@ use olmv1_api::v1::UpgradeConstraintPolicy;
 use crate::{
     admin::{
         cluster::SourcedCatalog,
+        output,
         request::{self, RequestOverrides},
         sources::{self, CatalogSources},
+        terminal::TerminalText,
     },
+    meter::{Exhausted, Meter, Refused},
     resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
@@ -110,15 +113,28 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON (no raw control character; the strings exact); refused, with
-/// nothing printed, when it does not fit the output limit (`--max-output-bytes`).
-pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match crate::admin::output::json(value) {
+/// Prints `value` as indented JSON (no raw control character; the strings exact), charged to
+/// the command's `meter` as it is made; refused, with nothing printed and one sentence naming the
+/// command, when it does not fit the output limit (`--max-output-bytes`) or the meter runs out.
+pub fn print_json(value: &impl serde::Serialize, meter: &mut Meter) -> ExitCode {
+    match output::json(value, meter) {
         Ok(text) => {
             out!("{text}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail("output", &e.to_string()),
+        Err(e) => fail(&output::command(), &e.to_string()),
+    }
+}
+
+/// Prints text rendered for the terminal; when the command's meter ran out while it was rendered,
+/// prints nothing of it and refuses (one sentence naming the command and the budget).
+pub fn print_text(text: Result<TerminalText, Exhausted>) -> ExitCode {
+    match text {
+        Ok(text) => {
+            super::write_terminal(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => refuse(&output::command(), &Refused::new("rendering the output", e)),
     }
 }
 
@@ -131,7 +147,7 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
 /// Prints `olmv1 COMMAND: MESSAGE` on stderr for work refused by the command's meter (one
 /// sentence naming what and the limit, its catalog text escaped); exit status 2, as for any
 /// input olmv1 does not take.
-pub fn refuse(command: &str, refused: &crate::meter::Refused) -> ExitCode {
+pub fn refuse(command: &str, refused: &Refused) -> ExitCode {
     fail(
         command,
         &crate::admin::terminal::escape_value(&refused.to_string()),

@@ -3,9 +3,12 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_json};
-use crate::admin::sources::CatalogSources;
-use crate::admin::status::{render_text, status};
+use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_json, print_text};
+use crate::admin::{
+    command_meter,
+    sources::CatalogSources,
+    status::{render_text, status},
+};
 
 /// Arguments of `olmv1 status`.
 #[derive(clap::Args, Debug)]
@@ -38,9 +41,10 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         Ok(rows) => rows,
         Err(e) => return fail("status", &e.to_string()),
     };
+    // Each extension's answer had its own meter; what the command prints has one more.
+    let mut meter = command_meter();
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json(&rows, &mut meter);
     }
-    super::write_terminal(&render_text(&rows, colour()));
-    ExitCode::SUCCESS
+    print_text(render_text(&rows, colour(), &mut meter))
 }

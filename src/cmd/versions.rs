@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::sources::{Output, colour, fail, print_json, refuse, warn_unreadable};
+use super::sources::{Output, colour, fail, print_json, print_text, refuse, warn_unreadable};
 use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
@@ -43,8 +43,7 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
         return fail("versions", &format!("no catalog has package {:?}", args.package));
     }
     if args.output == Output::Json {
-        return print_json(&found);
+        return print_json(&found, &mut meter);
     }
-    super::write_terminal(&render_text(&found, colour()));
-    ExitCode::SUCCESS
+    print_text(render_text(&found, colour(), &mut meter))
 }
