@@ -58,16 +58,9 @@ pub struct ClusterSettings {
     /// Directory for unpacked images and served content.
     #[arg(long, default_value = "/var/cache/catalogd")]
     pub cache_dir: PathBuf,
-    /// Serving certificate (PEM); with --tls-key, the server speaks HTTPS.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Serving key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// The TLS profile of the catalog and metrics servers; its minimum also bounds the registry
-    /// client.
+    /// The catalog and metrics servers' certificate and TLS profile.
     #[command(flatten)]
-    pub tls: TlsProfileArgs,
+    pub tls: ServingTlsArgs,
     /// How catalog images are pulled.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -93,6 +86,30 @@ pub struct ClusterSettings {
     /// Seconds in one `pollIntervalMinutes` unit (60; shorter values are for tests).
     #[arg(long, default_value_t = 60, hide = true)]
     pub poll_interval_unit_seconds: u64,
+}
+
+/// The certificate and TLS profile of catalogd's servers.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServingTlsArgs {
+    /// Serving certificate (PEM); with --tls-key, the server speaks HTTPS.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The TLS profile of the servers; its minimum also bounds the registry client.
+    #[command(flatten)]
+    pub profile: TlsProfileArgs,
+}
+
+impl ServingTlsArgs {
+    /// The certificate and key, when both are given: HTTPS.
+    fn files(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+        })
+    }
 }
 
 /// How catalog images are pulled, and what one may hold.
@@ -189,8 +206,8 @@ impl ServeLimitArgs {
 /// drains) or lost leadership; `listening` is told the catalogs' base URL once the server
 /// listens.
 pub async fn run_cluster(settings: ClusterSettings, listening: impl FnOnce(&str)) -> Result<(), String> {
-    let profile = tls_profile(&settings.tls)?;
-    let tls = tls_files(settings.tls_cert, settings.tls_key);
+    let profile = tls_profile(&settings.tls.profile)?;
+    let tls = settings.tls.files();
     let mut registry_config = settings.registry.registry_config()?;
     let leader_election = (settings.leader_timings)
         .election(settings.leader_elect)
@@ -297,15 +314,9 @@ pub struct StandaloneSettings {
     /// A catalog to serve, `NAME=DIR` (DIR is an FBC directory tree); repeatable.
     #[arg(long = "catalog", value_name = "NAME=DIR", required = true)]
     pub catalogs: Vec<String>,
-    /// Serving certificate (PEM); with --tls-key, the server speaks HTTPS.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Serving key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// The TLS profile of the catalog server.
+    /// The catalog server's certificate and TLS profile.
     #[command(flatten)]
-    pub tls: TlsProfileArgs,
+    pub tls: ServingTlsArgs,
     /// Where the served content is written (a temporary directory by default).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -324,7 +335,7 @@ pub async fn serve_directories(
     listening: impl FnOnce(&str),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let profile = tls_profile(&settings.tls)?;
+    let profile = tls_profile(&settings.tls.profile)?;
     let catalogs = (settings.catalogs.iter())
         .map(|pair| {
             pair.split_once('=')
@@ -332,7 +343,7 @@ pub async fn serve_directories(
                 .ok_or_else(|| format!("--catalog {pair:?} must be NAME=DIR"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let tls = tls_files(settings.tls_cert, settings.tls_key);
+    let tls = settings.tls.files();
     let acceptor = catalog_acceptor(tls.as_ref(), &profile)?;
     let temp;
     let root = match settings.cache_dir {
@@ -368,14 +379,6 @@ pub async fn serve_directories(
     serve(listener, store, acceptor, settings.limits.limits(), shutdown)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// The server's certificate and key, when both are given: HTTPS.
-fn tls_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<TlsFiles> {
-    Some(TlsFiles {
-        cert: cert?,
-        key: key?,
-    })
 }
 
 /// The catalog server's TLS under `profile` (none without a certificate).
