@@ -10,6 +10,7 @@ use std::{sync::Arc, time::Instant};
 
 use bytes::Bytes;
 use olmv1::{
+    admin::{table::Table, terminal::to_json_pretty_within},
     catalog::{CatalogIndex, Meta, Property, PropertyValue},
     dependencies::{BundleFacts, CelRule, requirements_of},
     meter::{Meter, Work},
@@ -224,6 +225,56 @@ fn main() {
                 let text = requirement.to_string();
                 meter.charge(Work::Render, text.len() as u64).unwrap();
                 std::hint::black_box(text);
+            },
+        ));
+    }
+
+    // Render: what the admin commands print, through their own writers: a `versions`-like table
+    // of 2,000 rows (cells escaped, measured and laid out, a wide cell after its row) and the
+    // JSON of the same entries.
+    {
+        let rows: Vec<[String; 7]> = (0..2000)
+            .map(|i| {
+                [
+                    "stable".to_string(),
+                    format!("app.v1.{i}.0"),
+                    format!("1.{i}.0"),
+                    format!("app.v1.{}.0", i.max(1) - 1),
+                    (0..i % 12)
+                        .map(|k| format!("app.v0.{k}.0"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    format!("<1.{i}.0"),
+                    "-".to_string(),
+                ]
+            })
+            .collect();
+        let mut table = Table::new(&[
+            "CHANNEL",
+            "BUNDLE",
+            "VERSION",
+            "REPLACES",
+            "SKIPS",
+            "SKIP RANGE",
+            "DEPRECATED",
+        ]);
+        for row in &rows {
+            table.row(row.iter().cloned());
+        }
+        figures.push(measure(
+            Work::Render,
+            "a table of 2,000 rows of 7 cells",
+            50,
+            |_, meter| {
+                std::hint::black_box(table.render(false, meter).unwrap());
+            },
+        ));
+        figures.push(measure(
+            Work::Render,
+            "the JSON of the same 2,000 rows",
+            50,
+            |_, meter| {
+                std::hint::black_box(to_json_pretty_within(&rows, u64::MAX, meter).unwrap());
             },
         ));
     }

@@ -77,6 +77,44 @@ impl Default for LeaderTimings {
     }
 }
 
+/// The leader election's durations as command-line flags (with `--leader-elect`); upstream's
+/// by default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaderTimingArgs {
+    /// Seconds a Lease is valid without renewal: how long the other replicas wait before one
+    /// takes over from a leader that stopped renewing.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_LEASE_DURATION_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.lease_duration.as_secs())]
+    pub leader_election_lease_duration_seconds: u64,
+    /// Seconds the leader keeps reconciling after its last successful renewal; shorter than the
+    /// lease duration, so that it stops before another replica may start.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.renew_deadline.as_secs())]
+    pub leader_election_renew_deadline_seconds: u64,
+    /// Seconds between the leader's renewals (one request each) and between the other replicas'
+    /// reads of the Lease; shorter than the renew deadline.
+    #[arg(long, env = "OLMV1_LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+          default_value_t = LeaderTimings::UPSTREAM.retry_period.as_secs())]
+    pub leader_election_retry_period_seconds: u64,
+}
+
+impl LeaderTimingArgs {
+    /// With `elect`, the timings these flags describe, if the leader stops before another may
+    /// take over; `None` without election.
+    pub fn election(&self, elect: bool) -> Result<Option<LeaderTimings>, LeaderError> {
+        if !elect {
+            return Ok(None);
+        }
+        let s = Duration::from_secs;
+        LeaderTimings::new(
+            s(self.leader_election_lease_duration_seconds),
+            s(self.leader_election_renew_deadline_seconds),
+            s(self.leader_election_retry_period_seconds),
+        )
+        .map(Some)
+    }
+}
+
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {

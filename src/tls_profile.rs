@@ -311,6 +311,37 @@ const OLD_ONLY_SUITES: [&str; 12] = [
     "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
 ];
 
+/// Upstream's TLS profile flags (`--tls-profile` and the custom profile's three).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TlsProfileArgs {
+    /// TLS profile of every TLS server of this command (old, intermediate, modern, custom:
+    /// upstream's names and values); its registry and catalog clients accept no lower version than
+    /// the profile's minimum.
+    #[arg(long, env = "OLMV1_TLS_PROFILE", default_value = "intermediate")]
+    pub tls_profile: String,
+    /// Lowest version of the custom profile: TLSv1.2 (default) or TLSv1.3.
+    #[arg(long, value_name = "VERSION")]
+    pub tls_custom_version: Option<String>,
+    /// Cipher suites of the custom profile, comma-separated IANA (Go) or OpenSSL names.
+    #[arg(long, value_name = "CIPHERS", value_delimiter = ',')]
+    pub tls_custom_ciphers: Vec<String>,
+    /// Curves of the custom profile, comma-separated: X25519, prime256v1 (secp256r1), secp384r1.
+    #[arg(long, value_name = "CURVES", value_delimiter = ',')]
+    pub tls_custom_curves: Vec<String>,
+}
+
+impl TlsProfileArgs {
+    /// The profile these flags describe ([`TlsProfile::from_flags`]).
+    pub fn profile(&self) -> Result<TlsProfile, TlsProfileError> {
+        TlsProfile::from_flags(
+            &self.tls_profile,
+            self.tls_custom_version.as_deref(),
+            &self.tls_custom_ciphers,
+            &self.tls_custom_curves,
+        )
+    }
+}
+
 /// A profile: the lowest version, the cipher suites and the curves it allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsProfile {

@@ -6,7 +6,6 @@
 use kube::Client;
 
 use super::{
-    command_meter,
     dependencies::{DependencyExplanation, chosen_requirements, explain_dependencies},
     install::{InstallError, installed_extensions, served_apis_of},
     sources::{SourcesError, kube_client},
@@ -15,7 +14,7 @@ use super::{
 };
 use crate::{
     dependencies::{Gvk, InstalledExtension},
-    meter::Refused,
+    meter::{Exhausted, Meter, Refused},
     resolve::{
         CatalogInput, DependencyMode, ResolveError, ResolveRequest,
         explain::{CatalogVerdict, Explanation, explain},
@@ -72,19 +71,24 @@ impl ExplainReport {
     }
 
     /// The text form: the verdict, the catalogs, every bundle with its first excluding rule,
-    /// then the dependency section.
-    pub fn render_text(&self, mode: DependencyMode, colour: bool) -> TerminalText {
-        let mut text = render_explanation(&self.explanation, colour);
+    /// then the dependency section; charged to the command's `meter` as it is made.
+    pub fn render_text(
+        &self,
+        mode: DependencyMode,
+        colour: bool,
+        meter: &mut Meter,
+    ) -> Result<TerminalText, Exhausted> {
+        let mut text = render_explanation(&self.explanation, colour, meter)?;
         if let Some(d) = &self.dependencies {
-            render_dependencies(&mut text, d, mode, colour);
+            render_dependencies(&mut text, d, mode, colour, meter)?;
         }
-        text
+        Ok(text)
     }
 }
 
 /// Explains `request` against `inputs` as `mode` says. For `extension` of the cluster whose
 /// bundle has dependencies, the plan keeps what the cluster installed (recorded in
-/// `system_namespace`) and counts the APIs it serves. Within one command's meter: the
+/// `system_namespace`) and counts the APIs it serves. Within the command's `meter`: the
 /// explanation, the requirements read and the plan are charged to it.
 pub async fn explain_request(
     request: &ResolveRequest,
@@ -92,16 +96,16 @@ pub async fn explain_request(
     mode: DependencyMode,
     extension: Option<&str>,
     system_namespace: &str,
+    meter: &mut Meter,
 ) -> Result<ExplainReport, ExplainError> {
-    let mut meter = command_meter();
-    let explanation = explain(request, inputs, mode, &mut meter)?;
+    let explanation = explain(request, inputs, mode, meter)?;
     // Only a bundle with dependencies needs what the cluster installed and serves.
-    let chosen = chosen_requirements(request, inputs, &mut meter)?.is_some();
+    let chosen = chosen_requirements(request, inputs, meter)?.is_some();
     let (installed, served) = match extension {
         Some(name) if chosen => in_cluster(&kube_client().await?, name, system_namespace, inputs).await?,
         _ => (Vec::new(), Vec::new()),
     };
-    let dependencies = explain_dependencies(request, inputs, &installed, &served, &mut meter)?;
+    let dependencies = explain_dependencies(request, inputs, &installed, &served, meter)?;
     Ok(ExplainReport {
         explanation,
         dependencies,
@@ -130,7 +134,8 @@ fn render_dependencies(
     d: &DependencyExplanation,
     mode: DependencyMode,
     colour: bool,
-) {
+    meter: &mut Meter,
+) -> Result<(), Exhausted> {
     let verdict = match mode {
         DependencyMode::Check => "it installs once these are installed",
         DependencyMode::Refuse => {
@@ -139,19 +144,22 @@ fn render_dependencies(
     };
     out.push_str(&format!("\n{} requires ({verdict}):\n", value(&d.bundle)));
     match &d.requirements.requires_error {
-        Some(e) => out.push_str(&format!("  its requirements cannot be read: {}\n", value(e))),
+        Some(e) => out.push_charged(
+            &format!("  its requirements cannot be read: {}\n", value(e)),
+            meter,
+        )?,
         None => {
             for r in &d.requirements.requires {
-                out.push_str(&format!("  {}\n", value(&r.summary())));
+                out.push_charged(&format!("  {}\n", value(&r.summary())), meter)?;
             }
         }
     }
     let Some(plan) = &d.plan else {
-        out.push_str(&format!(
-            "\nno plan: {}\n",
-            d.error.as_deref().unwrap_or("unknown")
-        ));
-        return;
+        out.push_charged(
+            &format!("\nno plan: {}\n", d.error.as_deref().unwrap_or("unknown")),
+            meter,
+        )?;
+        return Ok(());
     };
     out.push_str("\nplan (olmv1 install --with-dependencies), dependencies first:\n");
     for step in plan {
@@ -164,10 +172,10 @@ fn render_dependencies(
         if !step.required_by.is_empty() {
             line.push_str(&format!(" (required by {})", value(&step.required_by.join(", "))));
         }
-        out.push_str(&format!("{line}\n"));
+        out.push_charged(&format!("{line}\n"), meter)?;
     }
     if d.choices.is_empty() {
-        return;
+        return Ok(());
     }
     out.push_str("\n");
     let mut t = Table::new(&["BUNDLE", "REQUIRES", "SATISFIED BY", "WHY"]);
@@ -179,11 +187,11 @@ fn render_dependencies(
             (c.why.clone(), Tone::Plain),
         ]);
     }
-    out.push_table(&t, colour);
+    out.push_table(&t, colour, meter)
 }
 
 /// The text form: the verdict, the catalogs, then every bundle with its first excluding rule.
-fn render_explanation(e: &Explanation, colour: bool) -> TerminalText {
+fn render_explanation(e: &Explanation, colour: bool, meter: &mut Meter) -> Result<TerminalText, Exhausted> {
     let mut out = TerminalText::new();
     out.push_str(&match (&e.chosen, &e.error) {
         (Some(c), _) => format!(
@@ -213,9 +221,9 @@ fn render_explanation(e: &Explanation, colour: bool) -> TerminalText {
             (c.candidate.clone().unwrap_or_else(|| "-".into()), Tone::Plain),
         ]);
     }
-    out.push_table(&t, colour);
+    out.push_table(&t, colour, meter)?;
     if e.bundles.is_empty() {
-        return out;
+        return Ok(out);
     }
     out.push_str("\n");
     let mut t = Table::new(&["CATALOG", "BUNDLE", "VERSION", "VERDICT"]);
@@ -242,8 +250,8 @@ fn render_explanation(e: &Explanation, colour: bool) -> TerminalText {
             verdict,
         ]);
     }
-    out.push_table(&t, colour);
-    out
+    out.push_table(&t, colour, meter)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -289,7 +297,9 @@ mod tests {
     fn the_verdict_comes_first_then_the_catalogs_then_every_bundle() {
         let chosen = report(true);
         assert!(chosen.planned(DependencyMode::Check));
-        let text = chosen.render_text(DependencyMode::Check, false);
+        let text = chosen
+            .render_text(DependencyMode::Check, false, &mut Meter::unlimited())
+            .unwrap();
         assert!(
             text.starts_with("pkg: resolves to pkg.v2.0.0 2.0.0 from catalog cat\n"),
             "{text}"
@@ -297,7 +307,9 @@ mod tests {
         assert!(text.contains("CATALOG") && text.contains("chosen"), "{text}");
         let refused = report(false);
         assert!(!refused.planned(DependencyMode::Refuse));
-        let text = refused.render_text(DependencyMode::Refuse, false);
+        let text = refused
+            .render_text(DependencyMode::Refuse, false, &mut Meter::unlimited())
+            .unwrap();
         assert!(
             text.starts_with("pkg: no resolution: no bundles found\n"),
             "{text}"

@@ -240,19 +240,22 @@ pub struct UpgradeOptions {
     pub system_namespace: String,
 }
 
-/// What `olmv1 uninstall` removes.
-#[derive(Debug, Clone, Default)]
+/// What `olmv1 uninstall` removes (its flags).
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct UninstallOptions {
     /// The ClusterExtension.
     pub extension: String,
-    /// Show, delete nothing.
+    /// Print what would be removed; delete nothing.
+    #[arg(long)]
     pub dry_run: bool,
-    /// Uninstall even when installed extensions depend on it.
+    /// Uninstall even when installed extensions depend on what it provides.
+    #[arg(long)]
     pub force: bool,
     /// The controller's namespace, where it records what each extension installed.
+    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
-    /// How long to wait for the controller to uninstall before removing the installer, in
-    /// seconds.
+    /// How long to wait for the controller to uninstall before removing the installer, in seconds.
+    #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 300)]
     pub timeout_seconds: u64,
 }
 

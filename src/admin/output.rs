@@ -11,6 +11,7 @@ use std::{
 };
 
 use super::terminal::{JsonError, TerminalText, escape_text, to_json_pretty_within};
+use crate::meter::Meter;
 
 /// The most bytes an admin command prints on stdout by default (`--max-output-bytes`): its
 /// answers are tables and lists for people, which the largest real catalogs keep far below it
@@ -67,6 +68,11 @@ pub fn start(command: &str, limit: u64) {
     budget.limit = limit;
 }
 
+/// The command's name, as [`start`] was given it.
+pub fn command() -> String {
+    output().command.clone()
+}
+
 /// The output limit, and how many bytes the output can still take.
 pub fn room() -> (u64, u64) {
     let budget = output();
@@ -75,10 +81,11 @@ pub fn room() -> (u64, u64) {
 }
 
 /// `value` as indented JSON (no raw control character; the strings exact) with its newline,
-/// made only when it fits what is left of the limit: the work and memory stop there.
-pub fn json(value: &impl serde::Serialize) -> Result<String, JsonError> {
+/// made only when it fits what is left of the limit and of the command's `meter` (charged as it
+/// is made): the work and memory stop there.
+pub fn json(value: &impl serde::Serialize, meter: &mut Meter) -> Result<String, JsonError> {
     let (limit, room) = room();
-    match to_json_pretty_within(value, room.saturating_sub(1)) {
+    match to_json_pretty_within(value, room.saturating_sub(1), meter) {
         Ok(text) => Ok(text + "\n"),
         Err(JsonError::TooLarge { .. }) => Err(JsonError::TooLarge { limit }),
         Err(e) => Err(e),

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::bundle::registry_v1::RegistryV1Bundle;
 use crate::bundle::render::{self, WebhookProvider, render_with_options};
-use crate::image::{PullOptions, RegistriesConf, RegistryConfig, RegistryOptions, UnpackLimits, pull_to_dir};
+use crate::image::{
+    BundleLimitArgs, PullOptions, RegistriesConf, RegistryConfig, RegistryOptions, pull_to_dir,
+};
 
 /// Output formats of `olmv1 render`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,39 +22,58 @@ pub enum OutputFormat {
 }
 
 /// What to render, and how (`olmv1 render`'s flags).
-#[derive(Debug, Clone)]
+#[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["bundle", "catalog"])))]
 pub struct RenderOptions {
-    /// An unpacked bundle directory, or an image reference to pull.
+    /// The bundle: an unpacked bundle directory, or an image reference to pull.
+    #[arg(long, value_name = "DIR|IMAGE")]
     pub bundle: Option<String>,
-    /// A file-based catalog directory holding the bundle (with `bundle_name`).
+    /// A file-based catalog directory holding the bundle (rendered from its `olm.bundle.object`
+    /// properties); needs --bundle-name.
+    #[arg(long, value_name = "DIR", requires = "bundle_name")]
     pub catalog: Option<PathBuf>,
-    /// The bundle's name in the catalog.
+    /// The bundle's name in the catalog, e.g. `etcdoperator.v0.9.4`.
+    #[arg(long, value_name = "NAME", requires = "catalog")]
     pub bundle_name: Option<String>,
-    /// The install namespace.
+    /// The install namespace (`spec.namespace` of the ClusterExtension).
+    #[arg(long, short = 'n', value_name = "NS")]
     pub namespace: String,
-    /// The namespace to watch (folded into the inline configuration as `watchNamespace`).
+    /// The namespace to watch (SingleNamespace, or OwnNamespace when equal to --namespace);
+    /// default: all namespaces.
+    #[arg(long, value_name = "NS")]
     pub watch_namespace: Option<String>,
-    /// Inline bundle configuration as JSON, or `@FILE`.
+    /// Inline bundle configuration (`spec.config.inline`) as JSON, or `@FILE`.
+    #[arg(long, value_name = "JSON")]
     pub config: Option<String>,
-    /// Who provides webhook serving certificates.
+    /// Who provides webhook serving certificates: cert-manager, or OpenShift's service CA.
+    #[arg(long, value_enum, default_value = "cert-manager")]
     pub webhook_provider: WebhookProvider,
-    /// Also the OperatorCondition the controller keeps for the bundle (its `--operator-conditions`
-    /// on): the object, its Role and RoleBinding, `OPERATOR_CONDITION_NAME`.
+    /// Also the OperatorCondition the controller keeps for the bundle (as with its
+    /// --operator-conditions on): the object, its Role and RoleBinding, OPERATOR_CONDITION_NAME.
+    #[arg(long)]
     pub operator_conditions: bool,
     /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "yaml")]
     pub output: OutputFormat,
-    /// Where pulled images are unpacked (default: under the user's cache directory).
+    /// Where pulled images are unpacked (default: a directory under the system cache dir).
+    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
     pub cache_dir: Option<PathBuf>,
-    /// Registries that may be reached over plain HTTP.
+    /// A registry (`host[:port]`) that may be reached over plain HTTP; repeatable.
+    #[arg(long, value_name = "HOST")]
     pub insecure_registry: Vec<String>,
-    /// Extra trusted CA certificates (PEM file or directory).
+    /// Extra trusted CA certificates (PEM file or directory) for registries.
+    #[arg(long, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
-    /// A Docker-style auth file.
+    /// A Docker-style auth file (`{"auths": {...}}`) with registry credentials.
+    #[arg(long, value_name = "PATH")]
     pub auth_file: Option<PathBuf>,
-    /// containers-registries.conf(5) file (see [`RegistriesConf::configured`]).
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
     pub registries_conf: Option<PathBuf>,
     /// What a bundle image or directory may hold.
-    pub limits: UnpackLimits,
+    #[command(flatten)]
+    pub limits: BundleLimitArgs,
 }
 
 /// Loads, renders and formats; the error is one sentence.
@@ -75,7 +96,7 @@ async fn load_bundle(args: &RenderOptions) -> Result<RegistryV1Bundle, String> {
     let Some(source) = &args.bundle else {
         return Err("one of --bundle or --catalog is required".to_string());
     };
-    let limits = args.limits;
+    let limits = args.limits.limits();
     let path = Path::new(source);
     if path.symlink_metadata().is_ok() || source.starts_with(['/', '.']) {
         return RegistryV1Bundle::from_dir_within(path, limits.max_file_bytes)
@@ -181,6 +202,7 @@ pub fn format_objects(objects: &[Value], format: OutputFormat) -> Result<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::UnpackLimits;
 
     fn options() -> RenderOptions {
         RenderOptions {
@@ -198,7 +220,11 @@ mod tests {
             ca_file: None,
             auth_file: None,
             registries_conf: None,
-            limits: UnpackLimits::BUNDLE,
+            limits: BundleLimitArgs {
+                max_unpacked_bytes: UnpackLimits::BUNDLE.max_total_bytes,
+                max_unpacked_entries: UnpackLimits::BUNDLE.max_entries,
+                max_file_bytes: UnpackLimits::BUNDLE.max_file_bytes,
+            },
         }
     }
 

@@ -65,22 +65,39 @@ pub enum SourcesError {
     RegistriesConf(#[from] RegistriesConfError),
 }
 
-/// Where catalogs come from. With no `catalogs` and no `images`, the cluster's ClusterCatalogs.
-#[derive(Debug, Clone, Default)]
+/// Where catalogs come from, as the admin commands' flags. With neither `--catalog` nor
+/// `--image`, the cluster's ClusterCatalogs (KUBECONFIG), read through catalogd's HTTP API as the
+/// controller reads them.
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct CatalogSources {
-    /// Catalogs as `[NAME=]DIR|FILE|URL` (`CatalogSpec::parse`).
+    /// A catalog: `[NAME=]DIR|FILE|URL` (FBC directory, JSONL file, or catalog server base URL).
+    /// Repeatable.
+    #[arg(long = "catalog", value_name = "[NAME=]DIR|FILE|URL")]
     pub catalogs: Vec<String>,
-    /// Catalog images as `[NAME=]REFERENCE`.
+
+    /// A catalog image, `[NAME=]REFERENCE`, pulled from its registry. Repeatable.
+    #[arg(long = "image", value_name = "[NAME=]IMAGE")]
     pub images: Vec<String>,
-    /// Priorities of named catalogs, `NAME=N`.
+
+    /// A priority for a `--catalog`/`--image` catalog, `NAME=N` (default 0). Repeatable.
+    #[arg(long = "priority", value_name = "NAME=N")]
     pub priorities: Vec<String>,
-    /// Registry hosts reached over plain HTTP.
+
+    /// Registry hosts reached over plain HTTP (loopback registries always are).
+    #[arg(long = "insecure-registry", value_name = "HOST")]
     pub insecure_registries: Vec<String>,
+
     /// Extra CA certificates (PEM) for catalog servers and registries.
+    #[arg(long = "ca-file", value_name = "PATH")]
     pub ca_files: Vec<PathBuf>,
-    /// Where pulled images are cached (default: [`default_cache_dir`]).
+
+    /// Where pulled images are cached.
+    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
     pub cache_dir: Option<PathBuf>,
-    /// The containers-registries.conf(5) file (default: `RegistriesConf::configured`'s).
+
+    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
+    /// registries for image pulls (default: /etc/containers/registries.conf when present).
+    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
     pub registries_conf: Option<PathBuf>,
 }
 

@@ -12,7 +12,10 @@ use super::{
     terminal::{TerminalText, escape_value as value},
     upgrades::upgrades,
 };
-use crate::resolve::{CatalogInput, DependencyMode, ResolveRequest};
+use crate::{
+    meter::{Exhausted, Meter},
+    resolve::{CatalogInput, DependencyMode, ResolveRequest},
+};
 
 /// Why `status` could not look.
 #[derive(Debug, thiserror::Error)]
@@ -158,8 +161,13 @@ fn condition<'a>(s: &'a ExtensionStatus, type_: &str) -> Option<&'a ConditionSum
     s.conditions.iter().find(|c| c.type_ == type_)
 }
 
-/// The text form: one table row per extension, then the messages of failing conditions.
-pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
+/// The text form: one table row per extension, then the messages of failing conditions; charged
+/// to the command's `meter` as it is made.
+pub fn render_text(
+    rows: &[ExtensionStatus],
+    colour: bool,
+    meter: &mut Meter,
+) -> Result<TerminalText, Exhausted> {
     let mut t = Table::new(&[
         "NAME",
         "PACKAGE",
@@ -169,7 +177,7 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
         "PROGRESSING",
         "UPGRADES",
     ]);
-    let mut notes = String::new();
+    let mut notes = TerminalText::new();
     for r in rows {
         let installed_cond = condition(r, "Installed");
         let progressing = condition(r, "Progressing");
@@ -220,25 +228,23 @@ pub fn render_text(rows: &[ExtensionStatus], colour: bool) -> TerminalText {
             if bad && !c.message.is_empty() {
                 // One line per condition: its message quotes catalog text (deprecation
                 // messages, several joined by newlines, are shown with `\x0a` between them).
-                notes.push_str(&format!(
-                    "{} {}: {}\n",
-                    value(&r.name),
-                    value(&c.type_),
-                    value(&c.message)
-                ));
+                notes.push_charged(
+                    &format!("{} {}: {}\n", value(&r.name), value(&c.type_), value(&c.message)),
+                    meter,
+                )?;
             }
         }
         if let Some(e) = &r.target_error {
-            notes.push_str(&format!("{} resolution: {}\n", value(&r.name), value(e)));
+            notes.push_charged(&format!("{} resolution: {}\n", value(&r.name), value(e)), meter)?;
         }
     }
     let mut out = TerminalText::new();
-    out.push_table(&t, colour);
+    out.push_table(&t, colour, meter)?;
     if !notes.is_empty() {
         out.push_str("\n");
-        out.push_str(&notes);
+        out.append(&notes);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -277,7 +283,7 @@ mod tests {
         assert_eq!(row.target_version, None);
         assert!(row.target_error.is_some());
         assert!(row.upgrades.is_empty());
-        let text = render_text(&[row], false);
+        let text = render_text(&[row], false, &mut Meter::unlimited()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines[1].contains("none") && lines[1].contains("False (Failed)"),

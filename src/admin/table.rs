@@ -1,9 +1,13 @@
 //! Aligned text tables for people; colour only when the output is a terminal; cells escaped
-//! and cut (`crate::escape`); a cell too wide for its column shown after its row.
+//! and cut (`crate::escape`); a cell too wide for its column shown after its row; rendering
+//! charged to the command's meter (`Work::Render`).
 
 use std::fmt::Write as _;
 
-use crate::escape::escape_value;
+use crate::{
+    escape::escape_value,
+    meter::{Exhausted, Meter, Work},
+};
 
 /// How a cell is highlighted (only on a terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +63,11 @@ impl Table {
     /// `  HEADER: cell`, which no column pads. The last column pads nothing, so its cells stay
     /// on their row whatever their length. So every line is at most the columns' widths plus one
     /// cell, and the text is linear in the cells' lengths.
-    pub fn render(&self, colour: bool) -> String {
+    ///
+    /// The work is charged to `meter` before it is done ([`Work::Render`]): each cell its bytes as
+    /// the caller made them plus [`CELL_UNITS`], each row the bytes it writes; when the meter
+    /// runs out, nothing is returned.
+    pub fn render(&self, colour: bool, meter: &mut Meter) -> Result<String, Exhausted> {
         let columns = self.header.len();
         let last = columns.saturating_sub(1);
         let header: Vec<Cell<'_>> = self
@@ -68,17 +76,15 @@ impl Table {
             .enumerate()
             .map(|(i, h)| Cell::new(h, Tone::Plain, i == last))
             .collect();
-        let rows: Vec<Vec<Cell<'_>>> = self
-            .rows
-            .iter()
-            .map(|row| {
-                row.iter()
-                    .take(columns)
-                    .enumerate()
-                    .map(|(i, (cell, tone))| Cell::new(cell, *tone, i == last))
-                    .collect()
-            })
-            .collect();
+        let mut rows: Vec<Vec<Cell<'_>>> = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let mut cells = Vec::with_capacity(columns);
+            for (i, (cell, tone)) in row.iter().take(columns).enumerate() {
+                meter.charge(Work::Render, cell.len() as u64 + CELL_UNITS)?;
+                cells.push(Cell::new(cell, *tone, i == last));
+            }
+            rows.push(cells);
+        }
         let mut widths = vec![0; columns];
         for row in std::iter::once(&header).chain(&rows) {
             for (i, cell) in row.iter().enumerate() {
@@ -87,6 +93,7 @@ impl Table {
         }
         let mut out = String::new();
         for row in std::iter::once(&header).chain(&rows) {
+            meter.charge(Work::Render, row_bytes(row, &header, &widths))?;
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 push_toned(&mut line, cell.shown(), cell.tone, colour);
@@ -104,8 +111,28 @@ impl Table {
                 out.push('\n');
             }
         }
-        out
+        Ok(out)
     }
+}
+
+/// Units a cell costs besides its bytes: escaping it (an allocation), measuring it and laying it
+/// out (`cargo bench --bench meter`, "a table of a catalog's rows").
+pub const CELL_UNITS: u64 = 32;
+
+/// The bytes `row` writes (its line, padded, and the lines of the cells that follow it), colours
+/// aside: what [`Table::render`] charges for it.
+fn row_bytes(row: &[Cell<'_>], header: &[Cell<'_>], widths: &[usize]) -> u64 {
+    let mut bytes = 1;
+    for (i, cell) in row.iter().enumerate() {
+        bytes += cell.shown().len();
+        if i + 1 < row.len() {
+            bytes += widths[i] - cell.shown_width() + 3;
+        }
+        if !cell.fits {
+            bytes += header[i].text.len() + cell.text.len() + 5;
+        }
+    }
+    bytes as u64
 }
 
 /// The widest a cell may be in its column, in characters of its escaped form; a wider one in
@@ -168,10 +195,49 @@ mod tests {
             ("2.0.0".into(), Tone::Good),
         ]);
         assert_eq!(
-            t.render(false),
+            t.render(false, &mut Meter::unlimited()).unwrap(),
             "NAME          VERSION\na             1.0.0\nlonger-name   2.0.0\n"
         );
-        assert!(t.render(true).contains("\x1b[32m2.0.0\x1b[0m"));
+        assert!(
+            t.render(true, &mut Meter::unlimited())
+                .unwrap()
+                .contains("\x1b[32m2.0.0\x1b[0m")
+        );
+    }
+
+    /// Rendering is charged before it is done: every cell its bytes and [`CELL_UNITS`], every
+    /// row the bytes it writes; a meter one unit short refuses, having spent no more than it had.
+    #[test]
+    fn rendering_is_charged_per_cell_and_byte_and_refused_past_the_budget() {
+        let mut t = Table::new(&["BUNDLE", "SKIPS", "END"]);
+        for i in 0..100 {
+            let skips = "s".repeat(i * 2);
+            t.row([format!("b.v{i}"), skips, "x".to_string()]);
+        }
+        let mut meter = Meter::unlimited();
+        let text = t.render(false, &mut meter).unwrap();
+        let cells: u64 = t
+            .rows
+            .iter()
+            .flatten()
+            .map(|(c, _)| c.len() as u64 + CELL_UNITS)
+            .sum();
+        assert_eq!(meter.spent_on(Work::Render), cells + text.len() as u64);
+        assert_eq!(meter.spent(), meter.spent_on(Work::Render));
+        let needed = meter.spent();
+        let mut short = Meter::new(needed - 1);
+        assert_eq!(
+            t.render(false, &mut short),
+            Err(Exhausted::Work { limit: needed - 1 })
+        );
+        assert!(short.spent() < needed);
+        // Twice the rows, twice the units (linear in what is rendered).
+        let mut twice = t.clone();
+        twice.rows.extend(t.rows.iter().cloned());
+        let mut meter = Meter::unlimited();
+        twice.render(false, &mut meter).unwrap();
+        let header = text.lines().next().unwrap().len() as u64 + 1;
+        assert_eq!(meter.spent(), 2 * needed - header);
     }
 
     #[test]
@@ -179,7 +245,7 @@ mod tests {
         let mut t = Table::new(&["NAME", "VERSION"]);
         t.row(["evil\x1b]0;PWNED\x07\x1b[31mRED\u{9b}\n", "1.0.0"]);
         t.row(["ok", "2.0.0"]);
-        let text = t.render(false);
+        let text = t.render(false, &mut Meter::unlimited()).unwrap();
         assert_eq!(
             text,
             "NAME                                        VERSION\n\
@@ -196,7 +262,7 @@ mod tests {
         t.row(["example.v2.0.0".to_string(), skips.join(","), "x".to_string()]);
         t.row(["example.v1.0.0", "-", "y"]);
         assert_eq!(
-            t.render(false),
+            t.render(false, &mut Meter::unlimited()).unwrap(),
             format!(
                 "BUNDLE           SKIPS     END\n\
                  example.v2.0.0   (below)   x\n  \
@@ -209,14 +275,15 @@ mod tests {
         let mut t = Table::new(&["BUNDLE", "REQUIRES"]);
         t.row(["b", &"r".repeat(200)]);
         assert_eq!(
-            t.render(false),
+            t.render(false, &mut Meter::unlimited()).unwrap(),
             format!("BUNDLE   REQUIRES\nb        {}\n", "r".repeat(200))
         );
         // Coloured as the cell.
         let mut t = Table::new(&["A", "B"]);
         t.toned_row(vec![("a".repeat(65), Tone::Bad), ("b".into(), Tone::Plain)]);
         assert!(
-            t.render(true)
+            t.render(true, &mut Meter::unlimited())
+                .unwrap()
                 .contains(&format!("  A: \x1b[31m{}\x1b[0m\n", "a".repeat(65)))
         );
     }
@@ -229,7 +296,7 @@ mod tests {
         let cell = "r".repeat(1 << 20);
         let mut t = Table::new(&["BUNDLE", "REPLACES", "SKIPS"]);
         t.row(["b.v2", cell.as_str(), "-"]);
-        let text = t.render(false);
+        let text = t.render(false, &mut Meter::unlimited()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[1], "b.v2     (below)    -");
@@ -247,7 +314,7 @@ mod tests {
     fn newlines_and_format_characters_stay_in_their_cell_escaped() {
         let mut t = Table::new(&["NAME", "VERSION"]);
         t.row(["a\nb.v9 9.9.9\r\u{202e}c\u{2066}\u{200b}\u{feff}", "1.0.0"]);
-        let text = t.render(false);
+        let text = t.render(false, &mut Meter::unlimited()).unwrap();
         assert_eq!(
             text,
             "NAME                                           VERSION\n\

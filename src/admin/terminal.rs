@@ -13,6 +13,7 @@
 use std::fmt;
 
 use super::table::Table;
+use crate::meter::{Exhausted, Meter, Work};
 
 pub use crate::escape::{escape_text, escape_value};
 use crate::escape::{is_escaped, is_hidden};
@@ -33,9 +34,25 @@ impl TerminalText {
         self.0.push_str(&escape_text(text));
     }
 
-    /// Appends a table (its cells are escaped by [`Table::render`]); `colour` adds ANSI colours.
-    pub fn push_table(&mut self, table: &Table, colour: bool) {
-        self.0.push_str(&table.render(colour));
+    /// [`TerminalText::push_str`] for text made from catalog or cluster content, one piece of a
+    /// loop over it: charged to `meter` ([`Work::Render`], its bytes) before it is escaped and
+    /// appended.
+    pub fn push_charged(&mut self, text: &str, meter: &mut Meter) -> Result<(), Exhausted> {
+        meter.charge(Work::Render, text.len() as u64)?;
+        self.push_str(text);
+        Ok(())
+    }
+
+    /// Appends `other`, already escaped.
+    pub fn append(&mut self, other: &TerminalText) {
+        self.0.push_str(&other.0);
+    }
+
+    /// Appends a table (its cells are escaped by [`Table::render`], which charges `meter`);
+    /// `colour` adds ANSI colours.
+    pub fn push_table(&mut self, table: &Table, colour: bool, meter: &mut Meter) -> Result<(), Exhausted> {
+        self.0.push_str(&table.render(colour, meter)?);
+        Ok(())
     }
 
     /// The text.
@@ -122,18 +139,35 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for NoControls<F>
 
 /// `value` as indented JSON with no raw control or format character (see [`NoControls`]).
 pub fn to_json_pretty(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
-    to_json(value, serde_json::ser::PrettyFormatter::new(), u64::MAX).map_err(JsonError::into_serde)
+    to_json(
+        value,
+        serde_json::ser::PrettyFormatter::new(),
+        u64::MAX,
+        &mut Meter::unlimited(),
+    )
+    .map_err(JsonError::into_serde)
 }
 
 /// `value` as JSON on one line with no raw control or format character (see [`NoControls`]).
 pub fn to_json_line(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
-    to_json(value, serde_json::ser::CompactFormatter, u64::MAX).map_err(JsonError::into_serde)
+    to_json(
+        value,
+        serde_json::ser::CompactFormatter,
+        u64::MAX,
+        &mut Meter::unlimited(),
+    )
+    .map_err(JsonError::into_serde)
 }
 
-/// [`to_json_pretty`], refused once it passes `max_bytes`: the work and memory stop there, so an
-/// answer too large to print costs no more than the limit.
-pub fn to_json_pretty_within(value: &impl serde::Serialize, max_bytes: u64) -> Result<String, JsonError> {
-    to_json(value, serde_json::ser::PrettyFormatter::new(), max_bytes)
+/// [`to_json_pretty`], refused once it passes `max_bytes` or `meter` runs out: the work and
+/// memory stop there, so an answer too large to print costs no more than the limit. Each piece
+/// written is charged to `meter` before it is kept ([`Work::Render`], its bytes).
+pub fn to_json_pretty_within(
+    value: &impl serde::Serialize,
+    max_bytes: u64,
+    meter: &mut Meter,
+) -> Result<String, JsonError> {
+    to_json(value, serde_json::ser::PrettyFormatter::new(), max_bytes, meter)
 }
 
 /// Why JSON output was not made.
@@ -147,6 +181,9 @@ pub enum JsonError {
         /// The limit.
         limit: u64,
     },
+    /// The command's meter ran out while it was made.
+    #[error("rendering the output {0}")]
+    Exhausted(Exhausted),
     /// The value could not be serialized.
     #[error(transparent)]
     Serialize(serde_json::Error),
@@ -162,23 +199,31 @@ impl JsonError {
         match self {
             JsonError::Serialize(e) => e,
             // No limit was set.
-            JsonError::TooLarge { .. } => serde_json::Error::io(std::io::Error::other(self.to_string())),
+            JsonError::TooLarge { .. } | JsonError::Exhausted(_) => {
+                serde_json::Error::io(std::io::Error::other(self.to_string()))
+            }
         }
     }
 }
 
-/// A buffer that refuses to grow past its limit.
-struct Bounded {
+/// A buffer that refuses to grow past its limit, or once its meter runs out.
+struct Bounded<'m> {
     out: Vec<u8>,
     limit: u64,
     over: bool,
+    meter: &'m mut Meter,
+    exhausted: Option<Exhausted>,
 }
 
-impl std::io::Write for Bounded {
+impl std::io::Write for Bounded<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         if (self.out.len() + data.len()) as u64 > self.limit {
             self.over = true;
             return Err(std::io::Error::other("over the output limit"));
+        }
+        if let Err(e) = self.meter.charge(Work::Render, data.len() as u64) {
+            self.exhausted = Some(e);
+            return Err(std::io::Error::other(e.to_string()));
         }
         self.out.extend_from_slice(data);
         Ok(data.len())
@@ -193,18 +238,21 @@ fn to_json<F: serde_json::ser::Formatter>(
     value: &impl serde::Serialize,
     formatter: F,
     limit: u64,
+    meter: &mut Meter,
 ) -> Result<String, JsonError> {
     let mut out = Bounded {
         out: Vec::new(),
         limit,
         over: false,
+        meter,
+        exhausted: None,
     };
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, NoControls(formatter));
     if let Err(e) = value.serialize(&mut serializer) {
-        return Err(if out.over {
-            JsonError::TooLarge { limit }
-        } else {
-            JsonError::Serialize(e)
+        return Err(match (out.over, out.exhausted) {
+            (true, _) => JsonError::TooLarge { limit },
+            (false, Some(exhausted)) => JsonError::Exhausted(exhausted),
+            (false, None) => JsonError::Serialize(e),
         });
     }
     // The serializer writes only UTF-8 (strings are `str`, escapes are ASCII).
@@ -367,6 +415,39 @@ mod tests {
             let back: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(back, value);
         }
+    }
+
+    /// JSON is charged per byte as it is made; a meter too small refuses it, spending no more
+    /// than its budget.
+    #[test]
+    fn json_is_charged_per_byte_and_refused_when_the_meter_runs_out() {
+        let names: Vec<String> = (0..1000).map(|i| format!("b.v{i}")).collect();
+        let value = serde_json::json!({ "bundles": names });
+        let mut meter = Meter::unlimited();
+        let text = to_json_pretty_within(&value, u64::MAX, &mut meter).unwrap();
+        assert_eq!(text, to_json_pretty(&value).unwrap());
+        let spent = meter.spent_on(Work::Render);
+        assert!(
+            spent >= text.len() as u64 && spent <= 2 * text.len() as u64,
+            "{spent} units for {} bytes",
+            text.len()
+        );
+        let budget = spent / 2;
+        let mut short = Meter::new(budget);
+        match to_json_pretty_within(&value, u64::MAX, &mut short) {
+            Err(JsonError::Exhausted(Exhausted::Work { limit })) => assert_eq!(limit, budget),
+            other => panic!("{other:?}"),
+        }
+        assert!(short.spent() <= budget);
+        assert_eq!(
+            JsonError::Exhausted(Exhausted::Work { limit: 10 }).to_string(),
+            "rendering the output needs more than the budget of 10 work units"
+        );
+        // The output limit is still its own refusal.
+        assert!(matches!(
+            to_json_pretty_within(&value, 100, &mut Meter::unlimited()),
+            Err(JsonError::TooLarge { limit: 100 })
+        ));
     }
 
     #[test]

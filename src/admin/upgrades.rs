@@ -26,7 +26,7 @@ use super::{
     terminal::{TerminalText, escape_value as value},
 };
 use crate::{
-    meter::{Meter, Refused, Work},
+    meter::{Exhausted, Meter, Refused, Work},
     resolve::{
         CatalogInput, DependencyMode, ExactAnswer, ExactVersion, ExactVersions, InstalledBundle,
         PreparedRequest, ResolveError, ResolveRequest,
@@ -431,8 +431,8 @@ pub fn upgrades(
 }
 
 /// The text form: the installed bundle, then one table of reachable, stepped and unreachable
-/// versions.
-pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
+/// versions; charged to the command's `meter` as it is made.
+pub fn render_text(u: &Upgrades, colour: bool, meter: &mut Meter) -> Result<TerminalText, Exhausted> {
     let mut out = TerminalText::new();
     out.push_str(&format!(
         "{} installed: {} {} ({})\n",
@@ -495,9 +495,9 @@ pub fn render_text(u: &Upgrades, colour: bool) -> TerminalText {
     if t.is_empty() {
         out.push_str("no other version is reachable and none is later\n");
     } else {
-        out.push_table(&t, colour);
+        out.push_table(&t, colour, meter)?;
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     catalog::{PackageIndex, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
-    meter::{Meter, Refused, Work},
+    meter::{Exhausted, Meter, Refused, Work},
 };
 
 /// A package as one catalog has it.
@@ -149,21 +149,29 @@ pub fn versions(
 /// The REQUIRES cell of a bundle whose requirements an earlier row showed.
 pub const AS_ABOVE: &str = "as above";
 
-/// The text form: per catalog a header line, then one table of every channel's entries.
-pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
+/// The text form: per catalog a header line, then one table of every channel's entries;
+/// charged to the command's `meter` as it is made.
+pub fn render_text(
+    found: &[PackageVersions],
+    colour: bool,
+    meter: &mut Meter,
+) -> Result<TerminalText, Exhausted> {
     let mut out = TerminalText::new();
     for (i, p) in found.iter().enumerate() {
         if i > 0 {
             out.push_str("\n");
         }
-        out.push_str(&format!(
-            "{} in catalog {} (default channel {})\n",
-            value(&p.package),
-            value(&p.catalog),
-            value(p.default_channel.as_deref().unwrap_or("-"))
-        ));
+        out.push_charged(
+            &format!(
+                "{} in catalog {} (default channel {})\n",
+                value(&p.package),
+                value(&p.catalog),
+                value(p.default_channel.as_deref().unwrap_or("-"))
+            ),
+            meter,
+        )?;
         if let Some(m) = &p.deprecated {
-            out.push_str(&format!("deprecated: {}\n", value(m)));
+            out.push_charged(&format!("deprecated: {}\n", value(m)), meter)?;
         }
         // REQUIRES only for packages whose bundles declare dependencies.
         let requires = p
@@ -226,7 +234,7 @@ pub fn render_text(found: &[PackageVersions], colour: bool) -> TerminalText {
                 t.toned_row(row);
             }
         }
-        out.push_table(&t, colour);
+        out.push_table(&t, colour, meter)?;
     }
-    out
+    Ok(out)
 }

@@ -8,9 +8,11 @@
 use std::process::ExitCode;
 
 use super::sources::{
-    DependencyArgs, Output, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
+    DependencyArgs, Output, RequestArgs, colour, fail, load_request, print_json, print_text, refuse,
 };
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
+    command_meter,
     explain::{ExplainError, explain_request},
     terminal::escape_value as value,
 };
@@ -23,7 +25,7 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// The controller's namespace, where it records what each extension installed (an
@@ -45,12 +47,14 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
         Err(e) => return fail("explain", &e),
     };
     let mode = args.dependencies.mode;
+    let mut meter = command_meter();
     let report = match explain_request(
         &request,
         &inputs,
         mode,
         args.extension.as_deref(),
         &args.system_namespace,
+        &mut meter,
     )
     .await
     {
@@ -68,10 +72,13 @@ pub async fn run(args: ExplainArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     };
-    if args.output == Output::Json {
-        print_json(&report);
+    let printed = if args.output == Output::Json {
+        print_json(&report, &mut meter)
     } else {
-        super::write_terminal(&report.render_text(mode, colour()));
+        print_text(report.render_text(mode, colour(), &mut meter))
+    };
+    if printed != ExitCode::SUCCESS {
+        return printed;
     }
     code
 }

@@ -4,9 +4,10 @@
 
 use std::process::ExitCode;
 
-use super::sources::{SourceArgs, fail, label_map};
+use super::sources::{fail, label_map};
 use super::{confirm, print_report};
 use crate::admin::install::{self, InstallOptions, Outcome, UninstallOptions, UpgradeOptions};
+use crate::admin::sources::CatalogSources;
 
 /// Arguments of `olmv1 install`.
 #[derive(clap::Args, Debug)]
@@ -55,7 +56,7 @@ pub struct InstallArgs {
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
 }
 
 /// Arguments of `olmv1 upgrade`.
@@ -83,26 +84,7 @@ pub struct UpgradeArgs {
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
     #[command(flatten)]
-    pub sources: SourceArgs,
-}
-
-/// Arguments of `olmv1 uninstall`.
-#[derive(clap::Args, Debug)]
-pub struct UninstallArgs {
-    /// The ClusterExtension.
-    pub extension: String,
-    /// Print what would be removed; delete nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Uninstall even when installed extensions depend on what it provides.
-    #[arg(long)]
-    pub force: bool,
-    /// The controller's namespace, where it records what each extension installed.
-    #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
-    pub system_namespace: String,
-    /// How long to wait for the controller to uninstall before removing the installer, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    pub sources: CatalogSources,
 }
 
 /// Runs `olmv1 install`.
@@ -127,7 +109,7 @@ pub async fn install(args: InstallArgs) -> ExitCode {
     };
     let outcome = install::install(
         &options,
-        &(&args.sources).into(),
+        &args.sources,
         &mut print_report("install"),
         &mut |question| confirm(question, args.yes),
     )
@@ -147,7 +129,7 @@ pub async fn upgrade(args: UpgradeArgs) -> ExitCode {
     };
     let outcome = install::upgrade(
         &options,
-        &(&args.sources).into(),
+        &args.sources,
         &mut print_report("upgrade"),
         &mut |question| confirm(question, args.yes),
     )
@@ -156,14 +138,7 @@ pub async fn upgrade(args: UpgradeArgs) -> ExitCode {
 }
 
 /// Runs `olmv1 uninstall`.
-pub async fn uninstall(args: UninstallArgs) -> ExitCode {
-    let options = UninstallOptions {
-        extension: args.extension,
-        dry_run: args.dry_run,
-        force: args.force,
-        system_namespace: args.system_namespace,
-        timeout_seconds: args.timeout,
-    };
+pub async fn uninstall(options: UninstallOptions) -> ExitCode {
     match install::uninstall(&options, &mut print_report("uninstall")).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("uninstall", &e.to_string()),

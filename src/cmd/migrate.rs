@@ -6,9 +6,10 @@ use std::{path::PathBuf, process::ExitCode};
 
 use super::{
     confirm, print_report,
-    sources::{Output, colour, fail, kube_client, print_json},
+    sources::{Output, colour, fail, kube_client, print_json, print_text},
 };
 use crate::admin::{
+    command_meter,
     migrate::{
         catalogs::{self, Scope},
         convert::rollback,
@@ -233,15 +234,16 @@ async fn run_check(args: CheckArgs) -> ExitCode {
     if let (Some(ns), Some(name), true) = (&args.namespace, &args.subscription, rows.is_empty()) {
         return fail(COMMAND, &format!("Subscription {ns}/{name} not found"));
     }
+    // Each Subscription's dependencies had their own meter; what the command prints has one more.
+    let mut meter = command_meter();
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json(&rows, &mut meter);
     }
     if rows.is_empty() {
         errln!("no Subscription found");
         return ExitCode::SUCCESS;
     }
-    super::write_terminal(&render_check(&rows, colour()));
-    ExitCode::SUCCESS
+    print_text(render_check(&rows, colour(), &mut meter))
 }
 
 async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
@@ -273,19 +275,24 @@ async fn run_catalogs(args: CatalogsArgs) -> ExitCode {
     if let (Scope::One(ns, name), true) = (scope, lines.is_empty()) {
         return fail(COMMAND, &format!("CatalogSource {ns}/{name} not found"));
     }
+    let mut meter = command_meter();
     if args.output == Output::Json {
-        let code = print_json(&lines);
+        let code = print_json(&lines, &mut meter);
         return if failed { ExitCode::from(1) } else { code };
     }
     if lines.is_empty() {
         errln!("no CatalogSource found");
     } else {
-        super::write_terminal(&render_catalogs(
+        let printed = print_text(render_catalogs(
             &lines,
             args.dry_run,
             args.delete_catalogsource,
             colour(),
+            &mut meter,
         ));
+        if printed != ExitCode::SUCCESS {
+            return printed;
+        }
     }
     if failed {
         ExitCode::from(1)

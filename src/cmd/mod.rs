@@ -66,13 +66,13 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the ClusterExtension controller.
-    Controller(controller::ControllerArgs),
+    Controller(crate::components::controller::ControllerSettings),
     /// Run the catalog server (ClusterCatalog reconciler, or standalone `serve`).
     Catalogd(Box<catalogd::CatalogdArgs>),
     /// Resolve the bundle a ClusterExtension would install, with no cluster.
     Resolve(resolve::ResolveArgs),
     /// Render the manifests of a registry+v1 bundle.
-    Render(render::RenderArgs),
+    Render(crate::admin::render::RenderOptions),
     /// Publish images to an OCI registry.
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -91,7 +91,7 @@ enum Command {
     /// Change a ClusterExtension's version, channels or upgrade policy.
     Upgrade(install::UpgradeArgs),
     /// Delete a ClusterExtension (and, once it is gone, the installer olmv1 created for it).
-    Uninstall(install::UninstallArgs),
+    Uninstall(crate::admin::install::UninstallOptions),
     /// The ServiceAccount, roles and bindings an installer needs for a package or extension.
     Rbac(Box<rbac::RbacArgs>),
     /// A readable summary of every extension: installed, target, conditions, upgrades.

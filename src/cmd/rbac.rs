@@ -4,8 +4,9 @@
 
 use std::process::ExitCode;
 
-use super::sources::{SourceArgs, fail, kube_client, label_map};
+use super::sources::{fail, kube_client, label_map};
 use crate::admin::installer::{self, PackageInstall, RbacFor, RbacOptions};
+use crate::admin::sources::CatalogSources;
 use crate::bundle::render::WebhookProvider;
 use crate::controller::cluster_extension::operator_conditions::OperatorConditionsMode;
 
@@ -58,7 +59,7 @@ pub struct RbacArgs {
     #[arg(long, env = "OLMV1_SYSTEM_NAMESPACE", default_value = "olmv1-system")]
     pub system_namespace: String,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
 }
 
 /// Runs `olmv1 rbac`.
@@ -112,7 +113,7 @@ async fn run_inner(args: &RbacArgs) -> Result<String, String> {
         operator_conditions: args.operator_conditions,
         system_namespace: args.system_namespace.clone(),
     };
-    installer::rbac(&client, &what, &options, &(&args.sources).into())
+    installer::rbac(&client, &what, &options, &args.sources)
         .await
         .map_err(|e| e.to_string())
 }

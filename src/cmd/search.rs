@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use super::print_report;
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
+use super::sources::{DependencyArgs, Output, colour, fail, print_json, print_text, refuse, warn_unreadable};
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
     search::{SearchError, search_catalogs, table},
@@ -16,7 +17,7 @@ pub struct SearchArgs {
     /// Text to look for in package names (case-insensitive); all packages when absent.
     pub text: Option<String>,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
@@ -32,17 +33,18 @@ pub struct SearchArgs {
 pub async fn run(args: SearchArgs) -> ExitCode {
     let catalogs = match args.sources.load().await {
         Ok(c) => c,
-        Err(e) => return fail("search", &e),
+        Err(e) => return fail("search", &e.to_string()),
     };
     warn_unreadable("search", &catalogs);
     let text = args.text.unwrap_or_default();
     let pull = (!args.no_pull).then(|| args.sources.pull_options());
+    let mut meter = command_meter();
     let rows = match search_catalogs(
         &catalogs,
         &text,
         args.dependencies.mode,
         pull.as_ref(),
-        &mut command_meter(),
+        &mut meter,
         &mut print_report("search"),
     )
     .await
@@ -52,14 +54,15 @@ pub async fn run(args: SearchArgs) -> ExitCode {
         Err(e) => return fail("search", &e.to_string()),
     };
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json(&rows, &mut meter);
     }
     if rows.is_empty() {
         errln!("no package matches {text:?}");
         return ExitCode::SUCCESS;
     }
     let mut text = TerminalText::new();
-    text.push_table(&table(&rows), colour());
-    super::write_terminal(&text);
-    ExitCode::SUCCESS
+    print_text(
+        text.push_table(&table(&rows), colour(), &mut meter)
+            .map(|()| text),
+    )
 }

@@ -1,8 +1,8 @@
-//! Flags shared by the admin commands: where catalogs come from (the cluster's ClusterCatalogs
-//! by default, or `--catalog`/`--image`; loaded by `admin::sources::CatalogSources`, which
-//! `SourceArgs` converts into), the request overrides, and the output format.
+//! Flags shared by the admin commands: where catalogs come from (`admin::sources::CatalogSources`
+//! is their flags: the cluster's ClusterCatalogs by default, or `--catalog`/`--image`), the
+//! request overrides, and the output format.
 
-use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, process::ExitCode};
+use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode};
 
 use kube::Client;
 use olmv1_api::v1::UpgradeConstraintPolicy;
@@ -10,10 +10,12 @@ use olmv1_api::v1::UpgradeConstraintPolicy;
 use crate::{
     admin::{
         cluster::SourcedCatalog,
+        output,
         request::{self, RequestOverrides},
         sources::{self, CatalogSources},
+        terminal::TerminalText,
     },
-    image::PullOptions,
+    meter::{Exhausted, Meter, Refused},
     resolve::{CatalogInput, DependencyMode, ResolveRequest},
 };
 
@@ -26,67 +28,6 @@ pub struct DependencyArgs {
     /// upstream does.
     #[arg(long = "dependencies", value_enum, default_value_t)]
     pub mode: DependencyMode,
-}
-
-/// Where catalogs come from. With neither `--catalog` nor `--image`, the cluster's
-/// ClusterCatalogs (KUBECONFIG), read through catalogd's HTTP API as the controller reads them.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct SourceArgs {
-    /// A catalog: `[NAME=]DIR|FILE|URL` (FBC directory, JSONL file, or catalog server base URL).
-    /// Repeatable.
-    #[arg(long = "catalog", value_name = "[NAME=]DIR|FILE|URL")]
-    pub catalogs: Vec<String>,
-
-    /// A catalog image, `[NAME=]REFERENCE`, pulled from its registry. Repeatable.
-    #[arg(long = "image", value_name = "[NAME=]IMAGE")]
-    pub images: Vec<String>,
-
-    /// A priority for a `--catalog`/`--image` catalog, `NAME=N` (default 0). Repeatable.
-    #[arg(long = "priority", value_name = "NAME=N")]
-    pub priorities: Vec<String>,
-
-    /// Registry hosts reached over plain HTTP (loopback registries always are).
-    #[arg(long = "insecure-registry", value_name = "HOST")]
-    pub insecure_registries: Vec<String>,
-
-    /// Extra CA certificates (PEM) for catalog servers and registries.
-    #[arg(long = "ca-file", value_name = "PATH")]
-    pub ca_files: Vec<PathBuf>,
-
-    /// Where pulled images are cached.
-    #[arg(long, value_name = "DIR", env = "OLMV1_IMAGE_CACHE")]
-    pub cache_dir: Option<PathBuf>,
-
-    /// containers-registries.conf(5) file: registry mirrors, remapped, blocked and insecure
-    /// registries for image pulls (default: /etc/containers/registries.conf when present).
-    #[arg(long, value_name = "PATH", env = "CONTAINERS_REGISTRIES_CONF")]
-    pub registries_conf: Option<PathBuf>,
-}
-
-impl From<&SourceArgs> for CatalogSources {
-    fn from(args: &SourceArgs) -> Self {
-        CatalogSources {
-            catalogs: args.catalogs.clone(),
-            images: args.images.clone(),
-            priorities: args.priorities.clone(),
-            insecure_registries: args.insecure_registries.clone(),
-            ca_files: args.ca_files.clone(),
-            cache_dir: args.cache_dir.clone(),
-            registries_conf: args.registries_conf.clone(),
-        }
-    }
-}
-
-impl SourceArgs {
-    /// Loads the catalogs ([`CatalogSources::load`]).
-    pub async fn load(&self) -> Result<Vec<SourcedCatalog>, String> {
-        CatalogSources::from(self).load().await.map_err(|e| e.to_string())
-    }
-
-    /// How images are pulled ([`CatalogSources::pull_options`]).
-    pub fn pull_options(&self) -> PullOptions {
-        CatalogSources::from(self).pull_options()
-    }
 }
 
 /// `NAME=N` flags.
@@ -160,9 +101,9 @@ pub fn upgrade_constraint_policy(flag: Option<&str>) -> Option<UpgradeConstraint
 pub async fn load_request(
     extension: Option<&str>,
     flags: &RequestArgs,
-    sources: &SourceArgs,
+    sources: &CatalogSources,
 ) -> Result<(ResolveRequest, Vec<CatalogInput>), String> {
-    request::load_request(extension, &flags.into(), &sources.into())
+    request::load_request(extension, &flags.into(), sources)
         .await
         .map_err(|e| e.to_string())
 }
@@ -172,15 +113,28 @@ pub fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Prints `value` as indented JSON (no raw control character; the strings exact); refused, with
-/// nothing printed, when it does not fit the output limit (`--max-output-bytes`).
-pub fn print_json(value: &impl serde::Serialize) -> ExitCode {
-    match crate::admin::output::json(value) {
+/// Prints `value` as indented JSON (no raw control character; the strings exact), charged to
+/// the command's `meter` as it is made; refused, with nothing printed and one sentence naming the
+/// command, when it does not fit the output limit (`--max-output-bytes`) or the meter runs out.
+pub fn print_json(value: &impl serde::Serialize, meter: &mut Meter) -> ExitCode {
+    match output::json(value, meter) {
         Ok(text) => {
             out!("{text}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail("output", &e.to_string()),
+        Err(e) => fail(&output::command(), &e.to_string()),
+    }
+}
+
+/// Prints text rendered for the terminal; when the command's meter ran out while it was rendered,
+/// prints nothing of it and refuses (one sentence naming the command and the budget).
+pub fn print_text(text: Result<TerminalText, Exhausted>) -> ExitCode {
+    match text {
+        Ok(text) => {
+            super::write_terminal(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => refuse(&output::command(), &Refused::new("rendering the output", e)),
     }
 }
 
@@ -193,7 +147,7 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
 /// Prints `olmv1 COMMAND: MESSAGE` on stderr for work refused by the command's meter (one
 /// sentence naming what and the limit, its catalog text escaped); exit status 2, as for any
 /// input olmv1 does not take.
-pub fn refuse(command: &str, refused: &crate::meter::Refused) -> ExitCode {
+pub fn refuse(command: &str, refused: &Refused) -> ExitCode {
     fail(
         command,
         &crate::admin::terminal::escape_value(&refused.to_string()),

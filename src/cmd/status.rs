@@ -3,8 +3,12 @@
 
 use std::process::ExitCode;
 
-use super::sources::{DependencyArgs, Output, SourceArgs, colour, fail, kube_client, print_json};
-use crate::admin::status::{render_text, status};
+use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_json, print_text};
+use crate::admin::{
+    command_meter,
+    sources::CatalogSources,
+    status::{render_text, status},
+};
 
 /// Arguments of `olmv1 status`.
 #[derive(clap::Args, Debug)]
@@ -12,7 +16,7 @@ pub struct StatusArgs {
     /// One ClusterExtension; all of them when absent.
     pub extension: Option<String>,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
@@ -29,7 +33,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     let rows = match status(
         &client,
         args.extension.as_deref(),
-        &(&args.sources).into(),
+        &args.sources,
         args.dependencies.mode,
     )
     .await
@@ -37,9 +41,10 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         Ok(rows) => rows,
         Err(e) => return fail("status", &e.to_string()),
     };
+    // Each extension's answer had its own meter; what the command prints has one more.
+    let mut meter = command_meter();
     if args.output == Output::Json {
-        return print_json(&rows);
+        return print_json(&rows, &mut meter);
     }
-    super::write_terminal(&render_text(&rows, colour()));
-    ExitCode::SUCCESS
+    print_text(render_text(&rows, colour(), &mut meter))
 }

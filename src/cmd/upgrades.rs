@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 
 use super::sources::{
-    DependencyArgs, RequestArgs, SourceArgs, colour, fail, load_request, print_json, refuse,
+    DependencyArgs, RequestArgs, colour, fail, load_request, print_json, print_text, refuse,
 };
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
     graph::{dot_to_svg, upgrade_graph},
@@ -35,7 +36,7 @@ pub struct UpgradesArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     #[command(flatten)]
     pub dependencies: DependencyArgs,
     /// Output format.
@@ -57,11 +58,8 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         Err(e) => return fail("upgrades", &e.to_string()),
     };
     match args.output {
-        UpgradesOutput::Json => print_json(&answer),
-        UpgradesOutput::Text => {
-            super::write_terminal(&render_text(&answer, colour()));
-            ExitCode::SUCCESS
-        }
+        UpgradesOutput::Json => print_json(&answer, &mut meter),
+        UpgradesOutput::Text => print_text(render_text(&answer, colour(), &mut meter)),
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
             let dot = match upgrade_graph(&request, &inputs, &answer, &mut meter) {
                 Ok(Some(dot)) => dot,

@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use super::sources::{Output, SourceArgs, colour, fail, print_json, refuse, warn_unreadable};
+use super::sources::{Output, colour, fail, print_json, print_text, refuse, warn_unreadable};
+use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
     versions::{PackageVersions, render_text, versions},
@@ -14,7 +15,7 @@ pub struct VersionsArgs {
     /// The package.
     pub package: String,
     #[command(flatten)]
-    pub sources: SourceArgs,
+    pub sources: CatalogSources,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     pub output: Output,
@@ -24,7 +25,7 @@ pub struct VersionsArgs {
 pub async fn run(args: VersionsArgs) -> ExitCode {
     let catalogs = match args.sources.load().await {
         Ok(c) => c,
-        Err(e) => return fail("versions", &e),
+        Err(e) => return fail("versions", &e.to_string()),
     };
     warn_unreadable("versions", &catalogs);
     let mut meter = command_meter();
@@ -42,8 +43,7 @@ pub async fn run(args: VersionsArgs) -> ExitCode {
         return fail("versions", &format!("no catalog has package {:?}", args.package));
     }
     if args.output == Output::Json {
-        return print_json(&found);
+        return print_json(&found, &mut meter);
     }
-    super::write_terminal(&render_text(&found, colour()));
-    ExitCode::SUCCESS
+    print_text(render_text(&found, colour(), &mut meter))
 }

@@ -7,6 +7,15 @@ pub mod catalogd;
 pub mod controller;
 pub mod replica;
 
+use crate::tls_profile::{TlsProfile, TlsProfileArgs};
+
+/// The TLS profile `flags` describe, logged; the error names the flags' mistake.
+fn tls_profile(flags: &TlsProfileArgs) -> Result<TlsProfile, String> {
+    let profile = flags.profile().map_err(|e| format!("invalid TLS profile: {e}"))?;
+    tracing::info!("{}", profile.describe());
+    Ok(profile)
+}
+
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let terminate = async {

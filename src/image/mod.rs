@@ -24,7 +24,7 @@ pub use mirrors::{RegistriesConf, RegistriesConfError};
 pub use push::{PushOptions, PushedImage, RuntimeConfig, push_dir, push_layers};
 pub use reference::ImageReference;
 pub use registry::{Credential, Credentials, Platform, RegistryClient, RegistryConfig, RegistryOptions};
-pub use unpack::{UnpackError, UnpackLimits};
+pub use unpack::{BundleLimitArgs, UnpackError, UnpackLimits};
 
 /// Why pulling or pushing an image failed. Every message names the image and the cause.
 #[derive(Debug, thiserror::Error)]

@@ -29,23 +29,29 @@ pub struct PushOptions {
 }
 
 /// The runnable part of an image config (OCI image spec `config`): what a container runtime
-/// starts and as whom. Empty fields are left out, so images without them keep their digests.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// starts and as whom (`olmv1 image push`'s flags). Empty fields are left out, so images without
+/// them keep their digests.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RuntimeConfig {
-    /// The command run by default (`/usr/local/bin/olmv1`); a pod's `args` follow it.
+    /// Entrypoint argument (repeatable, in order), e.g. `--entrypoint /usr/local/bin/olmv1`.
+    #[arg(long = "entrypoint", value_name = "ARG")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub entrypoint: Vec<String>,
-    /// Default arguments after the entrypoint.
+    /// Default argument after the entrypoint (repeatable, in order).
+    #[arg(long = "cmd", value_name = "ARG")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cmd: Vec<String>,
-    /// `UID[:GID]` the process runs as.
+    /// User the process runs as, `UID[:GID]` (numeric, so runAsNonRoot can check it).
+    #[arg(long, value_name = "UID[:GID]")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// `KEY=VALUE` environment entries.
+    /// Environment entry `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
     /// Working directory of the process.
+    #[arg(long = "workdir", value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
 }
@@ -85,30 +91,78 @@ pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, String> 
         .collect()
 }
 
-/// What `olmv1 image push` publishes, and how it reaches the registry.
+/// What `olmv1 image push` publishes, and how it reaches the registry (its flags).
+#[derive(clap::Args, Debug)]
 pub struct PushRequest {
-    /// The directory whose content becomes the image's file system.
+    /// Directory whose content becomes the image's file system.
     pub dir: PathBuf,
-    /// The target reference.
+    /// Target reference, e.g. `127.0.0.1:5000/catalogs/community:v4.16`.
     pub reference: String,
-    /// Config labels.
-    pub labels: BTreeMap<String, String>,
-    /// Where the directory's content lands inside the image.
+    /// Config label `KEY=VALUE` (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Path inside the image where DIR's content lands (e.g. `/configs` for catalogs).
+    #[arg(long, default_value = "/")]
     pub prefix: String,
-    /// How a container runtime starts the image.
+    /// How a container runtime starts the image (a runnable image, e.g. olmv1's own).
+    #[command(flatten)]
     pub runtime: RuntimeConfig,
-    /// Plain HTTP to this registry.
+    /// Allow plain HTTP to this registry (loopback registries always are).
+    #[arg(long)]
     pub insecure: bool,
-    /// PEM file or directory of extra trusted CAs.
+    /// PEM file or directory of extra trusted CA certificates.
+    #[arg(long, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
-    /// Docker/Podman auth file.
+    /// Docker/Podman auth file (`{"auths":{...}}`).
+    #[arg(long, value_name = "PATH", env = "REGISTRY_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
-    /// User name and password for Basic or token auth, over the auth file's.
-    pub login: Option<(String, secrecy::SecretString)>,
+    /// User name for Basic or token auth.
+    #[arg(long, env = "OLMV1_REGISTRY_USERNAME")]
+    pub username: Option<String>,
+    /// Password for Basic or token auth (prefer --password-stdin or --password-file: a flag's
+    /// value shows in the process list).
+    #[arg(long, env = "OLMV1_REGISTRY_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// Read the password from standard input (up to the first newline).
+    #[arg(long, conflicts_with_all = ["password", "password_file"])]
+    pub password_stdin: bool,
+    /// Read the password from this file (up to the first newline).
+    #[arg(long, value_name = "PATH", conflicts_with = "password")]
+    pub password_file: Option<PathBuf>,
+}
+
+impl PushRequest {
+    /// The password from --password, --password-stdin or --password-file (first line, no
+    /// newline).
+    fn password(&self) -> Result<Option<secrecy::SecretString>, String> {
+        use std::io::Read as _;
+        let text = if self.password_stdin {
+            let mut text = String::new();
+            std::io::stdin()
+                .take(64 * 1024)
+                .read_to_string(&mut text)
+                .map_err(|e| format!("reading the password from standard input: {e}"))?;
+            text
+        } else if let Some(path) = &self.password_file {
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(64 * 1024).read_to_string(&mut text))
+                .map_err(|e| format!("reading the password file {}: {e}", path.display()))?;
+            text
+        } else {
+            return Ok(self.password.clone().map(secrecy::SecretString::from));
+        };
+        match text.lines().next().unwrap_or_default() {
+            "" => Err("the password read is empty".to_string()),
+            line => Ok(Some(secrecy::SecretString::from(line))),
+        }
+    }
 }
 
 /// Pushes `request.dir` as a one-layer image; returns its digest reference.
 pub async fn push(request: PushRequest) -> Result<String, String> {
+    let labels = parse_labels(&request.labels)?;
+    let login = request.username.clone().zip(request.password()?);
     request.runtime.check()?;
     let image = ImageReference::parse(&request.reference).map_err(|e| e.to_string())?;
     let registry = super::RegistryOptions {
@@ -121,7 +175,7 @@ pub async fn push(request: PushRequest) -> Result<String, String> {
         auth_file: request.auth_file.as_deref(),
     }
     .config()?;
-    if let Some((username, password)) = request.login {
+    if let Some((username, password)) = login {
         registry.credentials.insert(
             image.registry.clone(),
             super::Credential {
@@ -132,7 +186,7 @@ pub async fn push(request: PushRequest) -> Result<String, String> {
     }
     let options = PushOptions {
         registry,
-        labels: request.labels,
+        labels,
         prefix: request.prefix,
         runtime: request.runtime,
     };

@@ -59,6 +59,32 @@ impl UnpackLimits {
     };
 }
 
+/// What a bundle image may hold and what is read from it, as command-line flags (defaults:
+/// [`UnpackLimits::BUNDLE`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct BundleLimitArgs {
+    /// Largest total uncompressed size of a bundle image, in bytes.
+    #[arg(long, env = "OLMV1_MAX_UNPACKED_BYTES", default_value_t = UnpackLimits::BUNDLE.max_total_bytes)]
+    pub max_unpacked_bytes: u64,
+    /// Largest number of tar entries over the layers of a bundle image.
+    #[arg(long, env = "OLMV1_MAX_UNPACKED_ENTRIES", default_value_t = UnpackLimits::BUNDLE.max_entries)]
+    pub max_unpacked_entries: u64,
+    /// Largest single bundle file (manifest, metadata) read, in bytes (checked before it is read).
+    #[arg(long, env = "OLMV1_MAX_FILE_BYTES", default_value_t = UnpackLimits::BUNDLE.max_file_bytes)]
+    pub max_file_bytes: u64,
+}
+
+impl BundleLimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> UnpackLimits {
+        UnpackLimits {
+            max_total_bytes: self.max_unpacked_bytes,
+            max_entries: self.max_unpacked_entries,
+            max_file_bytes: self.max_file_bytes,
+        }
+    }
+}
+
 /// Running totals while applying the layers of one image.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UnpackTotals {

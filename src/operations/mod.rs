@@ -152,6 +152,16 @@ async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) 
     }
 }
 
+/// A listen address flag; Go-style `:PORT` means every interface (as upstream's flags).
+pub fn parse_bind_address(addr: &str) -> Result<SocketAddr, String> {
+    let full = match addr.starts_with(':') {
+        true => format!("0.0.0.0{addr}"),
+        false => addr.to_string(),
+    };
+    full.parse()
+        .map_err(|e| format!("invalid listen address {addr:?}: {e}"))
+}
+
 /// Where and how the operations servers listen.
 pub struct OperationsSettings<'a> {
     /// `/healthz` and `/readyz`, plain HTTP.

@@ -730,6 +730,71 @@ fn text_past_the_output_limit_is_cut_at_a_line_with_one_sentence() {
     );
 }
 
+/// Rendering is the command's work too: `versions` whose budget (`OLMV1_WORK_UNITS`) covers
+/// listing 2,000 versions but only half of rendering them, as text or as JSON, prints nothing of
+/// them and refuses in one sentence naming the command and the budget (the units measured here
+/// with the library's own listing and rendering, on the same catalog).
+#[test]
+fn rendering_past_the_command_budget_is_refused_in_one_sentence() {
+    use olmv1::{
+        admin::{terminal::to_json_pretty_within, versions},
+        catalog::CatalogIndex,
+        meter::Meter,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let entries: Vec<Value> = (1..2_000)
+        .map(|i| json!({"name": format!("many.v{i}.0.0"), "replaces": format!("many.v{}.0.0", i - 1)}))
+        .collect();
+    let mut lines = vec![
+        json!({"schema": "olm.package", "name": "many", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "many", "name": "stable", "entries": entries}),
+    ];
+    lines.extend((1..2_000).map(|i| {
+        json!({"schema": "olm.bundle", "package": "many", "name": format!("many.v{i}.0.0"),
+               "image": "example.com/many", "properties": [{"type": "olm.package",
+               "value": {"packageName": "many", "version": format!("{i}.0.0")}}]})
+    }));
+    write_lines(work.path(), &lines);
+    let index = CatalogIndex::from_dir(work.path()).unwrap();
+    let package = index.package("many").unwrap();
+    let mut listing = Meter::unlimited();
+    let listed = vec![versions::versions("main", package, &mut listing).unwrap()];
+    let mut text = Meter::unlimited();
+    versions::render_text(&listed, false, &mut text).unwrap();
+    let mut json = Meter::unlimited();
+    to_json_pretty_within(&listed, u64::MAX, &mut json).unwrap();
+    assert!(text.spent() > 100_000 && json.spent() > 100_000, "{text} {json}");
+    let catalog = format!("main={}", work.path().display());
+    for (output, rendering) in [("text", text.spent()), ("json", json.spent())] {
+        let budget = listing.spent() + rendering / 2;
+        let out = run(std::process::Command::new(support::olmv1_bin())
+            .args(args(&["versions", "many", "--catalog", &catalog, "-o", output]))
+            .env("RUST_LOG", "off")
+            .env(olmv1::admin::WORK_UNITS_ENV, budget.to_string()));
+        assert_eq!(out.code, Some(2), "{output}: {}", out.stderr);
+        assert!(
+            out.stdout.is_empty(),
+            "{output}: {} bytes printed",
+            out.stdout.len()
+        );
+        assert_eq!(
+            out.stderr,
+            format!(
+                "olmv1 versions: rendering the output needs more than the budget of {budget} work units\n"
+            ),
+            "{output}"
+        );
+        // With the whole of it, the same command prints its answer.
+        let budget = listing.spent() + rendering;
+        let out = run(std::process::Command::new(support::olmv1_bin())
+            .args(args(&["versions", "many", "--catalog", &catalog, "-o", output]))
+            .env("RUST_LOG", "off")
+            .env(olmv1::admin::WORK_UNITS_ENV, budget.to_string()));
+        assert_eq!(out.code, Some(0), "{output}: {}", out.stderr);
+        assert!(out.stdout.contains("many.v1999.0.0"), "{output}");
+    }
+}
+
 /// YAML output (`install --dry-run`, `render`) shows the format characters escaped inside
 /// double-quoted strings, where YAML reads them back as the characters: the exact strings.
 #[test]

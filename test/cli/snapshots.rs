@@ -40,10 +40,10 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
     let _ = writeln!(out, "# {catalog}: {} packages", index.len());
     for package in index.packages() {
         let _ = writeln!(out, "\n## package {}\n", package.name);
-        // Every real package is listed within one command's meter.
-        let listed = versions::versions(catalog, package, &mut olmv1::admin::command_meter())
-            .expect("within the meter");
-        out.push_str(&versions::render_text(&[listed], false));
+        // Every real package is listed and shown within one command's meter.
+        let mut meter = olmv1::admin::command_meter();
+        let listed = versions::versions(catalog, package, &mut meter).expect("within the meter");
+        out.push_str(&versions::render_text(&[listed], false, &mut meter).expect("within the meter"));
         let Some(default) = package
             .default_channel
             .as_deref()
@@ -74,13 +74,11 @@ pub fn snapshot(catalog: &str) -> (String, usize) {
                 }),
             };
             let _ = writeln!(out, "\nupgrades from {} in {}:", entry.name, default.name);
-            match upgrades::upgrades(
-                &request,
-                &inputs,
-                DependencyMode::default(),
-                &mut olmv1::admin::command_meter(),
-            ) {
-                Ok(u) => out.push_str(&upgrades::render_text(&u, false)),
+            let mut meter = olmv1::admin::command_meter();
+            match upgrades::upgrades(&request, &inputs, DependencyMode::default(), &mut meter) {
+                Ok(u) => {
+                    out.push_str(&upgrades::render_text(&u, false, &mut meter).expect("within the meter"))
+                }
                 Err(e) => {
                     let _ = writeln!(out, "error: {e}");
                 }

@@ -1,21 +1,24 @@
 //! An operator that serves an aggregated API (the test operator's gadget-operator 0.1.0, on the
 //! real node) as classic leaves it (`classic.rs`: its Service, its serving certificate signed by a
-//! CA of classic's own, the authentication bindings, the APIService with that CA), judged by
-//! `olmv1 migrate check`: eligible, cert-manager keeps classic's certificate, and the one rolling
-//! update its conversion makes is named (the certificate volumes in upstream's order). Converting
-//! it in place without that rollout is not done yet: the apply would have to keep the live order.
+//! CA of classic's own, the authentication bindings, the APIService with that CA), converted in
+//! place by `olmv1 migrate convert` and handed back by `rollback`: the pod, the certificate and
+//! the APIService's CA stay as they were (cert-manager keeps classic's certificate), `kubectl get`
+//! is answered by the same pod throughout, and discovery never fails. The pod is kept because
+//! olmv1 lays the certificate volumes and mounts into such a bundle's Deployment in classic's
+//! order, and `migrate check` says so before anything is converted (`no` restart).
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+use olmv1_api::v1::ClusterExtension;
 use serde_json::Value;
 
 use crate::{
-    aggregated_api::GadgetsTurn,
+    aggregated_api::{DiscoveryWatch, GadgetsTurn},
     classic::{self, Classic, ImageBundle},
-    components,
-    migrate::{check_row, migrate_catalogs},
+    components::{self, olmv1},
+    migrate::{check_row, migrate_catalogs, workload},
     node, support, webhook_operator,
 };
 
@@ -37,8 +40,30 @@ async fn served_by() -> Value {
     .await
 }
 
+fn certificates() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
+        "certificates",
+    )
+}
+
+/// What cert-manager did in `ns`, for a failure message: the Certificate and its requests, the
+/// namespace's events and the controller's latest log lines.
+fn cert_manager_story(ns: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = support::kubectl(args);
+        format!("$ kubectl {}\n{}{}", args.join(" "), out.stdout, out.stderr)
+    };
+    [
+        run(&["get", "certificates,certificaterequests", "-n", ns, "-o", "yaml"]),
+        run(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"]),
+        run(&["logs", "-n", "cert-manager", "deploy/cert-manager", "--tail=100"]),
+    ]
+    .join("\n")
+}
+
 #[tokio::test]
-async fn a_classic_aggregated_api_server_is_eligible_and_its_one_rolling_update_named() {
+async fn a_classic_aggregated_api_server_is_converted_in_place_and_rolled_back() {
     let Some(_node) = node::real_node() else {
         return;
     };
@@ -75,17 +100,8 @@ async fn a_classic_aggregated_api_server_is_eligible_and_its_one_rolling_update_
     migrate_catalogs(&client, &install).await;
     let row = check_row(&install);
     assert_eq!(row["verdict"], "Eligible", "{row:#}");
-    // olmv1 renders the certificate volumes as upstream does (webhook-cert, then apiservice-cert),
-    // classic the other way round: the apply lays them out anew, so the pods roll once, and check
-    // says so before anything is converted.
-    let restart = row["podsRestart"].as_str().unwrap_or_default();
-    assert!(
-        restart.starts_with("one rolling update:")
-            && restart.contains(
-                "volumes is in the order webhook-cert, apiservice-cert (now apiservice-cert, webhook-cert)"
-            ),
-        "{row:#}"
-    );
+    // Nothing of the pod template differs, the certificate volumes' order included.
+    assert_eq!(row["podsRestart"], "no", "{row:#}");
     assert!(
         row["reasons"]
             .as_array()
@@ -94,12 +110,105 @@ async fn a_classic_aggregated_api_server_is_eligible_and_its_one_rolling_update_
             .all(|r| r["code"] != "CertificateReplaced"),
         "cert-manager keeps classic's certificate: {row:#}"
     );
-    // Judging changed nothing: the same pod serves with classic's certificate and CA.
-    assert_eq!(served_by().await, pod);
+
+    // Converted in place, discovery checked all along.
+    let before = workload(&client, &install).await;
+    let discovery = DiscoveryWatch::start();
+    let t0 = std::time::Instant::now();
+    let out = olmv1(&["migrate", "convert", &subscription, "-n", &ns, "--yes"]).ok();
+    let converted_in = t0.elapsed();
+    for adopted in [
+        format!("#   APIService {API_SERVICE}"),
+        format!("#   Service {ns}/gadget-operator-server-service"),
+        format!("#   Secret {ns}/{SECRET}"),
+        "#   ClusterRoleBinding gadget-operator-server-service-system:auth-delegator".to_string(),
+        "#   RoleBinding kube-system/gadget-operator-server-service-auth-reader".to_string(),
+    ] {
+        assert!(out.contains(&adopted), "adopted: {adopted}\n{out}");
+    }
+    assert!(out.contains("# pods restart: no"), "{out}");
+    assert!(out.contains("stays pinned at 0.1.0"), "{out}");
+    assert!(!out.contains("# certificate replaced"), "{out}");
+    components::wait_installed(&client, &subscription, "0.1.0").await;
+    let convert_checks = discovery.assert_healthy("convert").await;
+    assert_eq!(
+        workload(&client, &install).await,
+        before,
+        "the pods, ReplicaSets and Deployment as they were"
+    );
+    assert_eq!(served_by().await, pod, "the same pod answers");
+    let secret = secrets.get(SECRET).await.unwrap();
+    let data = secret.data.as_ref().unwrap();
+    assert!(
+        data["tls.crt"] == classic_cert,
+        "classic's certificate kept, but cert-manager issued another:\n{}",
+        cert_manager_story(&ns)
+    );
+    assert_eq!(
+        data["ca.crt"], data["olmCAKey"],
+        "its CA where cert-manager's injector reads it"
+    );
+    let certificate: DynamicObject = Api::namespaced_with(client.clone(), &ns, &certificates())
+        .get(SECRET)
+        .await
+        .unwrap();
+    let ready = certificate.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    assert!(
+        ready,
+        "cert-manager took classic's certificate as issued: {:#}",
+        certificate.data["status"]
+    );
     let api = api_services.get(API_SERVICE).await.unwrap();
     assert_eq!(api.spec.as_ref().unwrap().ca_bundle.as_ref(), Some(&classic_ca));
-    let secret = secrets.get(SECRET).await.unwrap();
-    assert_eq!(secret.data.as_ref().unwrap()["tls.crt"], classic_cert);
+    let labels = api.metadata.labels.clone().unwrap();
+    assert_eq!(labels["olm.operatorframework.io/owner-name"], subscription);
+    assert!(!labels.contains_key("olm.owner"), "{labels:?}");
+    assert_eq!(check_row(&install)["verdict"], "Migrated");
+
+    // Handed back: the extension gone without uninstalling, the APIService classic's again (its
+    // labels), olmv1's Certificate and Issuer gone, the pod still serving.
+    let discovery = DiscoveryWatch::start();
+    let out = olmv1(&["migrate", "rollback", &subscription, "--yes"]).ok();
+    assert!(
+        out.contains(&format!(
+            "1 APIServices labelled as CSV {ns}/{}'s again",
+            install.csv
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Certificate {ns}/{SECRET} deleted")),
+        "{out}"
+    );
+    assert!(
+        Api::<ClusterExtension>::all(client.clone())
+            .get_opt(&subscription)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let recreated: DynamicObject = Api::namespaced_with(client.clone(), &ns, &classic::subscriptions())
+        .get(&subscription)
+        .await
+        .unwrap();
+    assert_eq!(recreated.data["spec"]["startingCSV"], install.csv.as_str());
+    assert_eq!(recreated.data["spec"]["installPlanApproval"], "Manual");
+    let api = api_services.get(API_SERVICE).await.unwrap();
+    let labels = api.metadata.labels.clone().unwrap();
+    assert_eq!(labels["olm.owner"], install.csv);
+    assert_eq!(labels["olm.owner.namespace"], ns);
+    assert!(
+        !labels.contains_key("olm.operatorframework.io/owner-name"),
+        "{labels:?}"
+    );
+    classic::wait_api_service_available(&client, API_SERVICE).await;
+    assert_eq!(served_by().await, pod);
+    let rollback_checks = discovery.assert_healthy("rollback").await;
+    assert_eq!(workload(&client, &install).await, before);
 
     // Nothing reconciles classic's objects here: the APIService goes first, then its server, so
     // that the next holder of the gadgets' turn finds the name free and discovery stays whole.
@@ -117,7 +226,8 @@ async fn a_classic_aggregated_api_server_is_eligible_and_its_one_rolling_update_
     ])
     .ok();
     eprintln!(
-        "figures: footprint laid down in {laid_down:?}; the test {:?}",
+        "figures: footprint laid down in {laid_down:?}, convert {converted_in:?}, discovery checked \
+         {convert_checks}+{rollback_checks} times without a failure; the test {:?}",
         started.elapsed()
     );
 }

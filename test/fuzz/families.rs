@@ -401,6 +401,57 @@ pub const SLOW_CLIENTS: Family = Family {
 
 // One test per family (the bounded run; see the module comment of `fuzz`).
 
+/// Classic CSVs (`migrate check`, whose CSVs carry their bundle's properties): each bundle of
+/// `app` requires every other package by name and by API, with a long failure message and rules
+/// near the cost limit over a large keywords list; each other package's bundle provides its API
+/// and requires `app` back (a cycle): the check reads every installed CSV's requirements and
+/// weighs them against every other Subscription's CSV, and settles the dependency chains.
+pub const CLASSIC_CSVS: Family = Family {
+    name: "classic CSVs",
+    cases: |scale| {
+        (
+            2..scale.pick(40, 400),
+            2..scale.pick(12, 60),
+            100..scale.pick(800, 12000),
+            0..4usize,
+        )
+            .prop_map(|(bundles, packages, keywords, rules)| {
+                let words: Vec<String> = (0..keywords).map(|k| format!("keyword{k}")).collect();
+                let metadata = json!({"type": "olm.csv.metadata.fuzz", "value": {"keywords": words}});
+                let failure = "f".repeat(1024);
+                let needs: Vec<Value> = (0..packages)
+                    .flat_map(|p| {
+                        [
+                            constraint(json!({"failureMessage": failure,
+                                "package": {"packageName": format!("p{p}"), "versionRange": ">=1.0.0"}})),
+                            json!({"type": "olm.gvk.required", "value":
+                                {"group": "fuzz.io", "version": "v1", "kind": format!("K{p}")}}),
+                        ]
+                    })
+                    .chain((0..rules).map(|r| {
+                        cel(&format!(
+                            "properties.exists(p, p.type == 'olm.csv.metadata.fuzz' && p.value.keywords.exists(k, k == 'db{r}'))"
+                        ))
+                    }))
+                    .chain([metadata.clone()])
+                    .collect();
+                let mut lines = chain("app", bundles, |_| needs.clone());
+                for p in 0..packages {
+                    lines.extend(chain(&format!("p{p}"), 1, |_| {
+                        vec![
+                            gvk(&format!("K{p}")),
+                            json!({"type": "olm.package.required", "value":
+                                {"packageName": "app", "versionRange": ">=1.0.0"}}),
+                            metadata.clone(),
+                        ]
+                    }));
+                }
+                app_case(lines)
+            })
+            .boxed()
+    },
+};
+
 #[test]
 fn fuzz_deep() {
     check_family(&DEEP);
@@ -459,4 +510,9 @@ fn fuzz_interleaved_metas() {
 #[test]
 fn fuzz_slow_clients() {
     check_family(&SLOW_CLIENTS);
+}
+
+#[test]
+fn fuzz_classic_csvs() {
+    check_family(&CLASSIC_CSVS);
 }

@@ -1,5 +1,6 @@
 //! The hostile-catalog fuzzer: catalogs generated per family of attack (proptest, seeded), each
-//! run against every command that reads catalogs (the `olmv1` binary as a child process), the
+//! run against every command that reads catalogs (the `olmv1` binary as a child process;
+//! `migrate check` and `status`, which read the cluster too, in a child: [`crate::cluster`]), the
 //! controller's dependency check (a library call) and catalogd (`olmv1 catalogd serve`, a child
 //! process), holding each run to the product's promise (docs/limits-and-faults.md, "The
 //! hostile-catalog fuzzer"):
@@ -185,6 +186,12 @@ pub fn work_divisor() -> u64 {
 pub fn olmv1(args: &[String]) -> Command {
     let mut command = Command::new(binary());
     command.args(args);
+    with_divided_budget(&mut command);
+    command
+}
+
+/// `command` with the admin command's budget divided by [`work_divisor`].
+pub fn with_divided_budget(command: &mut Command) -> &mut Command {
     let divisor = work_divisor();
     if divisor > 1 {
         command.env(
@@ -663,6 +670,13 @@ pub fn check_case(family: &str, mut case: Case) -> usize {
     let m = controller_check(case, &dir);
     record(family, &m);
     assert_bounded(family, case, &m, &path);
+    for command in ["migrate check", "status"] {
+        for output in ["text", "json"] {
+            let m = crate::cluster::cluster_command(case, &dir, command, output);
+            record(family, &m);
+            assert_bounded(family, case, &m, &path);
+        }
+    }
     let m = catalogd(case, &dir);
     record(family, &m);
     assert_bounded(family, case, &m, &path);

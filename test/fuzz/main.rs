@@ -5,6 +5,7 @@
 //! parent holds no catalog (each is written, then freed) and runs the controller's check in a
 //! child too.
 
+mod cluster;
 mod families;
 mod harness;
 mod tables;

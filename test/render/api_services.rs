@@ -125,29 +125,99 @@ fn the_bindings_give_the_deployments_account_delegated_authentication_and_author
     );
 }
 
+fn cert_volume(name: &str, crt: &str, key: &str) -> Value {
+    json!({"name": name, "secret": {"secretName": "metrics-server-service-cert", "items": [
+        {"key": "tls.crt", "path": crt}, {"key": "tls.key", "path": key}]}})
+}
+
+fn apiservice_cert() -> Value {
+    cert_volume("apiservice-cert", "apiserver.crt", "apiserver.key")
+}
+
+fn webhook_cert() -> Value {
+    cert_volume("webhook-cert", "tls.crt", "tls.key")
+}
+
+fn pod_spec<'a>(objects: &'a [Value], deployment: &str) -> &'a Value {
+    &named(objects, "Deployment", deployment)["spec"]["template"]["spec"]
+}
+
 #[test]
-fn only_the_serving_deployment_mounts_the_certificate_where_classic_mounts_it() {
+fn only_the_serving_deployment_mounts_the_certificate_where_and_in_the_order_classic_mounts_it() {
+    // Classic's order (apiservice-cert, then webhook-cert), not upstream's webhook order: the
+    // Deployment controller hashes the template as laid out, so converting a classic install
+    // keeps its pods only when the order is the same.
     let objects = rendered(WebhookProvider::CertManager);
-    let server = named(&objects, "Deployment", "metrics-server");
-    let secret = "metrics-server-service-cert";
+    let server = pod_spec(&objects, "metrics-server");
+    assert_eq!(server["volumes"], json!([apiservice_cert(), webhook_cert()]));
     assert_eq!(
-        server["spec"]["template"]["spec"]["volumes"],
+        server["containers"][0]["volumeMounts"],
         json!([
-            {"name": "webhook-cert", "secret": {"secretName": secret, "items": [
-                {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}},
-            {"name": "apiservice-cert", "secret": {"secretName": secret, "items": [
-                {"key": "tls.crt", "path": "apiserver.crt"}, {"key": "tls.key", "path": "apiserver.key"}]}},
-        ])
-    );
-    assert_eq!(
-        server["spec"]["template"]["spec"]["containers"][0]["volumeMounts"],
-        json!([
-            {"name": "webhook-cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs"},
             {"name": "apiservice-cert", "mountPath": "/apiserver.local.config/certificates"},
+            {"name": "webhook-cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs"},
         ])
     );
-    let controller = named(&objects, "Deployment", "controller");
-    assert!(controller["spec"]["template"]["spec"].get("volumes").is_none());
+    assert!(pod_spec(&objects, "controller").get("volumes").is_none());
+}
+
+#[test]
+fn the_certificate_volumes_are_laid_in_as_classic_lays_them_in() {
+    // The bundle's own volumes and mounts first; a certificate volume it already has is replaced
+    // where it is, a mount of the same name kept as it is, one at a certificate path replaced
+    // where it is; then the deployment configuration's, as classic applies the Subscription's
+    // config after the certificate.
+    let mut bundle = load_fixture("aggregated-operator");
+    let deployment = bundle
+        .csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter_mut()
+        .find(|d| d.name == "metrics-server")
+        .unwrap();
+    let pod = deployment.spec.template.spec.as_mut().unwrap();
+    pod.volumes = Some(
+        serde_json::from_value(json!([
+            {"name": "data", "emptyDir": {}},
+            {"name": "webhook-cert", "emptyDir": {}},
+            {"name": "old-certs", "emptyDir": {}},
+        ]))
+        .unwrap(),
+    );
+    pod.containers[0].volume_mounts = Some(
+        serde_json::from_value(json!([
+            {"name": "webhook-cert", "mountPath": "/certs"},
+            {"name": "old-certs", "mountPath": "/apiserver.local.config/certificates"},
+            {"name": "data", "mountPath": "/data"},
+        ]))
+        .unwrap(),
+    );
+    let config = json!({"deploymentConfig": {
+        "volumes": [{"name": "extra", "emptyDir": {}}],
+        "volumeMounts": [{"name": "extra", "mountPath": "/extra"}],
+    }});
+    let objects = render_with_provider(&bundle, NS, Some(&config), WebhookProvider::CertManager).unwrap();
+    let server = pod_spec(&objects, "metrics-server");
+    assert_eq!(
+        server["volumes"],
+        json!([
+            {"name": "data", "emptyDir": {}},
+            webhook_cert(),
+            {"name": "old-certs", "emptyDir": {}},
+            apiservice_cert(),
+            {"name": "extra", "emptyDir": {}},
+        ])
+    );
+    assert_eq!(
+        server["containers"][0]["volumeMounts"],
+        json!([
+            {"name": "webhook-cert", "mountPath": "/certs"},
+            {"name": "apiservice-cert", "mountPath": "/apiserver.local.config/certificates"},
+            {"name": "data", "mountPath": "/data"},
+            {"name": "extra", "mountPath": "/extra"},
+        ])
+    );
 }
 
 #[test]

@@ -1277,7 +1277,8 @@ mod tests {
 
     #[test]
     fn named_items_in_another_order_are_a_difference() {
-        // OLM v1 mounts webhook-cert before apiservice-cert, classic the other way round.
+        // For a webhook-only bundle olmv1 mounts webhook-cert before apiservice-cert, as upstream
+        // does; classic the other way round.
         let rendered = json!({"spec": {"volumes": [{"name": "webhook-cert"}, {"name": "apiservice-cert"}]}});
         let live = json!({"spec": {"volumes": [{"name": "extra"}, {"name": "apiservice-cert"}, {"name": "webhook-cert"}]}});
         assert_eq!(

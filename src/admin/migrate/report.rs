@@ -5,13 +5,17 @@ use super::{
     catalogs::{Action, CatalogPlan},
     check::{CheckRow, Verdict},
 };
-use crate::admin::{
-    table::{Table, Tone},
-    terminal::TerminalText,
+use crate::{
+    admin::{
+        table::{Table, Tone},
+        terminal::TerminalText,
+    },
+    meter::{Exhausted, Meter},
 };
 
-/// The text form of `migrate check`: the table, then each row's reasons with what to do.
-pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
+/// The text form of `migrate check`: the table, then each row's reasons with what to do; charged
+/// to the command's `meter` as it is made.
+pub fn render_check(rows: &[CheckRow], colour: bool, meter: &mut Meter) -> Result<TerminalText, Exhausted> {
     let mut t = Table::new(&[
         "NAMESPACE",
         "SUBSCRIPTION",
@@ -22,7 +26,7 @@ pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
         "VERDICT",
         "PODS RESTART",
     ]);
-    let mut notes = String::new();
+    let mut notes = TerminalText::new();
     for r in rows {
         let catalog = match (&r.catalog_source, &r.cluster_catalog) {
             (Some(s), Some(c)) => format!("{s} -> {c}"),
@@ -48,28 +52,37 @@ pub fn render_check(rows: &[CheckRow], colour: bool) -> TerminalText {
             (r.pods_restart.to_string(), Tone::Plain),
         ]);
         for reason in &r.reasons {
-            notes.push_str(&format!(
-                "{}/{}: {}{}: {}\n  fix: {}\n",
-                r.namespace,
-                r.subscription,
-                if reason.blocking { "" } else { "note: " },
-                reason.code,
-                reason.message,
-                reason.fix
-            ));
+            notes.push_charged(
+                &format!(
+                    "{}/{}: {}{}: {}\n  fix: {}\n",
+                    r.namespace,
+                    r.subscription,
+                    if reason.blocking { "" } else { "note: " },
+                    reason.code,
+                    reason.message,
+                    reason.fix
+                ),
+                meter,
+            )?;
         }
     }
     let mut out = TerminalText::new();
-    out.push_table(&t, colour);
+    out.push_table(&t, colour, meter)?;
     if !notes.is_empty() {
         out.push_str("\n");
-        out.push_str(&notes);
+        out.append(&notes);
     }
-    out
+    Ok(out)
 }
 
-/// The text form of `migrate catalogs`.
-pub fn render_catalogs(lines: &[CatalogPlan], dry_run: bool, delete: bool, colour: bool) -> TerminalText {
+/// The text form of `migrate catalogs`; charged to the command's `meter` as it is made.
+pub fn render_catalogs(
+    lines: &[CatalogPlan],
+    dry_run: bool,
+    delete: bool,
+    colour: bool,
+    meter: &mut Meter,
+) -> Result<TerminalText, Exhausted> {
     let mut t = Table::new(&[
         "CATALOGSOURCE",
         "CLUSTERCATALOG",
@@ -78,7 +91,7 @@ pub fn render_catalogs(lines: &[CatalogPlan], dry_run: bool, delete: bool, colou
         "POLL",
         "ACTION",
     ]);
-    let mut notes = String::new();
+    let mut notes = TerminalText::new();
     for l in lines {
         let (action, tone) = match (&l.action, dry_run) {
             (Action::Create, false) => ("created".to_string(), Tone::Good),
@@ -105,19 +118,19 @@ pub fn render_catalogs(lines: &[CatalogPlan], dry_run: bool, delete: bool, colou
             (action, tone),
         ]);
         if let Action::Skip(why) = &l.action {
-            notes.push_str(&format!("{}: {why}\n", l.catalog_source));
+            notes.push_charged(&format!("{}: {why}\n", l.catalog_source), meter)?;
         }
         for n in &l.notes {
-            notes.push_str(&format!("{}: {n}\n", l.catalog_source));
+            notes.push_charged(&format!("{}: {n}\n", l.catalog_source), meter)?;
         }
     }
     let mut out = TerminalText::new();
-    out.push_table(&t, colour);
+    out.push_table(&t, colour, meter)?;
     if !notes.is_empty() {
         out.push_str("\n");
-        out.push_str(&notes);
+        out.append(&notes);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -158,7 +171,7 @@ mod tests {
                 fix: "nothing".into(),
             },
         ];
-        let text = render_check(&[row(Verdict::Blocked, reasons)], false);
+        let text = render_check(&[row(Verdict::Blocked, reasons)], false, &mut Meter::unlimited()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("NAMESPACE"), "{text}");
         assert!(
@@ -176,9 +189,14 @@ mod tests {
         );
         // No reason, no notes.
         assert_eq!(
-            render_check(&[row(Verdict::Eligible, Vec::new())], false)
-                .lines()
-                .count(),
+            render_check(
+                &[row(Verdict::Eligible, Vec::new())],
+                false,
+                &mut Meter::unlimited()
+            )
+            .unwrap()
+            .lines()
+            .count(),
             2
         );
     }
@@ -194,21 +212,37 @@ mod tests {
             notes: vec!["priority carried over".into()],
             action,
         };
-        let text = render_catalogs(&[plan(Action::Create)], true, true, false);
+        let text = render_catalogs(
+            &[plan(Action::Create)],
+            true,
+            true,
+            false,
+            &mut Meter::unlimited(),
+        )
+        .unwrap();
         assert!(
             text.contains("would create; would delete the CatalogSource"),
             "{text}"
         );
         assert!(text.contains("10m"), "{text}");
         assert!(text.ends_with("\nolm/src: priority carried over\n"), "{text}");
-        let text = render_catalogs(&[plan(Action::Create)], false, true, false);
+        let text = render_catalogs(
+            &[plan(Action::Create)],
+            false,
+            true,
+            false,
+            &mut Meter::unlimited(),
+        )
+        .unwrap();
         assert!(text.contains("created; CatalogSource deleted"), "{text}");
         let text = render_catalogs(
             &[plan(Action::Skip("not image-backed".into()))],
             false,
             true,
             false,
-        );
+            &mut Meter::unlimited(),
+        )
+        .unwrap();
         assert!(text.contains("skipped") && !text.contains("deleted"), "{text}");
         assert!(text.contains("olm/src: not image-backed\n"), "{text}");
     }

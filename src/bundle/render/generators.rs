@@ -62,22 +62,25 @@ const CERT_MANAGER_API_VERSION: &str = "cert-manager.io/v1";
 const CERT_DURATION: &str = "17520h0m0s";
 const CERT_RENEW_BEFORE: &str = "24h0m0s";
 
-/// (volume name, mount path, file for tls.crt, file for tls.key) of the certificate volumes given
-/// to webhook-serving deployments.
-const CERT_VOLUMES: [(&str, &str, &str, &str); 2] = [
-    (
-        "webhook-cert",
-        "/tmp/k8s-webhook-server/serving-certs",
-        "tls.crt",
-        "tls.key",
-    ),
-    (
-        "apiservice-cert",
-        "/apiserver.local.config/certificates",
-        "apiserver.crt",
-        "apiserver.key",
-    ),
-];
+/// (volume name, mount path, file for tls.crt, file for tls.key) of a certificate volume given to
+/// webhook- and APIService-serving deployments.
+type CertVolume = (&'static str, &'static str, &'static str, &'static str);
+const WEBHOOK_CERT_VOLUME: CertVolume = (
+    "webhook-cert",
+    "/tmp/k8s-webhook-server/serving-certs",
+    "tls.crt",
+    "tls.key",
+);
+const API_SERVICE_CERT_VOLUME: CertVolume = (
+    "apiservice-cert",
+    "/apiserver.local.config/certificates",
+    "apiserver.crt",
+    "apiserver.key",
+);
+/// Upstream's order (`ensureCorrectDeploymentCertVolumes`).
+const CERT_VOLUMES: [CertVolume; 2] = [WEBHOOK_CERT_VOLUME, API_SERVICE_CERT_VOLUME];
+/// OLM classic's order (`AddDefaultCertVolumeAndVolumeMounts`).
+const CLASSIC_CERT_VOLUMES: [CertVolume; 2] = [API_SERVICE_CERT_VOLUME, WEBHOOK_CERT_VOLUME];
 
 /// Who issues webhook serving certificates and injects their CA (upstream's certificate providers,
 /// feature gates `WebhookProviderCertManager` and `WebhookProviderOpenshiftServiceCA`).
@@ -417,9 +420,13 @@ pub fn others(ctx: &RenderContext<'_>) -> Vec<Value> {
 /// The CSV's deployments in the install namespace: CSV annotations merged into the pod template
 /// (template wins), `olm.targetNamespaces` / `olm.operatorNamespace`, `revisionHistoryLimit: 1`,
 /// the deployment configuration, and certificate volumes on webhook- and APIService-serving
-/// deployments.
+/// deployments: as upstream lays them out (after the configuration, webhook-cert first), or, in a
+/// bundle owning APIServices (which upstream does not install), as classic does (before the
+/// configuration, apiservice-cert first, an existing one kept in its place), so that converting a
+/// classic install keeps its pod template.
 pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
     let certificate_deployments = ctx.certificate_deployments();
+    let classic_layout = !ctx.api_services().is_empty();
     let csv_annotations = ctx.bundle.csv.annotations();
     let mut out = Vec::new();
     for StrategyDeployment { name, spec, label } in &ctx.bundle.csv.spec.install.spec.deployments {
@@ -438,6 +445,15 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
         template_meta.annotations = Some(annotations);
         spec.revision_history_limit = Some(1);
 
+        let serving_cert = if certificate_deployments.contains(name.as_str()) {
+            Some(webhook_service_name(name)?.cert)
+        } else {
+            None
+        };
+        if classic_layout && let Some(secret) = &serving_cert {
+            let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+            add_cert_volumes_as_classic(pod, secret);
+        }
         let mut deployment_annotations = BTreeMap::new();
         if let Some(config) = ctx.deployment_config {
             apply_deployment_config(&mut spec, &mut deployment_annotations, config);
@@ -449,10 +465,9 @@ pub fn deployments(ctx: &RenderContext<'_>) -> Result<Vec<Value>, String> {
                 set_env(container, ENV_OPERATOR_CONDITION_NAME, ctx.csv_name());
             }
         }
-        if certificate_deployments.contains(name.as_str()) {
-            let names = webhook_service_name(name)?;
+        if !classic_layout && let Some(secret) = &serving_cert {
             let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
-            ensure_cert_volumes(pod, &names.cert);
+            ensure_cert_volumes(pod, secret);
         }
 
         let mut metadata = json!({"name": name, "namespace": ctx.install_namespace});
@@ -569,27 +584,8 @@ fn ensure_cert_volumes(pod: &mut PodSpec, secret_name: &str) {
         .into_iter()
         .filter(|v| !remove.contains(&v.name))
         .collect();
-    for (name, _, crt, key) in CERT_VOLUMES {
-        volumes.push(Volume {
-            name: name.into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret_name.into()),
-                items: Some(vec![
-                    KeyToPath {
-                        key: "tls.crt".into(),
-                        path: crt.into(),
-                        mode: None,
-                    },
-                    KeyToPath {
-                        key: "tls.key".into(),
-                        path: key.into(),
-                        mode: None,
-                    },
-                ]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+    for cert_volume in CERT_VOLUMES {
+        volumes.push(secret_volume(cert_volume, secret_name));
     }
     pod.volumes = Some(volumes);
     for container in &mut pod.containers {
@@ -608,6 +604,58 @@ fn ensure_cert_volumes(pod: &mut PodSpec, secret_name: &str) {
             });
         }
         container.volume_mounts = Some(mounts);
+    }
+}
+
+/// Adds the apiservice-cert then the webhook-cert Secret volume and mount as OLM classic does
+/// (`addCertVolumeAndVolumeMount`): a volume of the same name is replaced where it is, else
+/// appended; in each container, a mount of the same name is kept as it is, one at the same path
+/// replaced where it is, else the mount appended.
+fn add_cert_volumes_as_classic(pod: &mut PodSpec, secret_name: &str) {
+    for cert_volume @ (name, path, ..) in CLASSIC_CERT_VOLUMES {
+        let volume = secret_volume(cert_volume, secret_name);
+        let volumes = pod.volumes.get_or_insert_with(Vec::new);
+        match volumes.iter_mut().find(|v| v.name == name) {
+            Some(existing) => *existing = volume,
+            None => volumes.push(volume),
+        }
+        for container in &mut pod.containers {
+            let mount = VolumeMount {
+                name: name.into(),
+                mount_path: path.into(),
+                ..Default::default()
+            };
+            let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+            match mounts.iter_mut().find(|m| m.name == name || m.mount_path == path) {
+                Some(existing) if existing.name == name => {}
+                Some(existing) => *existing = mount,
+                None => mounts.push(mount),
+            }
+        }
+    }
+}
+
+/// The certificate Secret `secret_name` as one of the certificate volumes.
+fn secret_volume((name, _, crt, key): CertVolume, secret_name: &str) -> Volume {
+    Volume {
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret_name.into()),
+            items: Some(vec![
+                KeyToPath {
+                    key: "tls.crt".into(),
+                    path: crt.into(),
+                    mode: None,
+                },
+                KeyToPath {
+                    key: "tls.key".into(),
+                    path: key.into(),
+                    mode: None,
+                },
+            ]),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 

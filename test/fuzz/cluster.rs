@@ -1,0 +1,242 @@
+//! The commands that read the cluster as well as catalogs, `migrate check` and `status`, over
+//! hostile content. Each case of every family is judged as the command judges a cluster and
+//! shown as it shows it (through the command's meter and its one writer, text and JSON), in a
+//! child process (this test binary again, [`cluster_command_child`]) measured like the other
+//! commands: the cluster's reading is the command's own (for `migrate check`, lists filtered at
+//! the server and pages dropped as read), the work and the output are what a catalog drives.
+//!
+//! `migrate check`: classic's CSVs carry their bundle's properties (the
+//! `operatorframework.io/properties` annotation classic's InstallPlan writes), so a hostile
+//! bundle of a catalog is also a hostile CSV of the cluster, read and weighed by the check
+//! (`admin::migrate::check::check`), and the catalog is the ClusterCatalog it looks bundles up
+//! in. Classic installed each of the first [`MAX_SUBSCRIPTIONS`] bundles of the case's package,
+//! and the first bundle of each of the first [`MAX_SUBSCRIPTIONS`] other packages (the providers
+//! of what they require), from one grpc CatalogSource that `migrate catalogs` made the case's
+//! ClusterCatalog from, each in a namespace of its own with an AllNamespaces OperatorGroup.
+//!
+//! `status`: a ClusterExtension of the case's package with the case's installed bundle (or none),
+//! summarized against the case's catalog (`admin::status::summarize`: the resolver's target and
+//! the versions reachable now, on the extension's meter).
+
+use std::{
+    path::Path,
+    process::{Command, ExitCode},
+    sync::Arc,
+};
+
+use olmv1::{
+    admin::{
+        command_meter,
+        migrate::{
+            check::{CatalogView, PROPERTIES_ANNOTATION, Snapshot, check},
+            classic::{CatalogSource, Csv, OperatorGroup, Subscription},
+            report::render_check,
+        },
+        output::{self, MAX_OUTPUT_BYTES},
+        status::{render_text, summarize},
+    },
+    catalog::{CatalogIndex, read_dir_metas},
+    meter::Refused,
+    resolve::{CatalogInput, DependencyMode},
+};
+use olmv1_api::v1::ClusterExtension;
+use serde_json::{Value, json};
+
+use crate::harness::{Case, Measured, run_measured_keeping, with_divided_budget};
+
+/// Subscriptions of the case's package, and of other packages, in the judged cluster: classic
+/// clusters have a few dozen Subscriptions, each judged on its own meters; the hostile part is
+/// what each CSV carries.
+pub const MAX_SUBSCRIPTIONS: usize = 8;
+
+/// The CatalogSource's image, which the ClusterCatalog was made from.
+const INDEX_IMAGE: &str = "registry.test/fuzz-index:v1";
+
+/// `command` (`migrate check` or `status`; `output`: `text` or `json`) over the case, in a child
+/// process (see the module comment).
+pub fn cluster_command(case: &Case, dir: &Path, command: &str, output: &str) -> Measured {
+    let mut child = Command::new(std::env::current_exe().expect("the test binary"));
+    child
+        .args([
+            "--exact",
+            "cluster::cluster_command_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env("OLMV1_FUZZ_CHILD_DIR", dir)
+        .env("OLMV1_FUZZ_CHILD_PACKAGE", &case.package)
+        .env(
+            "OLMV1_FUZZ_CHILD_INSTALLED",
+            case.installed.as_deref().unwrap_or(""),
+        )
+        .env("OLMV1_FUZZ_CHILD_COMMAND", command)
+        .env("OLMV1_FUZZ_CHILD_OUTPUT", output);
+    with_divided_budget(&mut child);
+    let what = match output {
+        "json" => format!("{command} -o json"),
+        _ => command.to_string(),
+    };
+    let mut m = run_measured_keeping(&what, &mut child, 0);
+    // The child's own test harness lines are not the command's output.
+    m.output = m.output.saturating_sub(HARNESS_LINES);
+    m
+}
+
+/// What libtest itself prints in the child with `-q` at least (`running 1 test`, the dot, the
+/// result line): taken off the child's output, which is then the command's or a little more.
+const HARNESS_LINES: u64 = 100;
+
+/// The child of [`cluster_command`] (run only by it: ignored otherwise). Exits as the command
+/// would: 2 with one sentence on stderr when its meter or the output limit refuses the output.
+#[test]
+#[ignore = "run by the fuzzer in a child process"]
+fn cluster_command_child() {
+    let var = |name: &str| std::env::var(format!("OLMV1_FUZZ_CHILD_{name}")).unwrap_or_default();
+    let (dir, package, command) = (var("DIR"), var("PACKAGE"), var("COMMAND"));
+    assert!(
+        !dir.is_empty(),
+        "run by the fuzzer: OLMV1_FUZZ_CHILD_* are not set"
+    );
+    let dir = Path::new(&dir);
+    output::start(&command, MAX_OUTPUT_BYTES);
+    let json = var("OUTPUT") == "json";
+    let shown = match command.as_str() {
+        "migrate check" => {
+            let rows = check(&cluster_of(dir, &package), None);
+            show(&rows, json, |meter| render_check(&rows, false, meter))
+        }
+        "status" => {
+            let rows = vec![summarize(
+                &extension(&package, &var("INSTALLED")),
+                &[CatalogInput::new("fuzz", Arc::new(index_of(dir)))],
+                DependencyMode::Check,
+            )];
+            show(&rows, json, |meter| render_text(&rows, false, meter))
+        }
+        other => panic!("no such command: {other}"),
+    };
+    if let Err(refusal) = shown {
+        output::write_stderr(&format!("olmv1 {command}: {refusal}\n"));
+        std::process::exit(2);
+    }
+    if output::finish(ExitCode::SUCCESS) != ExitCode::SUCCESS {
+        std::process::exit(2);
+    }
+}
+
+/// Writes `rows` as the command does, JSON or text, on one command meter; the refusal otherwise.
+fn show<T: serde::Serialize>(
+    rows: &T,
+    json: bool,
+    text: impl FnOnce(
+        &mut olmv1::meter::Meter,
+    ) -> Result<olmv1::admin::terminal::TerminalText, olmv1::meter::Exhausted>,
+) -> Result<(), String> {
+    let mut meter = command_meter();
+    if json {
+        return output::json(rows, &mut meter)
+            .map(|text| output::write_stdout(&text))
+            .map_err(|e| e.to_string());
+    }
+    text(&mut meter)
+        .map(|text| output::write_terminal(&text))
+        .map_err(|e| Refused::new("rendering the output", e).to_string())
+}
+
+/// The case's catalog, indexed.
+fn index_of(dir: &Path) -> CatalogIndex {
+    let metas = read_dir_metas(dir).expect("the generated catalog reads");
+    CatalogIndex::from_metas(&metas).expect("the generated catalog indexes")
+}
+
+/// A ClusterExtension of `package`, with `installed` (`BUNDLE@VERSION`, or empty for none).
+fn extension(package: &str, installed: &str) -> ClusterExtension {
+    let mut status = json!({"conditions": []});
+    if let Some((bundle, version)) = installed.split_once('@') {
+        status["install"] = json!({"bundle": {"name": bundle, "version": version}});
+    }
+    from_json(json!({
+        "apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterExtension",
+        "metadata": {"name": "fuzz"},
+        "spec": {
+            "namespace": "fuzz",
+            "serviceAccount": {"name": "fuzz"},
+            "source": {"sourceType": "Catalog", "catalog": {"packageName": package}}
+        },
+        "status": status,
+    }))
+}
+
+/// The cluster `migrate check` judges (see the module comment).
+fn cluster_of(dir: &Path, package: &str) -> Snapshot {
+    let text = std::fs::read_to_string(dir.join("catalog.json")).expect("the case's catalog");
+    let mut bundles: Vec<(String, String, Value)> = Vec::new();
+    for line in text.lines() {
+        let Ok(object) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if object["schema"] != "olm.bundle" {
+            continue;
+        }
+        let (Some(p), Some(name)) = (object["package"].as_str(), object["name"].as_str()) else {
+            continue;
+        };
+        let mine = p == package;
+        let taken = bundles.iter().filter(|b| (b.0 == package) == mine).count();
+        let first_of_package = !bundles.iter().any(|b| b.0 == p);
+        if taken < MAX_SUBSCRIPTIONS && (mine || first_of_package) {
+            bundles.push((p.to_string(), name.to_string(), object["properties"].clone()));
+        }
+    }
+    drop(text);
+    let index = Arc::new(index_of(dir));
+    let version = |properties: &Value| {
+        properties
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["type"] == "olm.package")
+            .and_then(|p| p["value"]["version"].as_str())
+            .unwrap_or("1.0.0")
+            .to_string()
+    };
+    let mut snapshot = Snapshot {
+        catalog_sources: vec![from_json::<CatalogSource>(json!({
+            "metadata": {"namespace": "olm", "name": "fuzz"},
+            "spec": {"sourceType": "grpc", "image": INDEX_IMAGE}
+        }))],
+        catalogs: vec![CatalogView {
+            name: "fuzz".into(),
+            image: Some(INDEX_IMAGE.into()),
+            from_catalog_source: Some("olm/fuzz".into()),
+            index: Some(index),
+            ..CatalogView::default()
+        }],
+        ..Snapshot::default()
+    };
+    for (i, (package, name, properties)) in bundles.into_iter().enumerate() {
+        let ns = format!("ns{i}");
+        snapshot.subscriptions.push(from_json::<Subscription>(json!({
+            "metadata": {"namespace": ns, "name": package},
+            "spec": {"source": "fuzz", "sourceNamespace": "olm", "name": package},
+            "status": {"installedCSV": name, "currentCSV": name, "state": "AtLatestKnown"}
+        })));
+        snapshot.csvs.push(from_json::<Csv>(json!({
+            "metadata": {"namespace": ns, "name": name, "annotations": {
+                PROPERTIES_ANNOTATION: json!({"properties": properties}).to_string()}},
+            "spec": {"version": version(&properties)},
+            "status": {"phase": "Succeeded", "reason": "InstallSucceeded"}
+        })));
+        snapshot.operator_groups.push(from_json::<OperatorGroup>(json!({
+            "metadata": {"namespace": ns, "name": "og"}, "status": {"namespaces": [""]}
+        })));
+    }
+    snapshot
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("a classic object")
+}
