@@ -21,7 +21,8 @@ fn fail_at_start_exits_one_naming_its_bundle() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("webhook-operator: started with --fail-at-start (bundle 0.3.0): exiting with status 1"),
+        stderr
+            .contains("webhook-operator: started with --fail-at-start (bundle 0.3.0): exiting with status 1"),
         "{stderr}"
     );
 }
@@ -72,7 +73,17 @@ fn the_aggregated_api_server_waits_for_a_cluster_it_cannot_reach_yet() {
     let dir = std::env::temp_dir().join(format!("webhook-operator-api-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let status = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=gadgets"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=gadgets",
+        ])
         .arg("-keyout")
         .arg(dir.join("apiserver.key"))
         .arg("-out")
