@@ -325,6 +325,28 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
         },
     )
     .await;
+    // And publishes its Installed event after the status write: the install's last write, which
+    // on a loaded machine can reach the API server after the checks above.
+    support::wait_for(
+        "the install's Installed event",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(s.client.clone(), "default")
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            events
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Installed")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(s.extension.as_str())
+                })
+                .then_some(())
+                .ok_or_else(|| "no Installed event yet".to_string())
+        },
+    )
+    .await;
     let record_before = s.record().await;
 
     let audit = components::AuditLog::open();
