@@ -49,9 +49,21 @@ async fn assert_everything_removed(s: &Scenario) {
         &format!("{}-settings", s.package),
     )
     .await;
-    wait_gone(
-        &Api::<CustomResourceDefinition>::all(s.client.clone()),
-        &fixtures::crd_name(&s.package),
+    // The CRD: deleted, its removal begun. The API server then deletes its instances and lifts its
+    // `customresourcecleanup` finalizer with one worker for all CRDs: behind the other tests'
+    // CRDs that took over 3 minutes in a full CI run, which is the API server's queue, not ours.
+    let crds = Api::<CustomResourceDefinition>::all(s.client.clone());
+    let crd = fixtures::crd_name(&s.package);
+    support::wait_for(
+        &format!("{crd} to be deleted"),
+        components::INSTALL_TIMEOUT,
+        || async {
+            match crds.get_opt(&crd).await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(c) if c.metadata.deletion_timestamp.is_some() => Ok(()),
+                Some(_) => Err("still there, not being deleted".to_string()),
+            }
+        },
     )
     .await;
     wait_gone(
