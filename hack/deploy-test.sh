@@ -424,12 +424,15 @@ log "nodeSelector and tolerations on both pods; controller.replicas=two refused 
 
 # 7. helm uninstall removes olmv1 and keeps the cluster's state.
 step=$SECONDS
+# The components (the Deployments' pods) stop first, while their RBAC still lets them release their
+# leader Leases. A real uninstall races the two: a pod stopped after its RBAC is gone keeps its
+# Lease until it expires, and a reinstall's components wait that long (137 s) to lead.
+stop_components
 helm uninstall olmv1 >/dev/null || die "helm uninstall failed"
 for d in olmv1-controller olmv1-catalogd; do
   kubectl -n "$ns" wait --for=delete --timeout=60s "deployment/$d" >/dev/null 2>&1 || true
   ! kubectl -n "$ns" get deployment "$d" >/dev/null 2>&1 || die "helm uninstall left deployment/$d"
 done
-stop_components # their pods are gone
 for gone in "-n $ns serviceaccount/olmv1-controller" "-n $ns service/catalogd-service" "clusterrole/olmv1-controller" \
   "clusterrolebinding/olmv1-catalogd" "-n $ns servicemonitor/olmv1-controller"; do
   # shellcheck disable=SC2086
