@@ -10,7 +10,7 @@ use std::{
     sync::{Mutex, MutexGuard, PoisonError},
 };
 
-use super::terminal::{JsonError, TerminalText, escape_text, to_json_pretty_within};
+use super::terminal::{JsonError, TerminalText, escape_text, to_json_line_within, to_json_pretty_within};
 use crate::meter::Meter;
 
 /// The most bytes an admin command prints on stdout by default (`--max-output-bytes`): its
@@ -84,8 +84,21 @@ pub fn room() -> (u64, u64) {
 /// made only when it fits what is left of the limit and of the command's `meter` (charged as it
 /// is made): the work and memory stop there.
 pub fn json(value: &impl serde::Serialize, meter: &mut Meter) -> Result<String, JsonError> {
+    json_within(value, meter, to_json_pretty_within)
+}
+
+/// [`json`] on one line (`olmv1 resolve -o json`).
+pub fn json_line(value: &impl serde::Serialize, meter: &mut Meter) -> Result<String, JsonError> {
+    json_within(value, meter, to_json_line_within)
+}
+
+fn json_within<T: serde::Serialize>(
+    value: &T,
+    meter: &mut Meter,
+    make: impl FnOnce(&T, u64, &mut Meter) -> Result<String, JsonError>,
+) -> Result<String, JsonError> {
     let (limit, room) = room();
-    match to_json_pretty_within(value, room.saturating_sub(1), meter) {
+    match make(value, room.saturating_sub(1), meter) {
         Ok(text) => Ok(text + "\n"),
         Err(JsonError::TooLarge { .. }) => Err(JsonError::TooLarge { limit }),
         Err(e) => Err(e),

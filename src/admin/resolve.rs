@@ -7,14 +7,16 @@ use std::{collections::BTreeMap, path::Path};
 use olmv1_api::v1::{CatalogFilter, ClusterExtension, conditions::LABEL_CATALOG_NAME};
 
 use super::{
+    output,
     request::RequestOverrides,
     sources::parse_priorities,
-    terminal::{escape_value as value, to_json_line},
+    terminal::{JsonError, escape_value as value},
 };
 use crate::{
     catalog::source::{CatalogSpec, load_catalogs},
-    dependencies::{Plan, PlanError, PlanLimits, PlanRequest, plan},
+    dependencies::{Plan, PlanError, PlanLimits, PlanRequest, plan_within},
     image::PullOptions,
+    meter::{Meter, Work},
     resolve::{CatalogInput, InstalledBundle, Resolution, ResolveRequest},
 };
 
@@ -45,26 +47,32 @@ pub async fn load_inputs(catalogs: &[String], priorities: &[String]) -> Result<V
 }
 
 /// `--with-dependencies`: the package and what it requires, one bundle per package, nothing
-/// installed; the plan's budget no more than an admin command's ([`super::command_work_units`]).
+/// installed; the plan on a part of the command's `meter` (its own budget and deadline, never
+/// more than the command has left), what it spends the command's.
 pub fn plan_with_dependencies(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
+    meter: &mut Meter,
 ) -> Result<Plan, PlanError> {
     let plan_request = PlanRequest {
         request,
         installed: &[],
         served_apis: &[],
         allow_changes: false,
-        limits: PlanLimits {
-            max_work: PlanLimits::default().max_work.min(super::command_work_units()),
-            ..PlanLimits::default()
-        },
+        limits: PlanLimits::default(),
     };
-    plan(&plan_request, catalogs)
+    let mut plan_meter = meter.part(plan_request.limits.max_work, plan_request.limits.max_duration);
+    let planned = plan_within(&plan_request, catalogs, &mut plan_meter);
+    meter.absorb(&plan_meter);
+    planned
 }
 
-/// The resolution as `olmv1 resolve` prints it: `BUNDLE VERSION CATALOG`, or one JSON line.
-pub fn resolution_text(resolution: &Resolution, json: bool) -> Result<String, serde_json::Error> {
+/// The resolution as `olmv1 resolve` prints it: `BUNDLE VERSION CATALOG`, or one JSON line;
+/// charged to the command's `meter` as it is made, and JSON within the output limit
+/// ([`output::json_line`]). Text past the meter is refused as JSON is
+/// ([`JsonError::Exhausted`]: `rendering the output needs more than the budget of N work
+/// units`).
+pub fn resolution_text(resolution: &Resolution, json: bool, meter: &mut Meter) -> Result<String, JsonError> {
     if json {
         let out = serde_json::json!({
             "bundle": {"name": resolution.bundle.name, "version": resolution.bundle.status_version},
@@ -72,36 +80,49 @@ pub fn resolution_text(resolution: &Resolution, json: bool) -> Result<String, se
             "image": resolution.bundle.image,
             "deprecated": resolution.bundle_deprecated(),
         });
-        return Ok(to_json_line(&out)? + "\n");
+        return output::json_line(&out, meter);
     }
-    Ok(format!(
-        "{} {} {}\n",
-        value(&resolution.bundle.name),
-        value(&resolution.bundle.status_version),
-        value(&resolution.catalog)
-    ))
+    charged_line(
+        format!(
+            "{} {} {}\n",
+            value(&resolution.bundle.name),
+            value(&resolution.bundle.status_version),
+            value(&resolution.catalog)
+        ),
+        meter,
+    )
 }
 
 /// The plan as `olmv1 resolve --with-dependencies` prints it: one line per bundle, dependencies
-/// first, each with what requires it; or one JSON line.
-pub fn plan_text(plan: &Plan, json: bool) -> Result<String, serde_json::Error> {
+/// first, each with what requires it; or one JSON line. Each line (or piece of JSON) is charged
+/// to the command's `meter` before it is kept, as [`resolution_text`]'s.
+pub fn plan_text(plan: &Plan, json: bool, meter: &mut Meter) -> Result<String, JsonError> {
     if json {
-        return Ok(to_json_line(plan)? + "\n");
+        return output::json_line(plan, meter);
     }
     let mut text = String::new();
     for step in &plan.plan {
-        text.push_str(&format!(
+        let mut line = format!(
             "{} {} {}",
             value(&step.bundle),
             value(&step.version),
             value(&step.catalog)
-        ));
+        );
         if !step.required_by.is_empty() {
-            text.push_str(&format!(" (required by {})", value(&step.required_by.join(", "))));
+            line.push_str(&format!(" (required by {})", value(&step.required_by.join(", "))));
         }
-        text.push('\n');
+        line.push('\n');
+        text.push_str(&charged_line(line, meter)?);
     }
     Ok(text)
+}
+
+/// `line`, charged to `meter` ([`Work::Render`], its bytes).
+fn charged_line(line: String, meter: &mut Meter) -> Result<String, JsonError> {
+    meter
+        .charge(Work::Render, line.len() as u64)
+        .map_err(JsonError::Exhausted)?;
+    Ok(line)
 }
 
 /// The request of `olmv1 resolve`: the ClusterExtension of `file` (its `spec.source.catalog` and
@@ -288,7 +309,141 @@ fn read_catalog_parts(path: &Path, text: &str) -> Result<(CatalogFilter, Option<
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use olmv1_api::v1::UpgradeConstraintPolicy;
+    use serde_json::json;
+
     use super::*;
+    use crate::{
+        catalog::{CatalogIndex, Meta},
+        meter::Exhausted,
+    };
+
+    /// `app` requiring `dep` (whose name is long), each with one bundle, in catalog `c`.
+    fn app_and_dep() -> Vec<CatalogInput> {
+        let dep = "d".repeat(200);
+        let bundle = |package: &str, more: serde_json::Value| {
+            let mut properties =
+                vec![json!({"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}})];
+            properties.extend(more.as_array().cloned().unwrap_or_default());
+            json!({"schema": "olm.bundle", "package": package, "name": format!("{package}.v1.0.0"),
+                "image": "i", "properties": properties})
+        };
+        let mut objects = Vec::new();
+        for (package, more) in [
+            (
+                "app",
+                json!([{"type": "olm.package.required", "value": {"packageName": dep, "versionRange": ">=1.0.0"}}]),
+            ),
+            (dep.as_str(), json!([])),
+        ] {
+            objects.push(json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}));
+            objects.push(
+                json!({"schema": "olm.channel", "package": package, "name": "stable",
+                "entries": [{"name": format!("{package}.v1.0.0")}]}),
+            );
+            objects.push(bundle(package, more));
+        }
+        let metas: Vec<Meta> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("t.json"), i as u32 + 1).unwrap()
+            })
+            .collect();
+        vec![CatalogInput::new(
+            "c",
+            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
+        )]
+    }
+
+    fn app_request() -> ResolveRequest {
+        ResolveRequest {
+            package: "app".into(),
+            version_range: None,
+            channels: Vec::new(),
+            selector: None,
+            upgrade_constraint_policy: UpgradeConstraintPolicy::CatalogProvided,
+            installed: None,
+        }
+    }
+
+    #[test]
+    fn the_plan_and_its_text_are_charged_to_the_commands_meter_and_refused_past_it() {
+        let catalogs = app_and_dep();
+        let mut meter = Meter::unlimited();
+        let plan = plan_with_dependencies(&app_request(), &catalogs, &mut meter).unwrap();
+        // The plan's work is the command's.
+        assert!(
+            meter.spent() > 0 && meter.spent() == plan.work,
+            "{meter}, plan {}",
+            plan.work
+        );
+        let (before, rendered) = (meter.spent(), meter.spent_on(Work::Render));
+        let text = plan_text(&plan, false, &mut meter).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert_eq!(
+            text,
+            format!(
+                "{0}.v1.0.0 1.0.0 c (required by app.v1.0.0)\napp.v1.0.0 1.0.0 c\n",
+                "d".repeat(200)
+            )
+        );
+        // Each line its bytes.
+        assert_eq!(meter.spent() - before, text.len() as u64);
+        assert_eq!(meter.spent_on(Work::Render) - rendered, text.len() as u64);
+        // A meter one unit short refuses, with the other commands' sentence.
+        let mut short = Meter::new(text.len() as u64 - 1);
+        let refused = plan_text(&plan, false, &mut short).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "rendering the output needs more than the budget of {} work units",
+                text.len() - 1
+            )
+        );
+        // JSON: one line, each piece written charged.
+        let mut meter = Meter::unlimited();
+        let json = plan_text(&plan, true, &mut meter).unwrap();
+        assert_eq!(json.lines().count(), 1);
+        assert!(json.starts_with("{\"plan\":["), "{json}");
+        assert_eq!(meter.spent_on(Work::Render), json.len() as u64 - 1);
+        let mut short = Meter::new(json.len() as u64 / 2);
+        assert!(matches!(
+            plan_text(&plan, true, &mut short),
+            Err(JsonError::Exhausted(Exhausted::Work { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_resolution_and_its_text_are_charged_to_the_commands_meter() {
+        let catalogs = app_and_dep();
+        let mut meter = Meter::unlimited();
+        let request = ResolveRequest {
+            package: "d".repeat(200),
+            ..app_request()
+        };
+        let resolution = crate::resolve::resolve_within(&request, &catalogs, &mut meter).unwrap();
+        let text = resolution_text(&resolution, false, &mut meter).unwrap();
+        assert_eq!(text, format!("{0}.v1.0.0 1.0.0 c\n", "d".repeat(200)));
+        assert_eq!(meter.spent_on(Work::Render), text.len() as u64);
+        let refused = resolution_text(&resolution, false, &mut Meter::new(10)).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "rendering the output needs more than the budget of 10 work units"
+        );
+        assert!(matches!(
+            resolution_text(&resolution, true, &mut Meter::new(10)),
+            Err(JsonError::Exhausted(Exhausted::Work { limit: 10 }))
+        ));
+        let json = resolution_text(&resolution, true, &mut Meter::unlimited()).unwrap();
+        assert!(
+            json.starts_with("{\"bundle\":{") && json.ends_with("}\n"),
+            "{json}"
+        );
+    }
 
     const EXTENSION: &str = "apiVersion: olm.operatorframework.io/v1\nkind: ClusterExtension\nmetadata: {name: e, labels: {a: b}}\nspec:\n  namespace: ns\n  serviceAccount: {name: sa}\n  source:\n    sourceType: Catalog\n    catalog: {packageName: p, version: '>=1.0.0'}\n";
 

@@ -170,6 +170,15 @@ pub fn to_json_pretty_within(
     to_json(value, serde_json::ser::PrettyFormatter::new(), max_bytes, meter)
 }
 
+/// [`to_json_line`], refused as [`to_json_pretty_within`] is.
+pub fn to_json_line_within(
+    value: &impl serde::Serialize,
+    max_bytes: u64,
+    meter: &mut Meter,
+) -> Result<String, JsonError> {
+    to_json(value, serde_json::ser::CompactFormatter, max_bytes, meter)
+}
+
 /// Why JSON output was not made.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {

@@ -9,6 +9,7 @@ use std::{path::PathBuf, process::ExitCode};
 use super::sources::upgrade_constraint_policy;
 use crate::{
     admin::{
+        command_meter,
         request::RequestOverrides,
         resolve::{build_request, load_inputs, plan_text, plan_with_dependencies, resolution_text},
         terminal::escape_value as value,
@@ -84,9 +85,11 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
         Err(message) => return usage_error(&message),
     };
     let json = args.output == "json";
+    // One meter for the command's work over the catalogs and for its output.
+    let mut meter = command_meter();
     let text = if args.with_dependencies {
-        match plan_with_dependencies(&request, &inputs) {
-            Ok(plan) => plan_text(&plan, json),
+        match plan_with_dependencies(&request, &inputs, &mut meter) {
+            Ok(plan) => plan_text(&plan, json, &mut meter),
             Err(e) => {
                 // Escaped: the explanation quotes catalog text (names, failure messages). Only the
                 // conflict's explanation has lines of its own (src/dependencies escapes the values
@@ -99,8 +102,8 @@ pub async fn run(args: ResolveArgs) -> ExitCode {
             }
         }
     } else {
-        match resolve_within(&request, &inputs, &mut crate::admin::command_meter()) {
-            Ok(resolution) => resolution_text(&resolution, json),
+        match resolve_within(&request, &inputs, &mut meter) {
+            Ok(resolution) => resolution_text(&resolution, json, &mut meter),
             Err(e) => {
                 // One line: the resolver's message quotes catalog text.
                 errln!("{}", value(&e.to_string()));
