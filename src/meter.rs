@@ -137,6 +137,20 @@ pub struct Meter {
     deadline: Option<(Instant, Duration)>,
     /// Units charged since the clock was last read.
     unclocked: u64,
+    /// The limit a charge last ran into ([`Meter::exhausted`]).
+    exhausted: Option<Exhausted>,
+    /// For a part ([`Meter::part`]): the whole's limits where they are tighter than its own.
+    whole: WholeLimits,
+}
+
+/// The limits a part took from its whole: the whole's budget when the whole had less left than
+/// the part's own budget, the whole's time limit when its deadline came first.
+#[derive(Debug, Clone, Copy, Default)]
+struct WholeLimits {
+    /// The whole's budget and the part's own, when the part's was cut to what the whole had left.
+    work: Option<(u64, u64)>,
+    /// The whole's time limit, when the part's deadline is the whole's.
+    time: Option<Duration>,
 }
 
 impl Meter {
@@ -148,6 +162,8 @@ impl Meter {
             by_kind: [0; Work::ALL.len()],
             deadline: None,
             unclocked: 0,
+            exhausted: None,
+            whole: WholeLimits::default(),
         }
     }
 
@@ -165,10 +181,23 @@ impl Meter {
     /// Takes `quantity` items of `kind` (at least one unit), or fails taking nothing when they
     /// are not left or the deadline has passed.
     pub fn charge(&mut self, kind: Work, quantity: u64) -> Result<(), Exhausted> {
+        let charged = self.take(kind, quantity);
+        if let Err(e) = charged {
+            self.exhausted = Some(e);
+        }
+        charged
+    }
+
+    fn take(&mut self, kind: Work, quantity: u64) -> Result<(), Exhausted> {
         let units = quantity.saturating_mul(kind.weight()).max(1);
         let spent = self.spent.saturating_add(units);
         if spent > self.limit {
-            return Err(Exhausted::Work { limit: self.limit });
+            // A part cut to what its whole had left: past its own budget too, the refusal is its own.
+            let limit = match self.whole.work {
+                Some((_, own)) if spent > own => own,
+                _ => self.limit,
+            };
+            return Err(Exhausted::Work { limit });
         }
         self.unclocked = self.unclocked.saturating_add(units);
         if self.unclocked >= CLOCK_EVERY_UNITS {
@@ -206,23 +235,49 @@ impl Meter {
 
     /// A meter for a part of this one's work with its own limits: at most `limit` units and
     /// `duration`, and never more than this one has left or past its deadline. What it spends is
-    /// added back with [`Meter::absorb`].
+    /// added back with [`Meter::absorb`], and with it whether the part ran into this meter's
+    /// limits rather than its own (a command's meter over items that each have their own: see
+    /// [`Meter::exhausted`]).
     pub fn part(&self, limit: u64, duration: Duration) -> Meter {
         let mut part = Meter::new(limit.min(self.left())).with_deadline(duration);
+        if self.left() < limit {
+            part.whole.work = Some((self.limit, limit));
+        }
         if let (Some((own, _)), Some((theirs, their_limit))) = (part.deadline, self.deadline)
             && theirs < own
         {
             part.deadline = Some((theirs, their_limit));
+            part.whole.time = Some(their_limit);
         }
         part
     }
 
-    /// Adds what `part` (made by [`Meter::part`]) spent to this meter's account.
+    /// Adds what `part` (made by [`Meter::part`]) spent to this meter's account; when the part
+    /// ran into a limit it took from this meter, this meter has run out of it too.
     pub fn absorb(&mut self, part: &Meter) {
         self.spent = self.spent.saturating_add(part.spent).min(self.limit);
         for (mine, theirs) in self.by_kind.iter_mut().zip(part.by_kind) {
             *mine = mine.saturating_add(theirs);
         }
+        let whole = match part.exhausted {
+            Some(Exhausted::Work { limit }) => part
+                .whole
+                .work
+                .filter(|&(_, own)| limit != own)
+                .map(|(whole, _)| Exhausted::Work { limit: whole }),
+            Some(Exhausted::Time { .. }) => part.whole.time.map(|limit| Exhausted::Time { limit }),
+            None => None,
+        };
+        if whole.is_some() {
+            self.exhausted = whole;
+        }
+    }
+
+    /// The limit this meter ran out of, if a charge was refused: its own, or one of its own
+    /// limits that a part ([`Meter::part`], [`Meter::absorb`]) ran into. Work past it is not
+    /// started (the rest of a command's items, each on a part of its meter).
+    pub fn exhausted(&self) -> Option<Exhausted> {
+        self.exhausted
     }
 
     /// The units spent so far (never more than the limit).
@@ -262,6 +317,77 @@ impl fmt::Display for Meter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_that_runs_into_its_wholes_budget_exhausts_the_whole() {
+        let mut whole = Meter::new(100);
+        // The part's own budget is the tighter one: its refusal is its own.
+        let mut part = whole.part(30, Duration::from_secs(60));
+        assert_eq!(
+            part.charge(Work::Evaluate, 31),
+            Err(Exhausted::Work { limit: 30 })
+        );
+        part.charge(Work::Evaluate, 30).unwrap();
+        whole.absorb(&part);
+        assert_eq!((whole.spent(), whole.exhausted()), (30, None));
+        // 70 left, a part of 80 asked: capped at 70; running into it is the whole's.
+        let mut part = whole.part(80, Duration::from_secs(60));
+        assert_eq!(part.limit(), 70);
+        part.charge(Work::Evaluate, 60).unwrap();
+        assert_eq!(
+            part.charge(Work::Evaluate, 11),
+            Err(Exhausted::Work { limit: 70 })
+        );
+        whole.absorb(&part);
+        assert_eq!(whole.spent(), 90);
+        assert_eq!(whole.exhausted(), Some(Exhausted::Work { limit: 100 }));
+        // A charge past the part's own budget is refused as the part's, capped or not.
+        let mut whole = Meter::new(100);
+        whole.charge(Work::Evaluate, 30).unwrap();
+        let mut part = whole.part(80, Duration::from_secs(60));
+        assert_eq!(
+            part.charge(Work::Evaluate, 81),
+            Err(Exhausted::Work { limit: 80 })
+        );
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), None);
+        // A capped part that is not refused leaves the whole as it was.
+        let mut whole = Meter::new(10);
+        let mut part = whole.part(20, Duration::from_secs(60));
+        part.charge(Work::Evaluate, 10).unwrap();
+        whole.absorb(&part);
+        assert_eq!((whole.left(), whole.exhausted()), (0, None));
+        // The whole's own refusal is kept too.
+        assert_eq!(whole.charge(Work::Visit, 1), Err(Exhausted::Work { limit: 10 }));
+        assert_eq!(whole.exhausted(), Some(Exhausted::Work { limit: 10 }));
+    }
+
+    #[test]
+    fn a_part_that_runs_into_its_wholes_deadline_exhausts_the_whole() {
+        let mut whole = Meter::unlimited().with_deadline(Duration::ZERO);
+        let mut part = whole.part(u64::MAX, Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(1));
+        assert_eq!(
+            part.charge(Work::Evaluate, CLOCK_EVERY_UNITS),
+            Err(Exhausted::Time {
+                limit: Duration::ZERO
+            })
+        );
+        whole.absorb(&part);
+        assert_eq!(
+            whole.exhausted(),
+            Some(Exhausted::Time {
+                limit: Duration::ZERO
+            })
+        );
+        // A part's own deadline passing is the part's alone.
+        let mut whole = Meter::unlimited().with_deadline(Duration::from_secs(60));
+        let mut part = whole.part(u64::MAX, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(part.charge(Work::Evaluate, CLOCK_EVERY_UNITS).is_err());
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), None);
+    }
 
     #[test]
     fn a_charge_over_the_limit_fails_and_takes_nothing() {

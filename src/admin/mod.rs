@@ -37,7 +37,7 @@ pub mod versions;
 
 use std::time::Duration;
 
-use crate::meter::Meter;
+use crate::meter::{Exhausted, Meter};
 
 /// The work of one admin command's computation over catalogs (`versions`, `search`, `upgrades`,
 /// `explain`, `resolve`): every bundle, entry and edge walked, every requirement read and rule
@@ -68,6 +68,30 @@ pub fn command_work_units() -> u64 {
 /// A meter for one admin command: [`command_work_units`] within [`COMMAND_DURATION`].
 pub fn command_meter() -> Meter {
     Meter::new(command_work_units()).with_deadline(COMMAND_DURATION)
+}
+
+/// What an item of a command that charges each item on a part of its meter (`status`'
+/// extensions, `migrate check`'s Subscriptions) says when the command's meter ran out
+/// ([`Meter::exhausted`]) before its answer: one sentence naming the command's limit, which ran
+/// out while the item was worked on (`during`) or was spent on the `items` before it.
+pub fn not_checked(exhausted: Exhausted, items: &str, during: bool) -> String {
+    let limit = match exhausted {
+        Exhausted::Work { limit } => format!("the command's budget of {limit} work units"),
+        Exhausted::Time { limit } => {
+            format!("the command's time limit of {} s", limit.as_secs_f64())
+        }
+    };
+    if during {
+        format!("not checked: {limit} ran out during its check")
+    } else {
+        format!("not checked: {limit} was spent on the {items} before it")
+    }
+}
+
+/// The refusal of such a command (its exit status 2), one sentence: `checking the 40 extensions
+/// needs more than the budget of N work units: 12 of them were not checked`.
+pub fn not_all_checked(exhausted: Exhausted, items: &str, not_checked: usize, total: usize) -> String {
+    format!("checking the {total} {items} {exhausted}: {not_checked} of them were not checked")
 }
 
 /// What a workflow says as it goes, in order.

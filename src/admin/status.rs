@@ -43,22 +43,31 @@ impl StatusError {
 }
 
 /// The summary of `extension` (all of them when `None`) against the catalogs `sources` load,
-/// resolved as `dependencies` says.
+/// resolved as `dependencies` says, each extension on a part of the command's meter (made once
+/// the catalogs are loaded: [`super::command_meter`]), which is returned with them: when it ran
+/// out ([`Meter::exhausted`]), the rows it did not reach say so.
 pub async fn status(
     client: &Client,
     extension: Option<&str>,
     sources: &CatalogSources,
     dependencies: DependencyMode,
-) -> Result<Vec<ExtensionStatus>, StatusError> {
+) -> Result<(Vec<ExtensionStatus>, Meter), StatusError> {
     let extensions = match extension {
         Some(name) => vec![cluster::cluster_extension(client, name).await?],
         None => cluster::cluster_extensions(client).await?,
     };
     let inputs: Vec<CatalogInput> = sources.load().await?.into_iter().map(|c| c.input).collect();
-    Ok(extensions
+    let mut meter = super::command_meter();
+    let rows = extensions
         .iter()
-        .map(|e| summarize(e, &inputs, dependencies))
-        .collect())
+        .map(|e| summarize(e, &inputs, dependencies, &mut meter))
+        .collect();
+    Ok((rows, meter))
+}
+
+/// The extensions [`summarize`] did not check: the command's meter ran out first.
+pub fn not_checked(rows: &[ExtensionStatus]) -> usize {
+    rows.iter().filter(|r| r.not_checked.is_some()).count()
 }
 
 /// One extension's summary (the JSON form).
@@ -85,6 +94,10 @@ pub struct ExtensionStatus {
     pub conditions: Vec<ConditionSummary>,
     /// Versions reachable now (`olmv1 upgrades`), highest first.
     pub upgrades: Vec<String>,
+    /// Why the target and upgrades were not looked for, when the command's budget ran out
+    /// first (one sentence naming it); absent when they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<String>,
 }
 
 /// One condition.
@@ -102,11 +115,15 @@ pub struct ConditionSummary {
     pub message: String,
 }
 
-/// The summary of one extension against the catalogs, resolved as `dependencies` says.
+/// The summary of one extension against the catalogs, resolved as `dependencies` says. Its
+/// answers are independent of the other extensions', so each has a budget of its own
+/// ([`super::command_work_units`]), taken out of the command's `meter` ([`Meter::part`]): once
+/// that has run out, an extension is not checked, and says so.
 pub fn summarize(
     ext: &ClusterExtension,
     catalogs: &[CatalogInput],
     dependencies: DependencyMode,
+    command: &mut Meter,
 ) -> ExtensionStatus {
     let installed = cluster::installed_bundle(ext);
     let package = ext
@@ -116,20 +133,29 @@ pub fn summarize(
         .as_ref()
         .map(|c| c.package_name.clone())
         .unwrap_or_default();
+    let mut not_checked = command
+        .exhausted()
+        .map(|e| super::not_checked(e, "extensions", false));
     let (target, error, reachable) = match ResolveRequest::from_cluster_extension(ext, installed.clone()) {
         Err(e) => (None, Some(e.to_string()), Vec::new()),
+        Ok(_) if not_checked.is_some() => (None, None, Vec::new()),
         Ok(request) => {
-            // Each extension's own meter: its answers are independent.
-            let mut meter = super::command_meter();
+            let mut meter = command.part(super::command_work_units(), super::COMMAND_DURATION);
             let reachable = match &request.installed {
                 Some(_) => upgrades(&request, catalogs, dependencies, &mut meter)
                     .map(|u| u.reachable.into_iter().map(|t| t.version).collect())
                     .unwrap_or_default(),
                 None => Vec::new(),
             };
-            match dependencies.resolve_within(&request, catalogs, &mut meter) {
-                Ok(r) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
-                Err(e) => (None, Some(e.to_string()), reachable),
+            let target = dependencies.resolve_within(&request, catalogs, &mut meter);
+            command.absorb(&meter);
+            match (command.exhausted(), target) {
+                (Some(e), _) => {
+                    not_checked = Some(super::not_checked(e, "extensions", true));
+                    (None, None, Vec::new())
+                }
+                (None, Ok(r)) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
+                (None, Err(e)) => (None, Some(e.to_string()), reachable),
             }
         }
     };
@@ -154,6 +180,7 @@ pub fn summarize(
             })
             .collect(),
         upgrades: reachable,
+        not_checked,
     }
 }
 
@@ -196,9 +223,10 @@ pub fn render_text(
                 r.installed_version.clone().unwrap_or_else(|| "-".into()),
                 Tone::Plain,
             ),
-            match (&r.target_version, &r.target_error) {
+            match (&r.target_version, &r.not_checked) {
                 (Some(v), _) => (v.clone(), Tone::Plain),
-                (None, _) => ("none".into(), Tone::Bad),
+                (None, Some(_)) => ("not checked".into(), Tone::Bad),
+                (None, None) => ("none".into(), Tone::Bad),
             },
             (
                 cell(installed_cond),
@@ -237,6 +265,9 @@ pub fn render_text(
         if let Some(e) = &r.target_error {
             notes.push_charged(&format!("{} resolution: {}\n", value(&r.name), value(e)), meter)?;
         }
+        if let Some(why) = &r.not_checked {
+            notes.push_charged(&format!("{}: {why}\n", value(&r.name)), meter)?;
+        }
     }
     let mut out = TerminalText::new();
     out.push_table(&t, colour, meter)?;
@@ -266,6 +297,91 @@ mod tests {
         .unwrap()
     }
 
+    /// Package `pkg`: ten bundles in a replaces chain.
+    fn catalog() -> Vec<CatalogInput> {
+        let entries: Vec<serde_json::Value> = (0..10)
+            .map(|i| match i {
+                0 => serde_json::json!({"name": "pkg.v1.0.0"}),
+                _ => serde_json::json!({"name": format!("pkg.v1.0.{i}"), "replaces": format!("pkg.v1.0.{}", i - 1)}),
+            })
+            .collect();
+        let mut lines = vec![
+            serde_json::json!({"schema": "olm.package", "name": "pkg", "defaultChannel": "stable"}),
+            serde_json::json!({"schema": "olm.channel", "package": "pkg", "name": "stable", "entries": entries}),
+        ];
+        lines.extend((0..10).map(|i| {
+            serde_json::json!({"schema": "olm.bundle", "package": "pkg", "name": format!("pkg.v1.0.{i}"), "image": "i",
+                "properties": [{"type": "olm.package", "value": {"packageName": "pkg", "version": format!("1.0.{i}")}}]})
+        }));
+        let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        let index =
+            crate::catalog::CatalogIndex::from_jsonl(text.join("\n").into(), "test", 1 << 20).unwrap();
+        vec![CatalogInput::new("c", std::sync::Arc::new(index))]
+    }
+
+    #[test]
+    fn extensions_past_the_commands_budget_are_not_checked_and_say_so() {
+        let catalogs = catalog();
+        let ext = extension(serde_json::json!({
+            "install": {"bundle": {"name": "pkg.v1.0.0", "version": "1.0.0"}}, "conditions": []
+        }));
+        let mut one = Meter::unlimited();
+        let checked = summarize(&ext, &catalogs, DependencyMode::Check, &mut one);
+        assert_eq!(checked.target_version.as_deref(), Some("1.0.1"));
+        assert!(!checked.upgrades.is_empty());
+        assert_eq!(checked.not_checked, None);
+        // Two and a half extensions' work: two are checked, the third runs out during its
+        // check, the others are not started.
+        let budget = one.spent() * 5 / 2;
+        let mut command = Meter::new(budget);
+        let rows: Vec<ExtensionStatus> = (0..5)
+            .map(|_| summarize(&ext, &catalogs, DependencyMode::Check, &mut command))
+            .collect();
+        assert_eq!(command.exhausted(), Some(Exhausted::Work { limit: budget }));
+        for row in &rows[..2] {
+            assert_eq!(
+                (&row.target_version, &row.upgrades, &row.not_checked),
+                (&checked.target_version, &checked.upgrades, &None)
+            );
+        }
+        let during =
+            format!("not checked: the command's budget of {budget} work units ran out during its check");
+        let before = format!(
+            "not checked: the command's budget of {budget} work units was spent on the extensions before it"
+        );
+        assert_eq!(rows[2].not_checked.as_deref(), Some(during.as_str()));
+        for row in &rows[2..] {
+            assert_eq!((&row.target_version, &row.target_error), (&None, &None));
+            assert!(row.upgrades.is_empty());
+        }
+        for row in &rows[3..] {
+            assert_eq!(row.not_checked.as_deref(), Some(before.as_str()));
+        }
+        assert_eq!(not_checked(&rows), 3);
+        assert_eq!(
+            crate::admin::not_all_checked(command.exhausted().unwrap(), "extensions", 3, 5),
+            format!(
+                "checking the 5 extensions needs more than the budget of {budget} work units: 3 of them were not checked"
+            )
+        );
+        // Text: TARGET says so, and a note says why; JSON: notChecked, only where it is so.
+        let text = render_text(&rows, false, &mut Meter::unlimited()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].contains(" 1.0.1 ") && lines[3].contains(" not checked "),
+            "{text}"
+        );
+        assert!(lines.contains(&format!("ext: {during}").as_str()), "{text}");
+        assert_eq!(
+            lines.iter().filter(|l| l.ends_with("before it")).count(),
+            2,
+            "{text}"
+        );
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(json[0].get("notChecked"), None);
+        assert_eq!(json[4]["notChecked"], before.as_str());
+    }
+
     #[test]
     fn an_extension_no_catalog_carries_has_no_target_and_says_why() {
         let ext = extension(serde_json::json!({
@@ -274,7 +390,7 @@ mod tests {
                 "message": "no bundle\nsecond line", "lastTransitionTime": "2025-01-01T00:00:00Z"
             }]
         }));
-        let row = summarize(&ext, &[], DependencyMode::Check);
+        let row = summarize(&ext, &[], DependencyMode::Check, &mut Meter::unlimited());
         assert_eq!(
             (row.name.as_str(), row.package.as_str(), row.namespace.as_str()),
             ("ext", "pkg", "ns")

@@ -12,11 +12,13 @@ use crate::admin::{
     command_meter,
     migrate::{
         catalogs::{self, Scope},
+        check::NOT_CHECKED_CODES,
         convert::rollback,
         read::check_cluster,
         report::{render_catalogs, render_check},
         run::{self, ConvertOptions, ConvertScope},
     },
+    not_all_checked,
     sources::CatalogSources,
 };
 
@@ -227,23 +229,34 @@ async fn run_check(args: CheckArgs) -> ExitCode {
         .namespace
         .as_deref()
         .map(|ns| (ns, args.subscription.as_deref()));
-    let rows = match check_cluster(&client, &(&args.reach).into(), scope).await {
-        Ok(rows) => rows,
+    let (rows, checked) = match check_cluster(&client, &(&args.reach).into(), scope).await {
+        Ok(checked) => checked,
         Err(e) => return fail(COMMAND, &e.to_string()),
     };
     if let (Some(ns), Some(name), true) = (&args.namespace, &args.subscription, rows.is_empty()) {
         return fail(COMMAND, &format!("Subscription {ns}/{name} not found"));
     }
-    // Each Subscription's dependencies had their own meter; what the command prints has one more.
+    // Each Subscription's dependencies had a part of the command's meter; what the command
+    // prints has one more, so that the rows the first did not reach are shown.
     let mut meter = command_meter();
-    if args.output == Output::Json {
-        return print_json(&rows, &mut meter);
-    }
-    if rows.is_empty() {
+    let printed = if args.output == Output::Json {
+        print_json(&rows, &mut meter)
+    } else if rows.is_empty() {
         errln!("no Subscription found");
-        return ExitCode::SUCCESS;
+        ExitCode::SUCCESS
+    } else {
+        print_text(render_check(&rows, colour(), &mut meter))
+    };
+    match checked.exhausted() {
+        Some(e) if printed == ExitCode::SUCCESS => {
+            let missed = rows
+                .iter()
+                .filter(|r| r.reasons.iter().any(|r| NOT_CHECKED_CODES.contains(&r.code)))
+                .count();
+            fail(COMMAND, &not_all_checked(e, "Subscriptions", missed, rows.len()))
+        }
+        _ => printed,
     }
-    print_text(render_check(&rows, colour(), &mut meter))
 }
 
 async fn run_catalogs(args: CatalogsArgs) -> ExitCode {

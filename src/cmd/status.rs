@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_json, print_text};
 use crate::admin::{
-    command_meter,
+    command_meter, not_all_checked,
     sources::CatalogSources,
-    status::{render_text, status},
+    status::{not_checked, render_text, status},
 };
 
 /// Arguments of `olmv1 status`.
@@ -30,7 +30,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail("status", &e),
     };
-    let rows = match status(
+    let (rows, checked) = match status(
         &client,
         args.extension.as_deref(),
         &args.sources,
@@ -41,10 +41,19 @@ pub async fn run(args: StatusArgs) -> ExitCode {
         Ok(rows) => rows,
         Err(e) => return fail("status", &e.to_string()),
     };
-    // Each extension's answer had its own meter; what the command prints has one more.
+    // Each extension's answer had a part of the command's meter; what the command prints has
+    // one more, so that the rows the first did not reach are shown.
     let mut meter = command_meter();
-    if args.output == Output::Json {
-        return print_json(&rows, &mut meter);
+    let printed = if args.output == Output::Json {
+        print_json(&rows, &mut meter)
+    } else {
+        print_text(render_text(&rows, colour(), &mut meter))
+    };
+    match checked.exhausted() {
+        Some(e) if printed == ExitCode::SUCCESS => fail(
+            "status",
+            &not_all_checked(e, "extensions", not_checked(&rows), rows.len()),
+        ),
+        _ => printed,
     }
-    print_text(render_text(&rows, colour(), &mut meter))
 }

@@ -28,12 +28,13 @@ use olmv1::{
     admin::{
         command_meter,
         migrate::{
-            check::{CatalogView, PROPERTIES_ANNOTATION, Snapshot, check},
+            check::{CatalogView, NOT_CHECKED_CODES, PROPERTIES_ANNOTATION, Snapshot, check},
             classic::{CatalogSource, Csv, OperatorGroup, Subscription},
             report::render_check,
         },
+        not_all_checked,
         output::{self, MAX_OUTPUT_BYTES},
-        status::{render_text, summarize},
+        status::{not_checked, render_text, summarize},
     },
     catalog::{CatalogIndex, read_dir_metas},
     meter::Refused,
@@ -42,7 +43,7 @@ use olmv1::{
 use olmv1_api::v1::ClusterExtension;
 use serde_json::{Value, json};
 
-use crate::harness::{Case, Measured, run_measured_keeping, with_divided_budget};
+use crate::harness::{Case, Measured, assert_bounded, record, run_measured_keeping, with_divided_budget};
 
 /// Subscriptions of the case's package, and of other packages, in the judged cluster: classic
 /// clusters have a few dozen Subscriptions, each judged on its own meters; the hostile part is
@@ -55,6 +56,18 @@ const INDEX_IMAGE: &str = "registry.test/fuzz-index:v1";
 /// `command` (`migrate check` or `status`; `output`: `text` or `json`) over the case, in a child
 /// process (see the module comment).
 pub fn cluster_command(case: &Case, dir: &Path, command: &str, output: &str) -> Measured {
+    cluster_command_of(case, dir, command, output, None)
+}
+
+/// [`cluster_command`] with `many` Subscriptions of the case's package (`migrate check`) or
+/// `many` ClusterExtensions of it (`status`), its stdout kept.
+pub fn cluster_command_of(
+    case: &Case,
+    dir: &Path,
+    command: &str,
+    output: &str,
+    many: Option<usize>,
+) -> Measured {
     let mut child = Command::new(std::env::current_exe().expect("the test binary"));
     child
         .args([
@@ -74,11 +87,15 @@ pub fn cluster_command(case: &Case, dir: &Path, command: &str, output: &str) -> 
         .env("OLMV1_FUZZ_CHILD_COMMAND", command)
         .env("OLMV1_FUZZ_CHILD_OUTPUT", output);
     with_divided_budget(&mut child);
-    let what = match output {
+    let mut what = match output {
         "json" => format!("{command} -o json"),
         _ => command.to_string(),
     };
-    let mut m = run_measured_keeping(&what, &mut child, 0);
+    if let Some(many) = many {
+        child.env("OLMV1_FUZZ_CHILD_MANY", many.to_string());
+        what = format!("{what} ({many} of the package)");
+    }
+    let mut m = run_measured_keeping(&what, &mut child, if many.is_some() { 1 << 20 } else { 0 });
     // The child's own test harness lines are not the command's output.
     m.output = m.output.saturating_sub(HARNESS_LINES);
     m
@@ -102,23 +119,50 @@ fn cluster_command_child() {
     let dir = Path::new(&dir);
     output::start(&command, MAX_OUTPUT_BYTES);
     let json = var("OUTPUT") == "json";
-    let shown = match command.as_str() {
+    let many: Option<usize> = var("MANY").parse().ok();
+    // The command's meter over its items, as the command makes it once the cluster is read.
+    let mut meter = command_meter();
+    let (shown, missed, total) = match command.as_str() {
         "migrate check" => {
-            let rows = check(&cluster_of(dir, &package), None);
-            show(&rows, json, |meter| render_check(&rows, false, meter))
+            let cluster = cluster_of(dir, &package, many.unwrap_or(MAX_SUBSCRIPTIONS));
+            let rows = check(&cluster, None, &mut meter);
+            let missed = rows
+                .iter()
+                .filter(|r| r.reasons.iter().any(|r| NOT_CHECKED_CODES.contains(&r.code)))
+                .count();
+            let shown = show(&rows, json, |meter| render_check(&rows, false, meter));
+            (shown, missed, rows.len())
         }
         "status" => {
-            let rows = vec![summarize(
-                &extension(&package, &var("INSTALLED")),
-                &[CatalogInput::new("fuzz", Arc::new(index_of(dir)))],
-                DependencyMode::Check,
-            )];
-            show(&rows, json, |meter| render_text(&rows, false, meter))
+            let catalogs = [CatalogInput::new("fuzz", Arc::new(index_of(dir)))];
+            let rows: Vec<_> = (0..many.unwrap_or(1))
+                .map(|i| {
+                    summarize(
+                        &extension(&format!("fuzz{i}"), &package, &var("INSTALLED")),
+                        &catalogs,
+                        DependencyMode::Check,
+                        &mut meter,
+                    )
+                })
+                .collect();
+            let shown = show(&rows, json, |meter| render_text(&rows, false, meter));
+            (shown, not_checked(&rows), rows.len())
         }
         other => panic!("no such command: {other}"),
     };
     if let Err(refusal) = shown {
         output::write_stderr(&format!("olmv1 {command}: {refusal}\n"));
+        std::process::exit(2);
+    }
+    if let Some(e) = meter.exhausted() {
+        let items = if command == "status" {
+            "extensions"
+        } else {
+            "Subscriptions"
+        };
+        let refusal = not_all_checked(e, items, missed, total);
+        output::write_stderr(&format!("olmv1 {command}: {refusal}\n"));
+        output::finish(ExitCode::SUCCESS);
         std::process::exit(2);
     }
     if output::finish(ExitCode::SUCCESS) != ExitCode::SUCCESS {
@@ -151,8 +195,8 @@ fn index_of(dir: &Path) -> CatalogIndex {
     CatalogIndex::from_metas(&metas).expect("the generated catalog indexes")
 }
 
-/// A ClusterExtension of `package`, with `installed` (`BUNDLE@VERSION`, or empty for none).
-fn extension(package: &str, installed: &str) -> ClusterExtension {
+/// A ClusterExtension `name` of `package`, with `installed` (`BUNDLE@VERSION`, or empty for none).
+fn extension(name: &str, package: &str, installed: &str) -> ClusterExtension {
     let mut status = json!({"conditions": []});
     if let Some((bundle, version)) = installed.split_once('@') {
         status["install"] = json!({"bundle": {"name": bundle, "version": version}});
@@ -160,9 +204,9 @@ fn extension(package: &str, installed: &str) -> ClusterExtension {
     from_json(json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
-        "metadata": {"name": "fuzz"},
+        "metadata": {"name": name},
         "spec": {
-            "namespace": "fuzz",
+            "namespace": name,
             "serviceAccount": {"name": "fuzz"},
             "source": {"sourceType": "Catalog", "catalog": {"packageName": package}}
         },
@@ -170,8 +214,9 @@ fn extension(package: &str, installed: &str) -> ClusterExtension {
     }))
 }
 
-/// The cluster `migrate check` judges (see the module comment).
-fn cluster_of(dir: &Path, package: &str) -> Snapshot {
+/// The cluster `migrate check` judges (see the module comment), with up to `many` Subscriptions
+/// of `package` ([`MAX_SUBSCRIPTIONS`] in every family's runs).
+fn cluster_of(dir: &Path, package: &str, many: usize) -> Snapshot {
     let text = std::fs::read_to_string(dir.join("catalog.json")).expect("the case's catalog");
     let mut bundles: Vec<(String, String, Value)> = Vec::new();
     for line in text.lines() {
@@ -187,7 +232,8 @@ fn cluster_of(dir: &Path, package: &str) -> Snapshot {
         let mine = p == package;
         let taken = bundles.iter().filter(|b| (b.0 == package) == mine).count();
         let first_of_package = !bundles.iter().any(|b| b.0 == p);
-        if taken < MAX_SUBSCRIPTIONS && (mine || first_of_package) {
+        let most = if mine { many } else { MAX_SUBSCRIPTIONS };
+        if taken < most && (mine || first_of_package) {
             bundles.push((p.to_string(), name.to_string(), object["properties"].clone()));
         }
     }
@@ -239,4 +285,72 @@ fn cluster_of(dir: &Path, package: &str) -> Snapshot {
 
 fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a classic object")
+}
+
+/// Subscriptions and ClusterExtensions of the package in each of a catalog's bundles.
+const MANY: usize = 48;
+
+/// Many Subscriptions (`migrate check`) and many ClusterExtensions (`status`) of one package, on
+/// the costly CSVs of the classic CSVs family (each requiring every other package by name and
+/// API, with rules near the cost limit): each item has its own budget, and the command's one
+/// meter over them all holds the command to the fuzzer's bounds (CPU, RSS, output) where the
+/// items' budgets together would not. The rows it did not reach say so in one sentence each, and
+/// the command's refusal is one sentence.
+#[test]
+fn many_subscriptions_and_extensions_are_held_to_the_commands_budget() {
+    let case = crate::families::classic_csvs(MANY, 12, 800, 3);
+    let kept = tempfile::Builder::new()
+        .prefix("olmv1-fuzz-many-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = kept.path().join("catalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("catalog.json"), case.text()).unwrap();
+    let case = Case {
+        lines: Vec::new(),
+        ..case
+    };
+    for command in ["migrate check", "status"] {
+        for output in ["text", "json"] {
+            let m = cluster_command_of(&case, &dir, command, output, Some(MANY));
+            record("many of a package", &m);
+            assert_bounded("many of a package", &case, &m, kept.path());
+            // Every row the command's meter did not reach: one sentence naming its budget.
+            let rows: Vec<&str> = m.stdout.lines().filter(|l| l.contains("not checked: ")).collect();
+            for line in &rows {
+                let sentence = line.split("not checked: ").nth(1).unwrap_or_default();
+                assert!(
+                    sentence.starts_with("the command's budget of ")
+                        || sentence.starts_with("the command's time limit of "),
+                    "{command} -o {output}: {line}"
+                );
+                let end = [
+                    "was spent on the Subscriptions before it",
+                    "was spent on the extensions before it",
+                    "ran out during its check",
+                ];
+                assert!(
+                    end.iter()
+                        .any(|e| sentence.trim_end_matches(['"', ',']).ends_with(e)),
+                    "{command} -o {output}: {line}"
+                );
+            }
+            // The command's budget does not reach every CSV (48 of them at 20,000,000 units
+            // each): the command refuses in one sentence (one line: `assert_bounded`).
+            if command == "migrate check" {
+                assert!(!rows.is_empty(), "{command} -o {output}: every row was checked");
+            }
+            if rows.is_empty() {
+                assert_eq!(m.code, Some(0), "{command} -o {output}: {}", m.stderr);
+                continue;
+            }
+            assert_eq!(m.code, Some(2), "{command} -o {output}: {}", m.stderr);
+            assert!(
+                m.stderr.starts_with(&format!("olmv1 {command}: checking the "))
+                    && m.stderr.contains(" of them were not checked"),
+                "{command} -o {output}: {}",
+                m.stderr
+            );
+        }
+    }
 }

@@ -415,11 +415,18 @@ pub const CLASSIC_CSVS: Family = Family {
             100..scale.pick(800, 12000),
             0..4usize,
         )
-            .prop_map(|(bundles, packages, keywords, rules)| {
-                let words: Vec<String> = (0..keywords).map(|k| format!("keyword{k}")).collect();
-                let metadata = json!({"type": "olm.csv.metadata.fuzz", "value": {"keywords": words}});
-                let failure = "f".repeat(1024);
-                let needs: Vec<Value> = (0..packages)
+            .prop_map(|(bundles, packages, keywords, rules)| classic_csvs(bundles, packages, keywords, rules))
+            .boxed()
+    },
+};
+
+/// A case of [`CLASSIC_CSVS`]: `bundles` of `app`, `packages` others, a keywords list of
+/// `keywords` entries, `rules` CEL rules per bundle of `app`.
+pub fn classic_csvs(bundles: usize, packages: usize, keywords: usize, rules: usize) -> Case {
+    let words: Vec<String> = (0..keywords).map(|k| format!("keyword{k}")).collect();
+    let metadata = json!({"type": "olm.csv.metadata.fuzz", "value": {"keywords": words}});
+    let failure = "f".repeat(1024);
+    let needs: Vec<Value> = (0..packages)
                     .flat_map(|p| {
                         [
                             constraint(json!({"failureMessage": failure,
@@ -435,22 +442,19 @@ pub const CLASSIC_CSVS: Family = Family {
                     }))
                     .chain([metadata.clone()])
                     .collect();
-                let mut lines = chain("app", bundles, |_| needs.clone());
-                for p in 0..packages {
-                    lines.extend(chain(&format!("p{p}"), 1, |_| {
-                        vec![
-                            gvk(&format!("K{p}")),
-                            json!({"type": "olm.package.required", "value":
+    let mut lines = chain("app", bundles, |_| needs.clone());
+    for p in 0..packages {
+        lines.extend(chain(&format!("p{p}"), 1, |_| {
+            vec![
+                gvk(&format!("K{p}")),
+                json!({"type": "olm.package.required", "value":
                                 {"packageName": "app", "versionRange": ">=1.0.0"}}),
-                            metadata.clone(),
-                        ]
-                    }));
-                }
-                app_case(lines)
-            })
-            .boxed()
-    },
-};
+                metadata.clone(),
+            ]
+        }));
+    }
+    app_case(lines)
+}
 
 #[test]
 fn fuzz_deep() {

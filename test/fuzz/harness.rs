@@ -324,7 +324,7 @@ fn names_a_limit(stderr: &str) -> bool {
 }
 
 /// Asserts the promise on one run (see the module comment).
-fn assert_bounded(family: &str, case: &Case, m: &Measured, kept: &Path) {
+pub fn assert_bounded(family: &str, case: &Case, m: &Measured, kept: &Path) {
     let context = || format!("{family}: {} (catalog kept in {})", m.what, kept.display());
     assert!(
         m.code.is_some_and(|c| (0..=2).contains(&c)),
@@ -370,7 +370,7 @@ type Worst = (String, Duration, u64, u64, u32);
 /// The worst figures of each family, printed at the end of each family's run.
 static WORST: Mutex<Vec<Worst>> = Mutex::new(Vec::new());
 
-fn record(family: &str, m: &Measured) {
+pub fn record(family: &str, m: &Measured) {
     println!(
         "fuzz: {family:<20} {:<44} cpu {:>8.3} s  rss {:>6} MiB  output {:>10} B  exit {:?}",
         m.what,
@@ -410,6 +410,10 @@ fn commands(case: &Case, catalog: &str) -> Vec<(String, Vec<String>)> {
         (
             "resolve --with-dependencies".to_string(),
             with(&["resolve", "--package", p, "--with-dependencies"]),
+        ),
+        (
+            "resolve --with-dependencies -o json".to_string(),
+            with(&["resolve", "--package", p, "--with-dependencies", "-o", "json"]),
         ),
         ("explain".to_string(), with(&["explain", "--package", p])),
     ];

@@ -8,8 +8,11 @@ use serde_json::{Value, json};
 
 use super::classic::{CatalogSource, Csv, InstallPlan, OperatorCondition, OperatorGroup, Subscription, key};
 use crate::{
+    admin::not_checked,
     catalog::{CatalogIndex, PROPERTY_PACKAGE, Property},
-    dependencies::{BundleFacts, Constraint, PROPERTY_GVK, Requirement, check_meter, requirements_of},
+    dependencies::{
+        BundleFacts, CHECK_DURATION, CHECK_WORK_UNITS, Constraint, PROPERTY_GVK, Requirement, requirements_of,
+    },
     meter::{Exhausted, Meter},
 };
 
@@ -364,10 +367,20 @@ pub fn not_image_backed(source: &CatalogSource) -> Option<String> {
     }
 }
 
+/// The codes of the reasons of a Subscription the command's meter did not reach (its CSV's
+/// dependencies not read, or not weighed).
+pub const NOT_CHECKED_CODES: [&str; 2] = ["NotChecked", "DependencyNotChecked"];
+
+/// What the Subscriptions are called in a [`not_checked`] sentence.
+const SUBSCRIPTIONS: &str = "Subscriptions";
+
 /// The rows for `scope` (`None`: every Subscription; `Some((ns, None))`: a namespace;
 /// `Some((ns, Some(name)))`: one Subscription), plus a `Migrated` row for each converted
-/// Subscription in scope.
-pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>) -> Vec<CheckRow> {
+/// Subscription in scope. Each Subscription's CSV dependencies are read, then weighed, each on a
+/// part of the command's `meter` with the controller's check budget
+/// ([`CHECK_WORK_UNITS`] within [`CHECK_DURATION`]); once `meter` has run out
+/// ([`Meter::exhausted`]), the rest are not, and their rows say so ([`NOT_CHECKED_CODES`]).
+pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>, meter: &mut Meter) -> Vec<CheckRow> {
     let in_scope = |ns: &str, name: &str| match scope {
         None => true,
         Some((s_ns, None)) => s_ns == ns,
@@ -375,12 +388,18 @@ pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>) -> Vec<Ch
     };
     // Every Subscription is judged (dependencies and duplicates span namespaces); rows are kept
     // for those in scope.
+    let read: Vec<CsvRead> = snapshot
+        .subscriptions
+        .iter()
+        .map(|s| read_csv(snapshot, s, meter))
+        .collect();
     let mut rows: Vec<CheckRow> = snapshot
         .subscriptions
         .iter()
-        .map(|s| judge(snapshot, s))
+        .zip(&read)
+        .map(|(s, read)| judge(snapshot, s, read))
         .collect();
-    settle_dependencies(snapshot, &mut rows);
+    settle_dependencies(snapshot, &mut rows, &read, meter);
     rows.retain(|r| in_scope(&r.namespace, &r.subscription));
     for e in &snapshot.extensions {
         let Some((ns, sub)) = e.migrated_from.as_deref().and_then(|m| m.split_once('/')) else {
@@ -412,18 +431,65 @@ pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>) -> Vec<Ch
     rows
 }
 
-/// The row of one Subscription, dependencies not yet weighed.
-fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
+/// A Subscription's installed CSV.
+fn installed_csv<'s>(snapshot: &'s Snapshot, sub: &Subscription) -> Option<&'s Csv> {
+    let (ns, _) = key(&sub.metadata);
+    let installed = sub.status.installed_csv.clone().filter(|c| !c.is_empty())?;
+    snapshot
+        .csvs
+        .iter()
+        .find(|x| key(&x.metadata) == (ns.clone(), installed.clone()))
+}
+
+/// A Subscription's installed CSV read for its dependencies: name, properties, requirements.
+type ReadCsv = (String, Vec<Property>, Vec<Requirement>);
+
+/// What reading a Subscription's installed CSV for its dependencies gave.
+enum CsvRead {
+    /// There is no installed CSV (the row says why).
+    Missing,
+    /// Its dependencies cannot be read: why.
+    Unreadable(String),
+    /// Read.
+    Read(ReadCsv),
+    /// The command's meter ran out first: the sentence ([`not_checked`]).
+    NotChecked(String),
+}
+
+/// The controller's check budget for one Subscription's CSV, out of what the command has left.
+fn item_meter(command: &Meter) -> Meter {
+    command.part(CHECK_WORK_UNITS, CHECK_DURATION)
+}
+
+/// Reads `sub`'s installed CSV for its dependencies, on a part of the command's meter.
+fn read_csv(snapshot: &Snapshot, sub: &Subscription, command: &mut Meter) -> CsvRead {
+    let Some(csv) = installed_csv(snapshot, sub) else {
+        return CsvRead::Missing;
+    };
+    if let Some(e) = command.exhausted() {
+        return CsvRead::NotChecked(not_checked(e, SUBSCRIPTIONS, false));
+    }
+    let mut meter = item_meter(command);
+    let read = csv_requirements(csv, &sub.spec.name, &mut meter);
+    command.absorb(&meter);
+    match (command.exhausted(), read) {
+        (Some(e), _) => CsvRead::NotChecked(not_checked(e, SUBSCRIPTIONS, true)),
+        (None, Ok((properties, requirements))) => CsvRead::Read((
+            csv.metadata.name.clone().unwrap_or_default(),
+            properties,
+            requirements,
+        )),
+        (None, Err(why)) => CsvRead::Unreadable(why),
+    }
+}
+
+/// The row of one Subscription, its CSV's dependencies read (`read`) but not yet weighed.
+fn judge(snapshot: &Snapshot, sub: &Subscription, read: &CsvRead) -> CheckRow {
     let (ns, name) = key(&sub.metadata);
     let package = sub.spec.name.clone();
     let mut reasons = Vec::new();
     let installed = sub.status.installed_csv.clone().filter(|c| !c.is_empty());
-    let csv = installed.as_ref().and_then(|c| {
-        snapshot
-            .csvs
-            .iter()
-            .find(|x| key(&x.metadata) == (ns.clone(), c.clone()))
-    });
+    let csv = installed_csv(snapshot, sub);
     let version = csv.and_then(|c| c.spec.version.clone());
 
     // The CSV.
@@ -697,12 +763,19 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
                 ));
             }
         }
-        if let Err(e) = csv_requirements(csv, &package, &mut check_meter()) {
-            reasons.push(Reason::block(
+        let csv_name = csv.metadata.name.as_deref().unwrap_or_default();
+        match read {
+            CsvRead::Unreadable(e) => reasons.push(Reason::block(
                 "UnreadableProperties",
-                format!("CSV {}: {e}", csv.metadata.name.as_deref().unwrap_or_default()),
+                format!("CSV {csv_name}: {e}"),
                 "fix the CSV's annotation so the dependencies can be read",
-            ));
+            )),
+            CsvRead::NotChecked(why) => reasons.push(Reason::block(
+                NOT_CHECKED_CODES[0],
+                format!("CSV {csv_name}: {why}"),
+                NOT_CHECKED_FIX,
+            )),
+            CsvRead::Missing | CsvRead::Read(_) => {}
         }
     }
 
@@ -778,8 +851,18 @@ fn judge(snapshot: &Snapshot, sub: &Subscription) -> CheckRow {
     }
 }
 
-/// A Subscription's installed CSV read for its dependencies: name, properties, requirements.
-type ReadCsv = (String, Vec<Property>, Vec<Requirement>);
+/// What to do about a Subscription the command's meter did not reach.
+const NOT_CHECKED_FIX: &str = "make the CSVs' dependencies cheaper to weigh (fewer or cheaper CEL rules), or raise the command's budget (OLMV1_WORK_UNITS)";
+
+/// The weighing of one Subscription's CSV dependencies.
+enum Needs {
+    /// Who satisfies each requirement (none: nothing to weigh).
+    Weighed(Vec<Providers>),
+    /// Its own check budget ran out.
+    OverBudget(Exhausted),
+    /// The command's meter ran out first: the sentence ([`not_checked`]).
+    NotChecked(String),
+}
 
 /// Who satisfies one requirement of a Subscription's CSV, found once (verdicts change between
 /// passes, providers do not).
@@ -832,32 +915,17 @@ fn providers(
 }
 
 /// Weighs each Subscription's dependencies as olmv1's dependency check will (every form, version
-/// ranges and CEL included, within [`crate::dependencies::CHECK_WORK_UNITS`] per Subscription): met by a
+/// ranges and CEL included, within [`CHECK_WORK_UNITS`] per Subscription, out of the `command` meter): met by a
 /// ClusterExtension, or by a Subscription that is itself eligible (converted first, in the same
 /// run), else blocking. Repeated until nothing changes, since a Subscription blocked for its own
 /// dependencies blocks those that need it; at most once per Subscription, as each pass that
 /// changes something blocks one more.
-fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
-    let csv_of = |i: usize| {
-        let s = &snapshot.subscriptions[i];
-        let (ns, _) = key(&s.metadata);
-        s.status.installed_csv.as_ref().and_then(|c| {
-            snapshot
-                .csvs
-                .iter()
-                .find(|x| key(&x.metadata) == (ns.clone(), c.clone()))
-        })
-    };
-    let read: Vec<Option<ReadCsv>> = (0..rows.len())
-        .map(|i| {
-            let csv = csv_of(i)?;
-            let (properties, requirements) =
-                csv_requirements(csv, &rows[i].package, &mut check_meter()).ok()?;
-            Some((
-                csv.metadata.name.clone().unwrap_or_default(),
-                properties,
-                requirements,
-            ))
+fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow], read: &[CsvRead], command: &mut Meter) {
+    let read: Vec<Option<&ReadCsv>> = read
+        .iter()
+        .map(|r| match r {
+            CsvRead::Read(read) => Some(read),
+            _ => None,
         })
         .collect();
     let row_facts: Vec<Option<BundleFacts<'_>>> = read
@@ -876,14 +944,24 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
             BundleFacts::new(bundle, &e.package, &e.properties)
         })
         .collect();
-    let needs: Vec<Result<Vec<Providers>, Exhausted>> = read
+    let needs: Vec<Needs> = read
         .iter()
         .enumerate()
         .map(|(i, r)| match r {
-            Some((_, _, requirements)) => {
-                providers(requirements, i, &extension_facts, &row_facts, &mut check_meter())
+            Some((_, _, requirements)) if !requirements.is_empty() => {
+                if let Some(e) = command.exhausted() {
+                    return Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, false));
+                }
+                let mut meter = item_meter(command);
+                let weighed = providers(requirements, i, &extension_facts, &row_facts, &mut meter);
+                command.absorb(&meter);
+                match (command.exhausted(), weighed) {
+                    (Some(e), _) => Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, true)),
+                    (None, Ok(needs)) => Needs::Weighed(needs),
+                    (None, Err(over)) => Needs::OverBudget(over),
+                }
             }
-            None => Ok(Vec::new()),
+            _ => Needs::Weighed(Vec::new()),
         })
         .collect();
     let base: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
@@ -893,17 +971,20 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow]) {
         for (i, needs) in needs.iter().enumerate() {
             let mut reasons = Vec::new();
             let mut after = Vec::new();
+            let csv_name = read[i].map_or("", |r| r.0.as_str());
             match needs {
-                Err(over) => reasons.push(Reason::block(
+                Needs::OverBudget(over) => reasons.push(Reason::block(
                     "DependencyCheckOverBudget",
-                    format!(
-                        "checking the dependencies of CSV {} {over}",
-                        read[i].as_ref().map_or("", |r| r.0.as_str()),
-                    ),
+                    format!("checking the dependencies of CSV {csv_name} {over}"),
                     "simplify the bundle's dependencies (fewer or cheaper CEL rules)",
                 )),
-                Ok(needs) if needs.is_empty() => continue,
-                Ok(needs) => {
+                Needs::NotChecked(why) => reasons.push(Reason::block(
+                    NOT_CHECKED_CODES[1],
+                    format!("the dependencies of CSV {csv_name}: {why}"),
+                    NOT_CHECKED_FIX,
+                )),
+                Needs::Weighed(needs) if needs.is_empty() => continue,
+                Needs::Weighed(needs) => {
                     for need in needs {
                         let req = &need.requirement;
                         if let Some(e) = need.extension {
@@ -1154,7 +1235,7 @@ mod tests {
     fn an_unreadable_or_pruned_catalog_blocks_with_its_cause() {
         let mut s = chain();
         s.catalogs[0].index = Some(Arc::new(index(&["a", "b"])));
-        let rows = check(&s, Some(("c", None)));
+        let rows = check(&s, Some(("c", None)), &mut Meter::unlimited());
         assert_eq!(rows[0].reasons[0].code, "BundleNotInCatalog");
         assert_eq!(
             rows[0].reasons[0].message,
@@ -1162,7 +1243,7 @@ mod tests {
         );
         s.catalogs[0].index = None;
         s.catalogs[0].problem = Some("not served yet".into());
-        let rows = check(&s, Some(("c", None)));
+        let rows = check(&s, Some(("c", None)), &mut Meter::unlimited());
         assert_eq!(
             rows[0].reasons[0].message,
             "the content of ClusterCatalog index could not be read: not served yet"
@@ -1173,7 +1254,7 @@ mod tests {
     fn dependencies_are_eligible_in_order_and_a_blocked_one_blocks_the_chain() {
         let mut s = chain();
         s.restarts.insert(("a".into(), "a".into()), PodRestart::No);
-        let rows = check(&s, None);
+        let rows = check(&s, None, &mut Meter::unlimited());
         let verdicts: Vec<_> = rows
             .iter()
             .map(|r| (r.subscription.as_str(), r.verdict))
@@ -1193,7 +1274,7 @@ mod tests {
 
         // c fails: b is blocked by it, and a by b, one pass each.
         s.csvs[2].status.phase = Some("Failed".into());
-        let rows = check(&s, None);
+        let rows = check(&s, None, &mut Meter::unlimited());
         assert_eq!(rows[2].verdict, Verdict::Blocked);
         assert_eq!(rows[1].verdict, Verdict::Blocked);
         assert_eq!(rows[0].verdict, Verdict::Blocked);
@@ -1215,7 +1296,7 @@ mod tests {
             )],
             ..ExtensionView::default()
         });
-        let rows = check(&s, Some(("b", None)));
+        let rows = check(&s, Some(("b", None)), &mut Meter::unlimited());
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].verdict, Verdict::Eligible);
         assert_eq!(rows[0].reasons[0].code, "DependencyInstalled");
@@ -1231,7 +1312,7 @@ mod tests {
             installed: Some(("c.v1".into(), "1.0.0".into())),
             ..ExtensionView::default()
         });
-        let rows = check(&s, Some(("c", None)));
+        let rows = check(&s, Some(("c", None)), &mut Meter::unlimited());
         assert_eq!(rows[0].verdict, Verdict::Conflict);
         assert_eq!(rows[0].extension.as_deref(), Some("c-ext"));
         assert_eq!(
@@ -1239,12 +1320,12 @@ mod tests {
             "ClusterExtension c-ext was converted from this Subscription, which still exists"
         );
         s.subscriptions.pop();
-        let rows = check(&s, Some(("c", Some("c"))));
+        let rows = check(&s, Some(("c", Some("c"))), &mut Meter::unlimited());
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].verdict, Verdict::Migrated);
         assert_eq!(rows[0].version.as_deref(), Some("1.0.0"));
         // Out of scope, it is not listed.
-        assert!(check(&s, Some(("a", Some("c")))).is_empty());
+        assert!(check(&s, Some(("a", Some("c"))), &mut Meter::unlimited()).is_empty());
     }
 
     #[test]
@@ -1315,6 +1396,73 @@ mod tests {
     }
 
     #[test]
+    fn subscriptions_past_the_commands_budget_are_not_checked_and_say_so() {
+        let s = chain();
+        let mut whole = Meter::unlimited();
+        let all = check(&s, None, &mut whole);
+        assert_eq!(whole.exhausted(), None);
+        let not_checked = |rows: &[CheckRow]| -> Vec<(String, &'static str, String)> {
+            rows.iter()
+                .flat_map(|r| r.reasons.iter().map(move |reason| (r, reason)))
+                .filter(|(_, reason)| NOT_CHECKED_CODES.contains(&reason.code))
+                .map(|(r, reason)| (r.subscription.clone(), reason.code, reason.message.clone()))
+                .collect()
+        };
+        assert!(not_checked(&all).is_empty());
+        // One unit: the first CSV's reading runs out of it, the others are not read.
+        let mut meter = Meter::new(1);
+        let rows = check(&s, None, &mut meter);
+        assert_eq!(meter.exhausted(), Some(Exhausted::Work { limit: 1 }));
+        let spent =
+            "not checked: the command's budget of 1 work units was spent on the Subscriptions before it";
+        assert_eq!(
+            not_checked(&rows),
+            [
+                (
+                    "a".to_string(),
+                    "NotChecked",
+                    "CSV a.v1: not checked: the command's budget of 1 work units ran out during its check"
+                        .to_string()
+                ),
+                ("b".to_string(), "NotChecked", format!("CSV b.v1: {spent}")),
+                ("c".to_string(), "NotChecked", format!("CSV c.v1: {spent}")),
+            ]
+        );
+        assert!(rows.iter().all(|r| r.verdict == Verdict::Blocked));
+        // One unit short of the whole: the last weighing (b's) runs out; a, which needs b, is
+        // blocked by it, and c, which needs nothing, is judged as before.
+        let mut meter = Meter::new(whole.spent() - 1);
+        let rows = check(&s, None, &mut meter);
+        assert_eq!(
+            meter.exhausted(),
+            Some(Exhausted::Work {
+                limit: whole.spent() - 1
+            })
+        );
+        assert_eq!(
+            not_checked(&rows),
+            [(
+                "b".to_string(),
+                "DependencyNotChecked",
+                format!(
+                    "the dependencies of CSV b.v1: not checked: the command's budget of {} work units ran out during its check",
+                    whole.spent() - 1
+                )
+            )]
+        );
+        assert_eq!(rows[1].verdict, Verdict::Blocked);
+        assert_eq!(
+            rows[0].reasons[0].message,
+            "requires package b >=1.0.0: provided by Subscription b/b, which is Blocked"
+        );
+        assert_eq!(rows[2], all[2]);
+        // Each CSV keeps its own budget within the command's: the controller's check's.
+        let mut meter = Meter::new(u64::MAX);
+        check(&s, None, &mut meter);
+        assert_eq!(meter.spent(), whole.spent());
+    }
+
+    #[test]
     fn ranges_and_constraints_are_judged_as_olmv1_checks_them() {
         let mut s = chain();
         s.restarts.insert(("a".into(), "a".into()), PodRestart::No);
@@ -1325,7 +1473,7 @@ mod tests {
             json!({"properties": [{"type": "olm.package.required",
             "value": {"packageName": "b", "versionRange": ">=2.0.0"}}]}),
         );
-        let rows = check(&s, Some(("a", None)));
+        let rows = check(&s, Some(("a", None)), &mut Meter::unlimited());
         assert_eq!(rows[0].verdict, Verdict::Blocked);
         assert_eq!(
             rows[0].reasons[0].message,
@@ -1341,7 +1489,7 @@ mod tests {
             "any": {"constraints": [{"package": {"packageName": "zzz", "versionRange": ">=1.0.0"}},
                 {"cel": {"rule": rule}}]}}}]}),
         );
-        let rows = check(&s, Some(("a", None)));
+        let rows = check(&s, Some(("a", None)), &mut Meter::unlimited());
         assert_eq!(rows[0].verdict, Verdict::Eligible, "{:?}", rows[0].reasons);
         assert_eq!(
             rows[0].reasons[0].message,
@@ -1355,7 +1503,7 @@ mod tests {
             json!({"properties": [{"type": "olm.constraint", "value": {
             "cel": {"rule": "properties.exists(p,"}}}]}),
         );
-        let rows = check(&s, Some(("a", None)));
+        let rows = check(&s, Some(("a", None)), &mut Meter::unlimited());
         assert_eq!(rows[0].verdict, Verdict::Blocked);
         assert_eq!(rows[0].reasons[0].code, "UnreadableProperties");
     }

@@ -466,7 +466,11 @@ async fn classic_object(
 /// `check`'s row of `namespace/name` when it is `Eligible`; else refused with its blocking
 /// reasons.
 pub fn eligible(snapshot: &Snapshot, namespace: &str, name: &str) -> Result<CheckRow, ConvertError> {
-    let rows = check(snapshot, Some((namespace, Some(name))));
+    let rows = check(
+        snapshot,
+        Some((namespace, Some(name))),
+        &mut crate::admin::command_meter(),
+    );
     let Some(row) = rows.into_iter().next() else {
         return Err(ConvertError::Refused(format!(
             "Subscription {namespace}/{name} not found"

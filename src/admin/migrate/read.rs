@@ -36,6 +36,7 @@ use crate::{
     catalog::{PROPERTY_PACKAGE, Property, client::CatalogClient},
     controller::cluster_extension::operator_conditions,
     image::{PullOptions, pull_and_read},
+    meter::Meter,
 };
 
 /// Objects asked for per list request: pages keep each answer, and our memory, bounded on
@@ -123,16 +124,20 @@ pub fn catalog_views(catalogs: &[ClusterCatalog], sourced: Vec<SourcedCatalog>) 
 }
 
 /// `migrate check`'s rows for the Subscriptions of `scope` (all namespaces, one namespace, or
-/// one Subscription), bundle images and catalogs reached as `reach` says.
+/// one Subscription), bundle images and catalogs reached as `reach` says, with the command's
+/// meter they were judged on (made once the cluster is read: [`crate::admin::command_meter`]);
+/// when it ran out ([`Meter::exhausted`]), the rows it did not reach say so.
 pub async fn check_cluster(
     client: &Client,
     reach: &CatalogSources,
     scope: Option<(&str, Option<&str>)>,
-) -> Result<Vec<CheckRow>, MigrateError> {
+) -> Result<(Vec<CheckRow>, Meter), MigrateError> {
     let pull = reach.pull_options_checked()?;
     let http = reach.catalog_client()?;
     let snapshot = read_snapshot(client, &http, &pull, scope).await?;
-    Ok(check(&snapshot, scope))
+    let mut meter = crate::admin::command_meter();
+    let rows = check(&snapshot, scope, &mut meter);
+    Ok((rows, meter))
 }
 
 /// Reads the snapshot `check` judges. Pod restarts are computed for the Subscriptions in

@@ -160,7 +160,8 @@ pub async fn run_convert(
     let pull = options.reach.pull_options_checked()?;
     let http = options.reach.catalog_client()?;
     let snapshot = read_snapshot(client, &http, &pull, None).await?;
-    let rows = check(&snapshot, None);
+    // A Subscription the command's meter does not reach is Blocked (its row says why): skipped.
+    let rows = check(&snapshot, None, &mut crate::admin::command_meter());
     for r in rows
         .iter()
         .filter(|r| !matches!(r.verdict, Verdict::Eligible | Verdict::Migrated))
