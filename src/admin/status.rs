@@ -65,8 +65,8 @@ pub async fn status(
     Ok((rows, meter))
 }
 
-/// The extensions [`summarize`] did not check: the command's meter ran out first.
-pub fn not_checked(rows: &[ExtensionStatus]) -> usize {
+/// How many extensions [`summarize`] did not check: the command's meter ran out first.
+pub fn count_not_checked(rows: &[ExtensionStatus]) -> usize {
     rows.iter().filter(|r| r.not_checked.is_some()).count()
 }
 
@@ -357,7 +357,7 @@ mod tests {
         for row in &rows[3..] {
             assert_eq!(row.not_checked.as_deref(), Some(before.as_str()));
         }
-        assert_eq!(not_checked(&rows), 3);
+        assert_eq!(count_not_checked(&rows), 3);
         assert_eq!(
             crate::admin::not_all_checked(command.exhausted().unwrap(), "extensions", 3, 5),
             format!(

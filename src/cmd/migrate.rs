@@ -12,7 +12,7 @@ use crate::admin::{
     command_meter,
     migrate::{
         catalogs::{self, Scope},
-        check::NOT_CHECKED_CODES,
+        check::count_not_checked,
         convert::rollback,
         read::check_cluster,
         report::{render_catalogs, render_check},
@@ -248,13 +248,16 @@ async fn run_check(args: CheckArgs) -> ExitCode {
         print_text(render_check(&rows, colour(), &mut meter))
     };
     match checked.exhausted() {
-        Some(e) if printed == ExitCode::SUCCESS => {
-            let missed = rows
-                .iter()
-                .filter(|r| r.reasons.iter().any(|r| NOT_CHECKED_CODES.contains(&r.code)))
-                .count();
-            fail(COMMAND, &not_all_checked(e, "Subscriptions", missed, rows.len()))
-        }
+        Some(e) if printed == ExitCode::SUCCESS => match count_not_checked(&rows) {
+            // Dependencies span namespaces: those not checked may all be out of scope.
+            0 => fail(
+                COMMAND,
+                &format!(
+                    "checking the Subscriptions {e}: some outside the scope were not checked, which those shown may depend on"
+                ),
+            ),
+            missed => fail(COMMAND, &not_all_checked(e, "Subscriptions", missed, rows.len())),
+        },
         _ => printed,
     }
 }

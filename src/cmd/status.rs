@@ -7,7 +7,7 @@ use super::sources::{DependencyArgs, Output, colour, fail, kube_client, print_js
 use crate::admin::{
     command_meter, not_all_checked,
     sources::CatalogSources,
-    status::{not_checked, render_text, status},
+    status::{count_not_checked, render_text, status},
 };
 
 /// Arguments of `olmv1 status`.
@@ -52,7 +52,7 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     match checked.exhausted() {
         Some(e) if printed == ExitCode::SUCCESS => fail(
             "status",
-            &not_all_checked(e, "extensions", not_checked(&rows), rows.len()),
+            &not_all_checked(e, "extensions", count_not_checked(&rows), rows.len()),
         ),
         _ => printed,
     }

@@ -28,13 +28,13 @@ use olmv1::{
     admin::{
         command_meter,
         migrate::{
-            check::{CatalogView, NOT_CHECKED_CODES, PROPERTIES_ANNOTATION, Snapshot, check},
+            check::{CatalogView, PROPERTIES_ANNOTATION, Snapshot, check, count_not_checked},
             classic::{CatalogSource, Csv, OperatorGroup, Subscription},
             report::render_check,
         },
         not_all_checked,
         output::{self, MAX_OUTPUT_BYTES},
-        status::{not_checked, render_text, summarize},
+        status::{count_not_checked as status_not_checked, render_text, summarize},
     },
     catalog::{CatalogIndex, read_dir_metas},
     meter::Refused,
@@ -126,10 +126,7 @@ fn cluster_command_child() {
         "migrate check" => {
             let cluster = cluster_of(dir, &package, many.unwrap_or(MAX_SUBSCRIPTIONS));
             let rows = check(&cluster, None, &mut meter);
-            let missed = rows
-                .iter()
-                .filter(|r| r.reasons.iter().any(|r| NOT_CHECKED_CODES.contains(&r.code)))
-                .count();
+            let missed = count_not_checked(&rows);
             let shown = show(&rows, json, |meter| render_check(&rows, false, meter));
             (shown, missed, rows.len())
         }
@@ -146,7 +143,7 @@ fn cluster_command_child() {
                 })
                 .collect();
             let shown = show(&rows, json, |meter| render_text(&rows, false, meter));
-            (shown, not_checked(&rows), rows.len())
+            (shown, status_not_checked(&rows), rows.len())
         }
         other => panic!("no such command: {other}"),
     };

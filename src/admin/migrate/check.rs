@@ -371,6 +371,13 @@ pub fn not_image_backed(source: &CatalogSource) -> Option<String> {
 /// dependencies not read, or not weighed).
 pub const NOT_CHECKED_CODES: [&str; 2] = ["NotChecked", "DependencyNotChecked"];
 
+/// How many rows the command's meter did not reach ([`NOT_CHECKED_CODES`]).
+pub fn count_not_checked(rows: &[CheckRow]) -> usize {
+    rows.iter()
+        .filter(|r| r.reasons.iter().any(|r| NOT_CHECKED_CODES.contains(&r.code)))
+        .count()
+}
+
 /// What the Subscriptions are called in a [`not_checked`] sentence.
 const SUBSCRIPTIONS: &str = "Subscriptions";
 
