@@ -795,6 +795,88 @@ fn rendering_past_the_command_budget_is_refused_in_one_sentence() {
     }
 }
 
+/// `resolve --with-dependencies`' plan, text and JSON, is charged to the command's meter after the
+/// plan's work, as the other commands' output: with the plan's work and half the rendering's the
+/// command refuses in one sentence and prints nothing; with all of it, the plan.
+#[test]
+fn a_plan_rendered_past_the_command_budget_is_refused_in_one_sentence() {
+    use std::sync::Arc;
+
+    use olmv1::{
+        admin::{
+            request::RequestOverrides,
+            resolve::{build_request, plan_text, plan_with_dependencies},
+        },
+        catalog::CatalogIndex,
+        meter::Meter,
+        resolve::CatalogInput,
+    };
+    // p0 requires p1, ..., p199 requires nothing: 200 lines of long names.
+    let work = tempfile::tempdir().unwrap();
+    let name = |i: usize| format!("p{i}-{}", "n".repeat(100));
+    let mut lines = Vec::new();
+    for i in 0..200 {
+        let p = name(i);
+        let mut properties =
+            vec![json!({"type": "olm.package", "value": {"packageName": p, "version": "1.0.0"}})];
+        if i < 199 {
+            properties.push(json!({"type": "olm.package.required",
+                "value": {"packageName": name(i + 1), "versionRange": ">=1.0.0"}}));
+        }
+        lines.push(json!({"schema": "olm.package", "name": p, "defaultChannel": "stable"}));
+        lines.push(json!({"schema": "olm.channel", "package": p, "name": "stable",
+            "entries": [{"name": format!("{p}.v1.0.0")}]}));
+        lines.push(
+            json!({"schema": "olm.bundle", "package": p, "name": format!("{p}.v1.0.0"),
+            "image": "example.com/p", "properties": properties}),
+        );
+    }
+    write_lines(work.path(), &lines);
+    let inputs = [CatalogInput::new(
+        "main",
+        Arc::new(CatalogIndex::from_dir(work.path()).unwrap()),
+    )];
+    let overrides = RequestOverrides {
+        package: Some(name(0)),
+        ..RequestOverrides::default()
+    };
+    let request = build_request(None, &overrides).unwrap();
+    let mut planning = Meter::unlimited();
+    let plan = plan_with_dependencies(&request, &inputs, &mut planning).unwrap();
+    assert_eq!(plan.plan.len(), 200);
+    let catalog = format!("main={}", work.path().display());
+    for output in ["text", "json"] {
+        let mut rendering = Meter::unlimited();
+        plan_text(&plan, output == "json", &mut rendering).unwrap();
+        assert!(rendering.spent() > 20_000, "{output}: {rendering}");
+        let resolve = |budget: u64| {
+            run(std::process::Command::new(support::olmv1_bin())
+                .args(args(&["resolve", "--package", &name(0), "--with-dependencies"]))
+                .args(["--catalog", &catalog, "-o", output])
+                .env("RUST_LOG", "off")
+                .env(olmv1::admin::WORK_UNITS_ENV, budget.to_string()))
+        };
+        let budget = planning.spent() + rendering.spent() / 2;
+        let out = resolve(budget);
+        assert_eq!(out.code, Some(2), "{output}: {}", out.stderr);
+        assert!(
+            out.stdout.is_empty(),
+            "{output}: {} bytes printed",
+            out.stdout.len()
+        );
+        assert_eq!(
+            out.stderr,
+            format!(
+                "olmv1 resolve: rendering the output needs more than the budget of {budget} work units\n"
+            ),
+            "{output}"
+        );
+        let out = resolve(planning.spent() + rendering.spent());
+        assert_eq!(out.code, Some(0), "{output}: {}", out.stderr);
+        assert!(out.stdout.contains(&format!("{}.v1.0.0", name(199))), "{output}");
+    }
+}
+
 /// YAML output (`install --dry-run`, `render`) shows the format characters escaped inside
 /// double-quoted strings, where YAML reads them back as the characters: the exact strings.
 #[test]

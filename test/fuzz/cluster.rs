@@ -302,7 +302,9 @@ fn many_subscriptions_and_extensions_are_held_to_the_commands_budget() {
         .expect("a temporary directory");
     let dir = kept.path().join("catalog");
     std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("catalog.json"), case.text()).unwrap();
+    let text = case.text();
+    println!("fuzz: many of a package: a catalog of {} KB", text.len() / 1000);
+    std::fs::write(dir.join("catalog.json"), text).unwrap();
     let case = Case {
         lines: Vec::new(),
         ..case
