@@ -139,7 +139,11 @@ build_pause() {
   need_go
   command -v gcc >/dev/null || { log "gcc is not installed (run hack/install-deps.sh)"; exit 1; }
   local moddir
-  moddir=$(cd "$here/tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  # `go mod download`, not `go list -m`: on a fresh machine the k8s job beside this one may not
+  # have fetched the module yet, and `go list -m` then prints an empty directory (a cold CI run
+  # failed so: "/build/pause/linux/pause.c: No such file or directory").
+  moddir=$(cd "$here/tools" && go mod download -json k8s.io/kubernetes | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [[ -f "$moddir/build/pause/linux/pause.c" ]] || { log "k8s.io/kubernetes's module has no build/pause/linux/pause.c (its directory: '$moddir')"; exit 1; }
   gcc -Os -Wall -Werror -static -DVERSION="$KUBE_VERSION-olmv1" -o "$bin/pause.tmp" \
     "$moddir/build/pause/linux/pause.c"
   mv "$bin/pause.tmp" "$bin/pause"

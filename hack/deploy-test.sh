@@ -31,7 +31,9 @@
 #      without reinstalling it and reconciles a spec change.
 # Fails (never skips) when podman, helm or any other part is missing. Stops everything it started.
 #
-# Usage: hack/deploy-test.sh          OLMV1_KEEP_ENV=1 keeps the environment's logs on success
+# Usage: hack/deploy-test.sh          OLMV1_KEEP_ENV=1 keeps the environment's logs on success;
+#        OLMV1_IMAGE_BINARY=PATH      the image carries that olmv1 binary (hack/test.sh: the
+#                                     tests' debug build) instead of the release build
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -105,7 +107,7 @@ image=$("$here/image.sh" "$OLMV1_REGISTRY/olmv1:e2e")
 again=$("$here/image.sh" "$OLMV1_REGISTRY/olmv1:e2e-again" 2>/dev/null)
 [[ ${image#*@} == "${again#*@}" ]] || die "the image is not reproducible: $image then $again"
 log "image $image, same digest when rebuilt ($((SECONDS - step))s)"
-olmv1="$repo/target/release/olmv1"
+olmv1=${OLMV1_IMAGE_BINARY:-$repo/target/release/olmv1}
 
 # 2. The chart, published with that image and installed with helm. The chart's Issuers and
 # Certificates need cert-manager's CRDs; its ServiceMonitors (created because the cluster serves

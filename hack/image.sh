@@ -2,7 +2,8 @@
 # Builds olmv1's container image from the release build and pushes it with olmv1's own registry
 # client (`olmv1 image push`, no Docker):
 #   /usr/local/bin/olmv1          the release binary (paths of this checkout remapped, so the bytes
-#                                 do not depend on where the repository lives)
+#                                 do not depend on where the repository lives), or the binary
+#                                 OLMV1_IMAGE_BINARY names (hack/test.sh: the tests' own build)
 #   /lib*/...                     the shared libraries it links, copied from this machine's Debian
 #                                 packages (each must belong to an installed package)
 #   /etc/ssl/certs/ca-certificates.crt, /etc/passwd, /etc/group (user olmv1, 65532), /etc/nsswitch.conf
@@ -13,6 +14,7 @@
 # Usage: hack/image.sh [REF]     REF defaults to $OLMV1_REGISTRY/olmv1:v<version>
 # Prints the pushed digest reference (REGISTRY/REPO@sha256:...) on stdout; sizes on stderr.
 # Environment: OLMV1_IMAGE_VERSION overrides the version label (e.g. a release tag);
+# OLMV1_IMAGE_BINARY an olmv1 binary already built, carried instead of the release build;
 # registry credentials as for `olmv1 image push` (REGISTRY_AUTH_FILE, OLMV1_REGISTRY_USERNAME/PASSWORD).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,10 +36,15 @@ revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 git -C "$repo" diff --quiet HEAD 2>/dev/null || revision="$revision-dirty"
 source_url=${OLMV1_IMAGE_SOURCE:-$(git -C "$repo" config --get remote.origin.url 2>/dev/null || echo "https://github.com/olmv1/olmv1")}
 
-started=$SECONDS
-"$here/release-build.sh" >&2
-log "release build ready in $((SECONDS - started))s"
-binary="$repo/target/release/olmv1"
+if [[ -n ${OLMV1_IMAGE_BINARY:-} ]]; then
+  binary=$OLMV1_IMAGE_BINARY
+  [[ -x $binary ]] || die "OLMV1_IMAGE_BINARY=$binary is not an executable"
+else
+  started=$SECONDS
+  "$here/release-build.sh" >&2
+  log "release build ready in $((SECONDS - started))s"
+  binary="$repo/target/release/olmv1"
+fi
 
 rootfs=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-rootfs.XXXXXX")
 trap 'rm -rf "$rootfs"' EXIT

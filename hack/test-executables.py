@@ -8,6 +8,8 @@ subset builds nothing: cargo unifies features over the targets a command selects
 `cargo test --test e2e` alone selects a different set than the whole build, recompiling olmv1.
 
 Usage: test-executables.py e2e|others < build.json   (e2e: the e2e binary; others: every other one)
+       test-executables.py binary NAME < build.json  (the path of binary NAME the build made for the
+                                                      tests to run, e.g. olmv1 for deploy-test's image)
 """
 import json
 import os
@@ -16,10 +18,27 @@ import sys
 KIND_ORDER = {"lib": 0, "bin": 1, "test": 2}
 
 
+def binary(name: str) -> None:
+    for line in sys.stdin:
+        if not line.startswith("{"):
+            continue
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        target = message["target"]
+        if target["name"] == name and "bin" in target["kind"] and not message["profile"]["test"]:
+            print(message["executable"])
+            return
+    sys.exit(f"test-executables.py: the build made no binary {name}")
+
+
 def main() -> None:
-    want = sys.argv[1]
+    want = sys.argv[1] if len(sys.argv) > 1 else ""
+    if want == "binary" and len(sys.argv) == 3:
+        binary(sys.argv[2])
+        return
     if want not in ("e2e", "others"):
-        sys.exit("usage: test-executables.py e2e|others < build.json")
+        sys.exit("usage: test-executables.py e2e|others|binary NAME < build.json")
     found = {}
     for line in sys.stdin:
         if not line.startswith("{"):
