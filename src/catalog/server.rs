@@ -352,8 +352,20 @@ impl CatalogStore {
     /// Parses the FBC tree at `fbc_dir` (blocking; call from a blocking thread for large
     /// catalogs), writes its JSONL, gzip copy and index, and serves it under `name`, replacing
     /// any earlier content only once the new content is complete. No file over `max_file_bytes`
-    /// is read.
+    /// is read. What the parse freed goes back to the system once it is done: catalogd serves
+    /// from the files, and would otherwise keep a parse's peak resident while it serves.
     pub fn store_from_dir(
+        &self,
+        name: &str,
+        fbc_dir: &Path,
+        max_file_bytes: u64,
+    ) -> Result<Arc<StoredCatalog>, ServerError> {
+        let stored = self.parse_and_store(name, fbc_dir, max_file_bytes);
+        crate::memory::release_freed_pages();
+        stored
+    }
+
+    fn parse_and_store(
         &self,
         name: &str,
         fbc_dir: &Path,
