@@ -6,8 +6,9 @@
 #   pointing at it, and stops the environment on exit; then, for a whole run (no arguments), the
 #   installed-form test hack/deploy-test.sh (the image under podman, installed with helm and
 #   with the install manifest).
-# A whole run also starts, at its beginning and at a lower CPU priority than the tests' build,
-#   cert-manager's build for the e2e webhook operator test (nice 10; hack/cert-manager.sh takes a
+# A whole run also starts, at its beginning, cert-manager's build for the e2e tests that run it
+#   (at the tests' priority: they wait for it, and at nice 10 it was starved until the tests'
+#   build ended; hack/cert-manager.sh takes a
 #   lock, so the test waits for it rather than starting another). Both images the tests run are
 #   made from the tests' own build: the test operator's (hack/test-operator.sh) and olmv1's for
 #   deploy-test (OLMV1_IMAGE_BINARY; OLMV1_RELEASE_IMAGE=1 makes and tests the release build's
@@ -16,7 +17,8 @@
 #   the one that restarts kube-apiserver), and every other binary then the doc-tests on a second,
 #   kwok-only environment. Exits non-zero when anything fails.
 # At its end, also after a failure, it prints a table of its phases (hack/phases.sh): the tools,
-# the tests' build, the environment, each test binary, the release build, deploy-test, with wall
+# the tests' build, the environment, each test binary, deploy-test (and the release build when
+# OLMV1_RELEASE_IMAGE=1 asks for it), with wall
 # time and whether each was built, cached, passed or failed; .ci/run prints the same table.
 # Extra arguments go to `cargo test` (e.g. `hack/test.sh --test cluster_api`) and skip deploy-test.
 # The environment has kwok's node and a real node (kubelet + containerd, tainted: only the tests
@@ -44,7 +46,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/olmv1-test.XXXXXX")
 # sessions (sched_autogroup, on by default in Debian's kernels), and a group shares the CPU
 # equally with the tests' group whatever its processes' nice: measured, two spinners at nice 19
 # in their own session took 63 % of two busy cores against this session's 26 %. So N is set
-# on the group too (/proc/self/autogroup; 0.6 % each then).
+# on the group too (/proc/self/autogroup; 0.6 % each of the two then).
 background_pids=()
 background() {
   local nice=0
@@ -60,10 +62,12 @@ background() {
     shift 3
     if ((nice > 0)) && [[ -w /proc/self/autogroup ]]; then
       # The kernel lets a non-admin change a group nice once per 100 ms: try again.
+      set_nice=0
       for _ in 1 2 3 4 5 6 7 8 9 10; do
-        echo "$nice" 2>/dev/null >/proc/self/autogroup && break
+        echo "$nice" 2>/dev/null >/proc/self/autogroup && { set_nice=1; break; }
         sleep 0.1
       done
+      ((set_nice)) || echo "test.sh: $name: its scheduling group kept nice 0 (/proc/self/autogroup refused $nice)" >&2
     fi
     phase_begin "$name"
     rc=0
@@ -136,11 +140,12 @@ if ((whole)); then
   # dependency a second time, with optimizations, the largest CPU cost of a cold run. The release
   # build of the image, when asked for, at the lowest priority: it takes what the tests leave.
   if [[ ${OLMV1_RELEASE_IMAGE:-} == 1 ]]; then
+    unset OLMV1_IMAGE_BINARY
     background --nice 19 "release build (nice 19)" "$work/release.log" "$here/release-build.sh"
     release_pid=$background_pid
   fi
   [[ $OLMV1_NODE == *real* ]] &&
-    background --nice 10 "go: cert-manager (nice 10)" "$work/cert-manager.log" "$here/cert-manager.sh" --build-only
+    background "go: cert-manager" "$work/cert-manager.log" "$here/cert-manager.sh" --build-only
 fi
 
 phase_begin "cargo test build"

@@ -139,15 +139,19 @@ pub struct Meter {
     unclocked: u64,
     /// The limit a charge last ran into ([`Meter::exhausted`]).
     exhausted: Option<Exhausted>,
-    /// For a part ([`Meter::part`]): the whole's limits where they are tighter than its own.
+    /// For a part ([`Meter::part`]): the whole's limits where they are as tight as its own.
     whole: WholeLimits,
+    /// For a part: the first of its whole's limits a charge ran into, which [`Meter::absorb`]
+    /// carries over (kept even when a later charge is refused at the part's own limit).
+    ran_into_whole: Option<Exhausted>,
 }
 
-/// The limits a part took from its whole: the whole's budget when the whole had less left than
+/// The limits a part took from its whole: the whole's budget when the whole had no more left than
 /// the part's own budget, the whole's time limit when its deadline came first.
 #[derive(Debug, Clone, Copy, Default)]
 struct WholeLimits {
-    /// The whole's budget and the part's own, when the part's was cut to what the whole had left.
+    /// The whole's budget and the part's own, when the part's was cut to what the whole had left
+    /// (or the whole had exactly that much left).
     work: Option<(u64, u64)>,
     /// The whole's time limit, when the part's deadline is the whole's.
     time: Option<Duration>,
@@ -164,6 +168,7 @@ impl Meter {
             unclocked: 0,
             exhausted: None,
             whole: WholeLimits::default(),
+            ran_into_whole: None,
         }
     }
 
@@ -192,17 +197,28 @@ impl Meter {
         let units = quantity.saturating_mul(kind.weight()).max(1);
         let spent = self.spent.saturating_add(units);
         if spent > self.limit {
-            // A part cut to what its whole had left: past its own budget too, the refusal is its own.
-            let limit = match self.whole.work {
-                Some((_, own)) if spent > own => own,
-                _ => self.limit,
-            };
-            return Err(Exhausted::Work { limit });
+            return Err(match self.whole.work {
+                // A part cut to what its whole had left, past its own larger budget too: the
+                // refusal is its own (the item alone needs more than an item may have).
+                Some((_, own)) if own > self.limit && spent > own => Exhausted::Work { limit: own },
+                // Its whole had no more left than this part may spend: the whole ran out too.
+                Some((whole, _)) => {
+                    self.ran_into_whole
+                        .get_or_insert(Exhausted::Work { limit: whole });
+                    Exhausted::Work { limit: self.limit }
+                }
+                None => Exhausted::Work { limit: self.limit },
+            });
         }
         self.unclocked = self.unclocked.saturating_add(units);
         if self.unclocked >= CLOCK_EVERY_UNITS {
             self.unclocked = 0;
-            self.check_deadline()?;
+            if let Err(e) = self.check_deadline() {
+                if let Some(limit) = self.whole.time {
+                    self.ran_into_whole.get_or_insert(Exhausted::Time { limit });
+                }
+                return Err(e);
+            }
         }
         self.spent = spent;
         self.by_kind[kind.index()] = self.by_kind[kind.index()].saturating_add(units);
@@ -240,7 +256,7 @@ impl Meter {
     /// [`Meter::exhausted`]).
     pub fn part(&self, limit: u64, duration: Duration) -> Meter {
         let mut part = Meter::new(limit.min(self.left())).with_deadline(duration);
-        if self.left() < limit {
+        if self.left() <= limit {
             part.whole.work = Some((self.limit, limit));
         }
         if let (Some((own, _)), Some((theirs, their_limit))) = (part.deadline, self.deadline)
@@ -253,23 +269,18 @@ impl Meter {
     }
 
     /// Adds what `part` (made by [`Meter::part`]) spent to this meter's account; when the part
-    /// ran into a limit it took from this meter, this meter has run out of it too.
+    /// ran into a limit it took from this meter, this meter has run out of it too. The deadline
+    /// is read here as well: a part's work under [`CLOCK_EVERY_UNITS`] never reads it, and a
+    /// command's meter charged only through parts would otherwise never see it pass.
     pub fn absorb(&mut self, part: &Meter) {
         self.spent = self.spent.saturating_add(part.spent).min(self.limit);
         for (mine, theirs) in self.by_kind.iter_mut().zip(part.by_kind) {
             *mine = mine.saturating_add(theirs);
         }
-        let whole = match part.exhausted {
-            Some(Exhausted::Work { limit }) => part
-                .whole
-                .work
-                .filter(|&(_, own)| limit != own)
-                .map(|(whole, _)| Exhausted::Work { limit: whole }),
-            Some(Exhausted::Time { .. }) => part.whole.time.map(|limit| Exhausted::Time { limit }),
-            None => None,
-        };
-        if whole.is_some() {
-            self.exhausted = whole;
+        if let Some(whole) = part.ran_into_whole {
+            self.exhausted = Some(whole);
+        } else if let Err(e) = self.check_deadline() {
+            self.exhausted = Some(e);
         }
     }
 
@@ -360,6 +371,44 @@ mod tests {
         // The whole's own refusal is kept too.
         assert_eq!(whole.charge(Work::Visit, 1), Err(Exhausted::Work { limit: 10 }));
         assert_eq!(whole.exhausted(), Some(Exhausted::Work { limit: 10 }));
+        // A part whose own budget is all its whole has left (a command's first item, when an
+        // item may spend the command's whole budget): running out is the whole's too.
+        let mut whole = Meter::new(100);
+        let mut part = whole.part(100, Duration::from_secs(60));
+        assert_eq!(
+            part.charge(Work::Evaluate, 101),
+            Err(Exhausted::Work { limit: 100 })
+        );
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), Some(Exhausted::Work { limit: 100 }));
+        // Running into the whole's budget is not forgotten when a later, bigger charge is
+        // refused at the part's own.
+        let mut whole = Meter::new(100);
+        whole.charge(Work::Evaluate, 30).unwrap();
+        let mut part = whole.part(80, Duration::from_secs(60));
+        assert!(part.charge(Work::Evaluate, 71).is_err());
+        assert_eq!(
+            part.charge(Work::Evaluate, 81),
+            Err(Exhausted::Work { limit: 80 })
+        );
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), Some(Exhausted::Work { limit: 100 }));
+    }
+
+    #[test]
+    fn a_wholes_deadline_is_read_when_a_part_is_absorbed() {
+        let mut whole = Meter::unlimited().with_deadline(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(1));
+        // Each part is far under CLOCK_EVERY_UNITS: none of them reads the clock.
+        let mut part = whole.part(10, Duration::from_secs(60));
+        part.charge(Work::Evaluate, 1).unwrap();
+        whole.absorb(&part);
+        assert_eq!(
+            whole.exhausted(),
+            Some(Exhausted::Time {
+                limit: Duration::ZERO
+            })
+        );
     }
 
     #[test]

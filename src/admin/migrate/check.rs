@@ -394,11 +394,22 @@ pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>, meter: &m
         Some((s_ns, Some(s_name))) => s_ns == ns && s_name == name,
     };
     // Every Subscription is judged (dependencies and duplicates span namespaces); rows are kept
-    // for those in scope.
-    let read: Vec<CsvRead> = snapshot
-        .subscriptions
-        .iter()
-        .map(|s| read_csv(snapshot, s, meter))
+    // for those in scope. Those in scope are read and weighed first, so that costly CSVs in other
+    // namespaces cannot spend the command's budget before the ones asked about.
+    let subscriptions = &snapshot.subscriptions;
+    let asked = |i: &usize| {
+        let (ns, name) = key(&subscriptions[*i].metadata);
+        in_scope(&ns, &name)
+    };
+    let (mut order, others): (Vec<usize>, Vec<usize>) = (0..subscriptions.len()).partition(asked);
+    order.extend(others);
+    let mut read: Vec<Option<CsvRead>> = (0..subscriptions.len()).map(|_| None).collect();
+    for &i in &order {
+        read[i] = Some(read_csv(snapshot, &subscriptions[i], meter));
+    }
+    let read: Vec<CsvRead> = read
+        .into_iter()
+        .map(|r| r.expect("every index is in the order"))
         .collect();
     let mut rows: Vec<CheckRow> = snapshot
         .subscriptions
@@ -406,7 +417,7 @@ pub fn check(snapshot: &Snapshot, scope: Option<(&str, Option<&str>)>, meter: &m
         .zip(&read)
         .map(|(s, read)| judge(snapshot, s, read))
         .collect();
-    settle_dependencies(snapshot, &mut rows, &read, meter);
+    settle_dependencies(snapshot, &mut rows, &read, &order, meter);
     rows.retain(|r| in_scope(&r.namespace, &r.subscription));
     for e in &snapshot.extensions {
         let Some((ns, sub)) = e.migrated_from.as_deref().and_then(|m| m.split_once('/')) else {
@@ -927,7 +938,13 @@ fn providers(
 /// run), else blocking. Repeated until nothing changes, since a Subscription blocked for its own
 /// dependencies blocks those that need it; at most once per Subscription, as each pass that
 /// changes something blocks one more.
-fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow], read: &[CsvRead], command: &mut Meter) {
+fn settle_dependencies(
+    snapshot: &Snapshot,
+    rows: &mut [CheckRow],
+    read: &[CsvRead],
+    order: &[usize],
+    command: &mut Meter,
+) {
     let read: Vec<Option<&ReadCsv>> = read
         .iter()
         .map(|r| match r {
@@ -951,25 +968,30 @@ fn settle_dependencies(snapshot: &Snapshot, rows: &mut [CheckRow], read: &[CsvRe
             BundleFacts::new(bundle, &e.package, &e.properties)
         })
         .collect();
-    let needs: Vec<Needs> = read
-        .iter()
-        .enumerate()
-        .map(|(i, r)| match r {
+    // Weighed in `order` (the rows asked about first), kept by index.
+    let mut needs: Vec<Option<Needs>> = (0..read.len()).map(|_| None).collect();
+    for &i in order {
+        needs[i] = Some(match read[i] {
             Some((_, _, requirements)) if !requirements.is_empty() => {
                 if let Some(e) = command.exhausted() {
-                    return Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, false));
-                }
-                let mut meter = item_meter(command);
-                let weighed = providers(requirements, i, &extension_facts, &row_facts, &mut meter);
-                command.absorb(&meter);
-                match (command.exhausted(), weighed) {
-                    (Some(e), _) => Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, true)),
-                    (None, Ok(needs)) => Needs::Weighed(needs),
-                    (None, Err(over)) => Needs::OverBudget(over),
+                    Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, false))
+                } else {
+                    let mut meter = item_meter(command);
+                    let weighed = providers(requirements, i, &extension_facts, &row_facts, &mut meter);
+                    command.absorb(&meter);
+                    match (command.exhausted(), weighed) {
+                        (Some(e), _) => Needs::NotChecked(not_checked(e, SUBSCRIPTIONS, true)),
+                        (None, Ok(needs)) => Needs::Weighed(needs),
+                        (None, Err(over)) => Needs::OverBudget(over),
+                    }
                 }
             }
             _ => Needs::Weighed(Vec::new()),
-        })
+        });
+    }
+    let needs: Vec<Needs> = needs
+        .into_iter()
+        .map(|n| n.expect("every index is in the order"))
         .collect();
     let base: Vec<Verdict> = rows.iter().map(|r| r.verdict).collect();
     for _ in 0..=rows.len() {
@@ -1463,6 +1485,14 @@ mod tests {
             "requires package b >=1.0.0: provided by Subscription b/b, which is Blocked"
         );
         assert_eq!(rows[2], all[2]);
+        // Scoped, the rows asked about are read and weighed first: a budget that covers c alone
+        // checks c, whatever the Subscriptions before it in the cluster would cost.
+        let mut alone = Meter::unlimited();
+        read_csv(&s, &s.subscriptions[2], &mut alone);
+        let mut meter = Meter::new(alone.spent());
+        let rows = check(&s, Some(("c", None)), &mut meter);
+        assert!(meter.exhausted().is_some(), "a's and b's CSVs were not read");
+        assert_eq!(rows, [all[2].clone()]);
         // Each CSV keeps its own budget within the command's: the controller's check's.
         let mut meter = Meter::new(u64::MAX);
         check(&s, None, &mut meter);
