@@ -357,12 +357,30 @@ async fn serve(
             Ok(next)
         }
         Err(error) => {
-            // Serving and the resolved source stay as they are: the last good content is still served.
-            set_progressing(&mut status, generation, Some(&error));
+            status_after_failure(&mut status, stored.as_ref(), &base_url, generation, &error);
             write_status(api, context, &name, &old_status, &status).await?;
             Err(error)
         }
     }
+}
+
+/// A failed pull or store: Progressing says why, and the last good content is still served.
+/// Serving comes from what this process serves (`stored`), not from the status read with the
+/// catalog: that copy can predate the last store (a reconcile right after one, e.g. on a
+/// credentials change, may read the catalog from a cache its status write has not reached yet),
+/// and writing it back would take Serving away from content still served (a CI run saw it: two
+/// pull secret changes 0.5 s apart left a served catalog "not being served" for good).
+fn status_after_failure(
+    status: &mut ClusterCatalogStatus,
+    stored: Option<&StoredState>,
+    base_url: &str,
+    generation: i64,
+    error: &Error,
+) {
+    if let Some(state) = stored {
+        set_serving(status, state, base_url);
+    }
+    set_progressing(status, generation, Some(error));
 }
 
 /// Pulls the image (skipped when a tag still resolves to the stored digest), and stores its FBC.
@@ -614,6 +632,57 @@ async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_keeps_serving_what_is_stored_even_from_a_status_read_before_the_store() {
+        let state = StoredState {
+            digest_ref: "registry.example/c@sha256:00".into(),
+            unpacked_at: SystemTime::now(),
+            last_successful_poll: SystemTime::now(),
+            observed_generation: 1,
+        };
+        let error = Error::Source {
+            message: "the registry refused the credentials (HTTP 401)".into(),
+            terminal: false,
+        };
+        // The status as read before the store's own write: nothing served yet.
+        let mut status = ClusterCatalogStatus::default();
+        status_after_failure(
+            &mut status,
+            Some(&state),
+            "https://catalogd/catalogs/c",
+            1,
+            &error,
+        );
+        let serving = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == TYPE_SERVING)
+            .unwrap();
+        assert_eq!(serving.status, "True");
+        assert_eq!(
+            status
+                .resolved_source
+                .as_ref()
+                .map(|r| r.image.reference.as_str()),
+            Some("registry.example/c@sha256:00")
+        );
+        let progressing = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == TYPE_PROGRESSING)
+            .unwrap();
+        assert!(
+            progressing.message.contains("HTTP 401"),
+            "{}",
+            progressing.message
+        );
+        // Nothing stored: nothing is claimed served.
+        let mut status = ClusterCatalogStatus::default();
+        status_after_failure(&mut status, None, "https://catalogd/catalogs/c", 1, &error);
+        assert!(status.conditions.iter().all(|c| c.type_ != TYPE_SERVING));
+        assert!(status.resolved_source.is_none());
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {
