@@ -173,7 +173,7 @@ fn main() {
             .collect();
         figures.push(measure(
             Work::Estimate,
-            "a 390-node rule, a new size class each time",
+            "a 392-node rule, a new size class each time",
             2000,
             |i, meter| {
                 std::hint::black_box(rule.cost_for(&inputs[i % inputs.len()].1, meter).unwrap());
