@@ -57,11 +57,17 @@ phases_print() {
   awk -F'\t' -v now="$now" '
     function clock(s) { s = int(s + 0.5); return sprintf("%d:%02d", int(s / 60), s % 60) }
     $1 == "S" { origin = $2 }
-    $1 == "B" { n++; name[n] = $3; begin[n] = $2; open[$3] = n }
+    # Phases of one name may overlap (two test binaries asking for the same tool at once): each
+    # end closes the oldest begin of its name still open.
+    $1 == "B" { n++; name[n] = $3; begin[n] = $2; open[$3] = open[$3] " " n }
     $1 == "E" {
-      i = open[$3]
+      i = ""
+      if (open[$3] != "") {
+        split(open[$3], ids, " "); i = ids[1]
+        sub(/^ [0-9]+/, "", open[$3])
+      }
       if (i == "") { n++; i = n; name[i] = $3; begin[i] = $2 }
-      end[i] = $2; result[i] = $4; note[i] = $5; delete open[$3]
+      end[i] = $2; result[i] = $4; note[i] = $5
     }
     END {
       if (origin == "") origin = begin[1]

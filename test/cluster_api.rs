@@ -1100,7 +1100,8 @@ fn harness_parses_env_files_and_makes_fresh_names() {
 /// hack/phases.sh, which hack/test.sh and .ci/run print at their end: one row per phase in start
 /// order with its wall time and result, phases of child processes in the same table, a phase
 /// found cached again (a tool each test binary asks for) listed once while work done is always
-/// listed, a phase begun and never ended (a killed build) shown as unfinished, and nothing
+/// listed, phases of one name that overlap (two test binaries asking for a tool at once) each
+/// ended, a phase begun and never ended (a killed build) shown as unfinished, and nothing
 /// recorded without a log.
 #[test]
 fn phase_table_lists_each_phase_with_its_result() {
@@ -1118,6 +1119,8 @@ fn phase_table_lists_each_phase_with_its_result() {
         phase_begin "child step"; phase_end "child step" cached "asked again"
         phase_begin "rebuilt step"; phase_end "rebuilt step" cached
         phase_begin "rebuilt step"; phase_end "rebuilt step" built
+        phase_begin "asked twice at once"; phase_begin "asked twice at once"
+        phase_end "asked twice at once" cached; phase_end "asked twice at once" cached
         phase_begin "never ended"
         phases_print
         rm -f "$OLMV1_PHASE_LOG"
@@ -1159,6 +1162,7 @@ fn phase_table_lists_each_phase_with_its_result() {
         ("child step", "cached (from a child)"),
         ("rebuilt step", "cached"),
         ("rebuilt step", "built"),
+        ("asked twice at once", "cached"),
         ("never ended", "unfinished"),
         ("total", ""),
     ];
