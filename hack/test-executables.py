@@ -18,13 +18,18 @@ import sys
 KIND_ORDER = {"lib": 0, "bin": 1, "test": 2}
 
 
-def binary(name: str) -> None:
+def executables():
+    """The build's compiler-artifact messages that made an executable."""
     for line in sys.stdin:
         if not line.startswith("{"):
             continue
         message = json.loads(line)
-        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
-            continue
+        if message.get("reason") == "compiler-artifact" and message.get("executable"):
+            yield message
+
+
+def binary(name: str) -> None:
+    for message in executables():
         target = message["target"]
         if target["name"] == name and "bin" in target["kind"] and not message["profile"]["test"]:
             print(message["executable"])
@@ -40,12 +45,7 @@ def main() -> None:
     if want not in ("e2e", "others"):
         sys.exit("usage: test-executables.py e2e|others|binary NAME < build.json")
     found = {}
-    for line in sys.stdin:
-        if not line.startswith("{"):
-            continue
-        message = json.loads(line)
-        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
-            continue
+    for message in executables():
         if not message["profile"]["test"]:
             continue  # a binary built for an integration test to run, not a test itself
         target = message["target"]
