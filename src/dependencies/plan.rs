@@ -293,6 +293,7 @@ fn universe_plan<'a>(
     let provider = Provider { universe, deadline };
     let mut solver = Solver::new(provider);
     let problem = Problem::new().requirements(roots);
+    let mut cancelled = false;
     let result = match solver.solve(problem) {
         Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
         Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
@@ -303,9 +304,17 @@ fn universe_plan<'a>(
             );
             Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
         }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(solver.provider().universe.timed_out()),
+        Err(UnsolvableOrCancelled::Cancelled(_)) => {
+            cancelled = true;
+            Err(solver.provider().universe.timed_out())
+        }
     };
-    (result, solver.provider().universe.meter.clone())
+    let mut meter = solver.provider().universe.meter.clone();
+    if cancelled {
+        // The solver read the clock itself: the meter records the deadline it ran into.
+        meter.ran_out_of_time();
+    }
+    (result, meter)
 }
 
 /// The requested package and the installed extensions loaded, every requirement reached
