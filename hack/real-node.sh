@@ -266,7 +266,7 @@ EOF
   cat >"$nd/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# cgroup v1 on this machine: kubelet 1.34 still runs on it when told not to fail.
+# cgroup v1 on this machine: kubelet (1.36) still runs on it when told not to fail.
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupsPerQOS: true
