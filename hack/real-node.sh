@@ -378,7 +378,9 @@ real_node_down() {
     local pids_left=()
     for f in /sys/fs/cgroup/pids/"$node_cgroup"/{,*/,*/*/,*/*/*/,*/*/*/*/}cgroup.procs; do
       [[ -f "$f" ]] || continue
-      while read -r pid; do pids_left+=("$pid"); done <"$f"
+      # A container's cgroup may go between the glob and the read (its runtime removes it once
+      # the kill of the round before took effect): 2>/dev/null before the redirection.
+      while read -r pid; do pids_left+=("$pid"); done 2>/dev/null <"$f" || true
     done
     ((${#pids_left[@]})) || break
     kill -KILL "${pids_left[@]}" 2>/dev/null || true
