@@ -19,22 +19,23 @@ use std::{
 /// A kind of work, with its weight in units per item of its natural quantity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Work {
-    /// A requirement evaluated against a bundle: 1 per `package` or `gvk` leaf and per compound
-    /// node, a CEL rule its worst-case estimate for the bundle's size ([`crate::meter`]'s unit is
+    /// A requirement evaluated against a bundle: `LEAF_UNITS` per `package` or `gvk` leaf, 1 per
+    /// compound node, a CEL rule its worst-case estimate for the bundle's size ([`crate::meter`]'s unit is
     /// the estimate's unit: one node visited or one byte copied, compared or scanned), plus a
     /// fixed part per evaluation.
     Evaluate,
     /// A CEL rule's cost estimated for an input size: per AST node walked.
     Estimate,
-    /// A CEL rule compiled (parsed on the parser thread, checked, typed): per byte of source and
-    /// per AST node (both are passed as one quantity: bytes + nodes).
+    /// A CEL rule compiled (parsed on the parser thread, checked, typed): per byte of source, a
+    /// fixed part per rule and a part per error the parser reports, all in source bytes.
     CompileCel,
     /// A `matches` pattern compiled into its automaton: per byte of the pattern's compiled
-    /// automaton (bounded by the pattern's size limit).
+    /// automaton (bounded by the pattern's size limit) and a fixed part per pattern.
     CompileRegex,
     /// Text rendered from catalog content (keys, messages, cells): per byte.
     Render,
-    /// Catalog text parsed (a requirement's JSON): per byte.
+    /// Catalog text parsed (a requirement's JSON, a bundle's facts): per byte, and a requirement's
+    /// tree a part per node (its version ranges parsed).
     Parse,
     /// Catalog content visited by a loop (bundles, channel entries, edges, deprecation entries,
     /// packages considered): per item.
@@ -59,12 +60,12 @@ impl Work {
     pub const fn weight(self) -> u64 {
         match self {
             Work::Evaluate => 1,
-            Work::Estimate => 40,
-            Work::CompileCel => 200,
-            Work::CompileRegex => 2,
+            Work::Estimate => 8,
+            Work::CompileCel => 4,
+            Work::CompileRegex => 1,
             Work::Render => 1,
-            Work::Parse => 4,
-            Work::Visit => 20,
+            Work::Parse => 5,
+            Work::Visit => 4,
         }
     }
 
@@ -231,6 +232,19 @@ impl Meter {
         match self.deadline {
             Some((at, limit)) if Instant::now() > at => Err(Exhausted::Time { limit }),
             _ => Ok(()),
+        }
+    }
+
+    /// Records that the deadline passed, as a refused charge would, when work that reads the
+    /// clock itself found it (a solver's search, cancelled at [`Meter::deadline`]), so that
+    /// [`Meter::exhausted`] and a whole's [`Meter::absorb`] see it.
+    pub fn ran_out_of_time(&mut self) {
+        let Some((_, limit)) = self.deadline else {
+            return;
+        };
+        self.exhausted = Some(Exhausted::Time { limit });
+        if let Some(limit) = self.whole.time {
+            self.ran_into_whole.get_or_insert(Exhausted::Time { limit });
         }
     }
 
@@ -436,6 +450,31 @@ mod tests {
         assert!(part.charge(Work::Evaluate, CLOCK_EVERY_UNITS).is_err());
         whole.absorb(&part);
         assert_eq!(whole.exhausted(), None);
+    }
+
+    #[test]
+    fn a_deadline_found_by_work_that_reads_the_clock_itself_is_recorded() {
+        // A part whose deadline is its whole's: the whole has run out of time too.
+        let mut whole = Meter::unlimited().with_deadline(Duration::from_millis(1));
+        let mut part = whole.part(u64::MAX, Duration::from_secs(60));
+        part.ran_out_of_time();
+        let time = Exhausted::Time {
+            limit: Duration::from_millis(1),
+        };
+        assert_eq!(part.exhausted(), Some(time));
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), Some(time));
+        // A part's own deadline: the part's alone.
+        let mut whole = Meter::unlimited().with_deadline(Duration::from_secs(60));
+        let mut part = whole.part(u64::MAX, Duration::from_millis(1));
+        part.ran_out_of_time();
+        assert_eq!(part.exhausted(), Some(time));
+        whole.absorb(&part);
+        assert_eq!(whole.exhausted(), None);
+        // No deadline: nothing ran out.
+        let mut meter = Meter::unlimited();
+        meter.ran_out_of_time();
+        assert_eq!(meter.exhausted(), None);
     }
 
     #[test]

@@ -90,8 +90,17 @@ pub fn not_checked(exhausted: Exhausted, items: &str, during: bool) -> String {
 
 /// The refusal of such a command (its exit status 2), one sentence: `checking the 40 extensions
 /// needs more than the budget of N work units: 12 of them were not checked`.
+/// `items` is a plural ("extensions"); one item is named in the singular.
 pub fn not_all_checked(exhausted: Exhausted, items: &str, not_checked: usize, total: usize) -> String {
-    format!("checking the {total} {items} {exhausted}: {not_checked} of them were not checked")
+    if total == 1 {
+        let item = items.strip_suffix('s').unwrap_or(items);
+        return format!("checking the one {item} {exhausted}: it was not checked");
+    }
+    let were = match not_checked {
+        1 => "1 of them was".to_string(),
+        n => format!("{n} of them were"),
+    };
+    format!("checking the {total} {items} {exhausted}: {were} not checked")
 }
 
 /// What a workflow says as it goes, in order.
@@ -109,3 +118,25 @@ pub type Reporter<'a> = &'a mut dyn FnMut(Report);
 /// Asks whether to go on with what the question says; an error (its message) stops the workflow
 /// with nothing more written.
 pub type Confirm<'a> = &'a mut dyn FnMut(&str) -> Result<(), String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_not_all_checked_counts_its_items_in_words_that_agree() {
+        let e = Exhausted::Work { limit: 10 };
+        assert_eq!(
+            not_all_checked(e, "extensions", 3, 5),
+            "checking the 5 extensions needs more than the budget of 10 work units: 3 of them were not checked"
+        );
+        assert_eq!(
+            not_all_checked(e, "Subscriptions", 1, 2),
+            "checking the 2 Subscriptions needs more than the budget of 10 work units: 1 of them was not checked"
+        );
+        assert_eq!(
+            not_all_checked(e, "extensions", 1, 1),
+            "checking the one extension needs more than the budget of 10 work units: it was not checked"
+        );
+    }
+}

@@ -94,6 +94,10 @@ pub struct ExtensionStatus {
     pub conditions: Vec<ConditionSummary>,
     /// Versions reachable now (`olmv1 upgrades`), highest first.
     pub upgrades: Vec<String>,
+    /// Why the upgrades could not be listed (their own budget ran out, or the catalogs could not
+    /// answer); absent when they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrades_error: Option<String>,
     /// Why the target and upgrades were not looked for, when the command's budget ran out
     /// first (one sentence naming it); absent when they were.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,15 +140,20 @@ pub fn summarize(
     let mut not_checked = command
         .exhausted()
         .map(|e| super::not_checked(e, "extensions", false));
+    let mut upgrades_error = None;
     let (target, error, reachable) = match ResolveRequest::from_cluster_extension(ext, installed.clone()) {
         Err(e) => (None, Some(e.to_string()), Vec::new()),
         Ok(_) if not_checked.is_some() => (None, None, Vec::new()),
         Ok(request) => {
             let mut meter = command.part(super::command_work_units(), super::COMMAND_DURATION);
             let reachable = match &request.installed {
-                Some(_) => upgrades(&request, catalogs, dependencies, &mut meter)
-                    .map(|u| u.reachable.into_iter().map(|t| t.version).collect())
-                    .unwrap_or_default(),
+                Some(_) => match upgrades(&request, catalogs, dependencies, &mut meter) {
+                    Ok(u) => u.reachable.into_iter().map(|t| t.version).collect(),
+                    Err(e) => {
+                        upgrades_error = Some(e.to_string());
+                        Vec::new()
+                    }
+                },
                 None => Vec::new(),
             };
             let target = dependencies.resolve_within(&request, catalogs, &mut meter);
@@ -152,6 +161,7 @@ pub fn summarize(
             match (command.exhausted(), target) {
                 (Some(e), _) => {
                     not_checked = Some(super::not_checked(e, "extensions", true));
+                    upgrades_error = None;
                     (None, None, Vec::new())
                 }
                 (None, Ok(r)) => (Some((r.bundle.name, r.bundle.status_version)), None, reachable),
@@ -180,6 +190,7 @@ pub fn summarize(
             })
             .collect(),
         upgrades: reachable,
+        upgrades_error,
         not_checked,
     }
 }
@@ -236,18 +247,11 @@ pub fn render_text(
                 cell(progressing),
                 tone(progressing, ConditionStatus::True.as_str()),
             ),
-            (
-                if r.upgrades.is_empty() {
-                    "-".into()
-                } else {
-                    r.upgrades.join(",")
-                },
-                if r.upgrades.is_empty() {
-                    Tone::Plain
-                } else {
-                    Tone::Good
-                },
-            ),
+            match (r.upgrades.is_empty(), &r.upgrades_error) {
+                (_, Some(_)) => ("unknown".into(), Tone::Bad),
+                (true, None) => ("-".into(), Tone::Plain),
+                (false, None) => (r.upgrades.join(","), Tone::Good),
+            },
         ]);
         for c in &r.conditions {
             let bad = (c.type_ == "Installed" && c.status != ConditionStatus::True.as_str())
@@ -264,6 +268,9 @@ pub fn render_text(
         }
         if let Some(e) = &r.target_error {
             notes.push_charged(&format!("{} resolution: {}\n", value(&r.name), value(e)), meter)?;
+        }
+        if let Some(e) = &r.upgrades_error {
+            notes.push_charged(&format!("{} upgrades: {}\n", value(&r.name), value(e)), meter)?;
         }
         if let Some(why) = &r.not_checked {
             notes.push_charged(&format!("{}: {why}\n", value(&r.name)), meter)?;
@@ -380,6 +387,26 @@ mod tests {
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(json[0].get("notChecked"), None);
         assert_eq!(json[4]["notChecked"], before.as_str());
+    }
+
+    #[test]
+    fn upgrades_that_could_not_be_listed_are_unknown_and_say_why() {
+        let catalogs = catalog();
+        let ext = extension(serde_json::json!({
+            "install": {"bundle": {"name": "pkg.v1.0.0", "version": "1.0.0"}}, "conditions": []
+        }));
+        let mut row = summarize(&ext, &catalogs, DependencyMode::Check, &mut Meter::unlimited());
+        assert_eq!(row.upgrades_error, None);
+        let why = "listing the upgrades of package \"pkg\" needs more than the budget of 5 work units";
+        row.upgrades = Vec::new();
+        row.upgrades_error = Some(why.to_string());
+        let text = render_text(std::slice::from_ref(&row), false, &mut Meter::unlimited()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].trim_end().ends_with(" unknown"), "{text}");
+        assert!(lines.contains(&format!("ext upgrades: {why}").as_str()), "{text}");
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["upgradesError"], why);
+        assert_eq!(json["upgrades"], serde_json::json!([]));
     }
 
     #[test]

@@ -74,6 +74,10 @@ const MAX_PATTERN_BYTES: usize = 512;
 /// The compiled size limit of a `matches` pattern (its NFA): `a{1000}{1000}` stops here, in time
 /// proportional to the limit (or to what is left of the meter, when that is less).
 const MAX_REGEX_BYTES: usize = 256 * 1024;
+
+/// What compiling a `matches` pattern costs beyond its automaton's bytes (parsing it, building
+/// and checking the automaton: about 20 us for a short pattern), in automaton bytes.
+const PATTERN_FIXED_BYTES: usize = 4_000;
 /// The most distinct `matches` patterns in one rule (each is compiled when the rule is).
 const MAX_PATTERNS_PER_RULE: usize = 8;
 /// The process-wide cache of compiled rules and compile errors: entries, and the bytes they hold
@@ -256,11 +260,11 @@ impl CelRule {
     /// same estimate with the input's size class ([`size_class`]: the next powers of two of its
     /// property count and bytes) instead of the largest allowed, so that a rule is charged for
     /// the bundle it reads (a real bundle is a few KiB of the 512 KiB allowed). At most
-    /// [`CelRule::estimated_cost`] plus that; 1 for an input over the bounds, which is never
-    /// evaluated. Estimating a class the rule has not met yet walks its AST, charged to `meter`.
+    /// [`CelRule::estimated_cost`] plus that; [`OVER_BOUNDS_UNITS`] for an input over the bounds,
+    /// which is never evaluated. Estimating a class the rule has not met yet walks its AST, charged to `meter`.
     pub fn cost_for(&self, input: &CelInput, meter: &mut Meter) -> Result<u64, Exhausted> {
         if input.value.is_none() {
-            return Ok(1);
+            return Ok(OVER_BOUNDS_UNITS);
         }
         let class = size_class(input.count, input.bytes);
         let known = {
@@ -317,6 +321,10 @@ impl CelRule {
 /// estimate of the expression itself: calibrated with the rest (`cargo bench --bench meter`).
 pub const EVALUATION_UNITS: u64 = 100;
 
+/// An evaluation refused because the bundle's properties are over the input's bounds: the
+/// lookup and the refusal, about 100 ns.
+pub const OVER_BOUNDS_UNITS: u64 = 20;
+
 /// The most size classes a rule keeps an estimate for (10 x 20 exist; a catalog's bundles fall in
 /// a few).
 const MAX_SIZE_CLASSES: usize = 32;
@@ -352,15 +360,27 @@ fn quote(source: &str) -> String {
 }
 
 /// What compiling costs beyond the source's bytes (the trip to the parser thread, setting up the
-/// parser), in source bytes.
-const COMPILE_FIXED_BYTES: u64 = 64;
+/// parser, checking and estimating a tiny rule), in source bytes: about 80 us, as much as 4 KiB
+/// of source (`cargo bench --bench meter`).
+const COMPILE_FIXED_BYTES: u64 = 4_000;
+
+/// What each error the parser reports costs beyond its byte (the parser's recovery and its own
+/// error text, made whether or not olmv1 quotes it: about 0.35 us each), in source bytes,
+/// charged after the parse (a rule's errors are bounded by its bytes).
+const PARSE_ERROR_BYTES: u64 = 80;
 
 fn compile_uncached(source: &str, meter: &mut Meter) -> Result<CelRule, CompileError> {
     if source.trim().is_empty() {
         return Err(CompileError::Invalid("the CEL rule is empty".to_string()));
     }
     meter.charge(Work::CompileCel, COMPILE_FIXED_BYTES + source.len() as u64)?;
-    let mut expression = parse(source).map_err(CompileError::Invalid)?;
+    let mut expression = match parse(source) {
+        Ok(expression) => expression,
+        Err(ParseFailure { text, errors }) => {
+            meter.charge(Work::CompileCel, errors.saturating_mul(PARSE_ERROR_BYTES))?;
+            return Err(CompileError::Invalid(text));
+        }
+    };
     let q = quote(source);
     let invalid = |e: String| CompileError::Invalid(format!("the CEL rule {q}{e}"));
     let mut scope = vec!["properties".to_string()];
@@ -423,21 +443,34 @@ fn ast_bytes(root: &IdedExpr) -> usize {
 }
 
 /// One parse request to the parser thread.
-type ParseJob = (String, mpsc::Sender<Result<IdedExpr, String>>);
+type ParseJob = (String, mpsc::Sender<Result<IdedExpr, ParseFailure>>);
+
+/// A rule the parser thread refused: the one sentence saying why, and how many errors the parser
+/// reported (what its work is charged by).
+struct ParseFailure {
+    text: String,
+    errors: u64,
+}
+
+impl From<String> for ParseFailure {
+    fn from(text: String) -> ParseFailure {
+        ParseFailure { text, errors: 0 }
+    }
+}
 
 /// The parser thread's queue: one thread for the process, started on first use.
 static PARSER: LazyLock<Mutex<Option<mpsc::Sender<ParseJob>>>> = LazyLock::new(Mutex::default);
 
 /// Parses on the parser thread: the text within [`MAX_PARSE_DEPTH`], the AST within
 /// [`MAX_AST_DEPTH`] and [`MAX_AST_NODES`] (an AST over them is dropped there, on its stack).
-fn parse(source: &str) -> Result<IdedExpr, String> {
+fn parse(source: &str) -> Result<IdedExpr, ParseFailure> {
     let (reply, answer) = mpsc::channel();
     let mut job = Some((source.to_string(), reply));
     // Two tries: a parser thread that died (a parser panic) is replaced once.
     for _ in 0..2 {
         let mut parser = PARSER.lock().unwrap_or_else(|p| p.into_inner());
         if parser.is_none() {
-            *parser = Some(start_parser()?);
+            *parser = Some(start_parser().map_err(ParseFailure::from)?);
         }
         let sender = parser.as_ref().expect("started above");
         match sender.send(job.take().expect("one job")) {
@@ -449,9 +482,12 @@ fn parse(source: &str) -> Result<IdedExpr, String> {
         }
     }
     drop(job);
-    answer
-        .recv()
-        .unwrap_or_else(|_| Err(format!("the CEL parser failed on the rule {}", quote(source))))
+    answer.recv().unwrap_or_else(|_| {
+        Err(ParseFailure::from(format!(
+            "the CEL parser failed on the rule {}",
+            quote(source)
+        )))
+    })
 }
 
 fn start_parser() -> Result<mpsc::Sender<ParseJob>, String> {
@@ -461,8 +497,12 @@ fn start_parser() -> Result<mpsc::Sender<ParseJob>, String> {
         .stack_size(PARSER_STACK_BYTES)
         .spawn(move || {
             for (source, reply) in jobs {
-                let parsed = std::panic::catch_unwind(|| parse_and_shape(&source))
-                    .unwrap_or_else(|_| Err(format!("the CEL parser failed on the rule {}", quote(&source))));
+                let parsed = std::panic::catch_unwind(|| parse_and_shape(&source)).unwrap_or_else(|_| {
+                    Err(ParseFailure::from(format!(
+                        "the CEL parser failed on the rule {}",
+                        quote(&source)
+                    )))
+                });
                 let _ = reply.send(parsed);
             }
         })
@@ -471,22 +511,25 @@ fn start_parser() -> Result<mpsc::Sender<ParseJob>, String> {
 }
 
 /// On the parser thread: parse, then bound the AST's depth and size without recursing.
-fn parse_and_shape(source: &str) -> Result<IdedExpr, String> {
+fn parse_and_shape(source: &str) -> Result<IdedExpr, ParseFailure> {
     let q = quote(source);
     let expression = Parser::new()
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(source)
-        .map_err(|e| parse_failure(&q, &e))?;
+        .map_err(|e| ParseFailure {
+            text: parse_failure(&q, &e),
+            errors: e.errors.len() as u64,
+        })?;
     let (depth, nodes) = shape(&expression);
     if depth > MAX_AST_DEPTH {
-        return Err(format!(
+        return Err(ParseFailure::from(format!(
             "the CEL rule {q} is {depth} expressions deep, over the limit of {MAX_AST_DEPTH}"
-        ));
+        )));
     }
     if nodes > MAX_AST_NODES {
-        return Err(format!(
+        return Err(ParseFailure::from(format!(
             "the CEL rule {q} has {nodes} expressions, over the limit of {MAX_AST_NODES}"
-        ));
+        )));
     }
     Ok(expression)
 }
@@ -652,6 +695,13 @@ fn own_matches(e: &mut IdedExpr, patterns: &mut Vec<Pattern>, meter: &mut Meter)
     }
 }
 
+/// Compiles a `matches` pattern as compiling a rule does, charged to `meter`, and drops it: what
+/// the calibration benchmark times for regular expressions (`cargo bench --bench meter`), without
+/// a rule's CEL around it.
+pub fn compile_pattern_within(pattern: &str, meter: &mut Meter) -> Result<(), CompileError> {
+    compile_pattern(pattern.to_string(), meter).map(drop)
+}
+
 /// A `matches` pattern compiled, once, into a Thompson NFA within [`MAX_REGEX_BYTES`] (or what
 /// `meter` has left, when less: compiling stops there), and the bytes it made charged.
 fn compile_pattern(pattern: String, meter: &mut Meter) -> Result<Pattern, CompileError> {
@@ -663,7 +713,9 @@ fn compile_pattern(pattern: String, meter: &mut Meter) -> Result<Pattern, Compil
     }
     #[cfg(test)]
     PATTERN_COMPILES.with(|c| c.set(c.get() + 1));
-    let affordable = usize::try_from(meter.left() / Work::CompileRegex.weight()).unwrap_or(usize::MAX);
+    let affordable = usize::try_from(meter.left() / Work::CompileRegex.weight())
+        .unwrap_or(usize::MAX)
+        .saturating_sub(PATTERN_FIXED_BYTES);
     let limit = MAX_REGEX_BYTES.min(affordable);
     let built = thompson::Compiler::new()
         .configure(
@@ -698,7 +750,10 @@ fn compile_pattern(pattern: String, meter: &mut Meter) -> Result<Pattern, Compil
             )));
         }
     };
-    meter.charge(Work::CompileRegex, (nfa.memory_usage() + pattern.len()) as u64)?;
+    meter.charge(
+        Work::CompileRegex,
+        (PATTERN_FIXED_BYTES + nfa.memory_usage() + pattern.len()) as u64,
+    )?;
     let states = nfa.states().len() as u64;
     let vm = PikeVM::new_from_nfa(nfa).map_err(|e| {
         CompileError::Invalid(format!(
@@ -797,6 +852,11 @@ impl CelInput {
             .iter()
             .map(|p| (p.type_.len() + p.value.raw().len()) as u64)
             .sum()
+    }
+
+    /// Whether the properties were within the input's bounds (else no rule reads them).
+    pub fn is_within_bounds(&self) -> bool {
+        self.value.is_some()
     }
 
     /// Converts the properties (from JSON), when within the bounds.

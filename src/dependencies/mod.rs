@@ -45,11 +45,12 @@ mod plan;
 pub use budget::{CHECK_DURATION, CHECK_WORK_UNITS, PLAN_DURATION, PLAN_WORK_UNITS, check_meter};
 pub use cel_rule::{
     CelInput, CelRule, CompileError, MAX_CACHED_BYTES as MAX_CEL_CACHED_BYTES, MAX_COST as MAX_CEL_COST,
-    cache_usage as cel_cache_usage, semver_compare,
+    cache_usage as cel_cache_usage, compile_pattern_within, semver_compare,
 };
 pub use installed::{BrokenDependent, DependencyVerdict, broken_by_change, check_dependencies_within};
 pub use model::{
-    BundleFacts, Constraint, Gvk, MAX_SHORT_CHARS, PROPERTY_GVK, Requirement, Unsatisfied, unsatisfied,
+    BundleFacts, Constraint, Gvk, LEAF_UNITS, MAX_SHORT_CHARS, PROPERTY_GVK, Requirement, Unsatisfied,
+    unsatisfied,
 };
 pub use parse::{
     MAX_API_VERSION_BYTES, MAX_BUNDLE_NODES, MAX_CEL_RULES_PER_BUNDLE, MAX_CEL_RULES_PER_CONSTRAINT,

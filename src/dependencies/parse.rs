@@ -226,6 +226,11 @@ impl BundleBudget {
     }
 }
 
+/// What reading a requirement's node costs beyond its bytes (its version range parsed, its
+/// leaf built: a 250-leaf constraint reads at about 2.5 us a leaf), in bytes of text, charged
+/// once the tree is read and within its limits.
+const PARSE_NODE_BYTES: u64 = 32;
+
 /// One requirement property's value (raw JSON text), counted against the bundle's `budget`;
 /// reading it and compiling its CEL rules charged to `meter`.
 fn requirement(
@@ -259,6 +264,7 @@ fn requirement(
         PROPERTY_PACKAGE_REQUIRED => {
             let constraint = package(&value, "versionRange").map_err(fail)?;
             budget.take(1, 0).map_err(fail)?;
+            meter.charge(Work::Parse, PARSE_NODE_BYTES).map_err(exhausted)?;
             Ok(Requirement {
                 property: property.to_string(),
                 constraint,
@@ -268,6 +274,7 @@ fn requirement(
         PROPERTY_GVK_REQUIRED => {
             let gvk = gvk(&value).map_err(fail)?;
             budget.take(1, 0).map_err(fail)?;
+            meter.charge(Work::Parse, PARSE_NODE_BYTES).map_err(exhausted)?;
             Ok(Requirement {
                 property: property.to_string(),
                 constraint: Constraint::Gvk(gvk),
@@ -279,6 +286,9 @@ fn requirement(
             let (draft, failure_message) = constraint(&value, 1, &mut count).map_err(fail)?;
             // Every limit is checked before the first CEL rule is compiled.
             budget.take(count.nodes, count.cel_rules).map_err(fail)?;
+            meter
+                .charge(Work::Parse, (count.nodes as u64).saturating_mul(PARSE_NODE_BYTES))
+                .map_err(exhausted)?;
             let constraint = draft.compile(meter).map_err(|e| match e {
                 CompileError::Invalid(m) => fail(m),
                 CompileError::Exhausted(e) => exhausted(e),

@@ -293,7 +293,16 @@ fn universe_plan<'a>(
     let provider = Provider { universe, deadline };
     let mut solver = Solver::new(provider);
     let problem = Problem::new().requirements(roots);
-    let result = match solver.solve(problem) {
+    let mut cancelled = false;
+    let solved = solver.solve(problem);
+    // An answer found past the deadline is refused too: past it the provider stops handing the
+    // solver version sets (`version_sets_in_union`), so it may rest on a truncated problem.
+    let past_deadline = deadline.is_some_and(|d| Instant::now() > d);
+    let result = match solved {
+        _ if past_deadline => {
+            cancelled = true;
+            Err(solver.provider().universe.timed_out())
+        }
         Ok(chosen) => Ok(solver.provider().universe.plan(&chosen, root)),
         Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
             let text = bounded_text(
@@ -303,9 +312,17 @@ fn universe_plan<'a>(
             );
             Err(PlanError::Unsatisfiable(text.trim_end().to_string()))
         }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(solver.provider().universe.timed_out()),
+        Err(UnsolvableOrCancelled::Cancelled(_)) => {
+            cancelled = true;
+            Err(solver.provider().universe.timed_out())
+        }
     };
-    (result, solver.provider().universe.meter.clone())
+    let mut meter = solver.provider().universe.meter.clone();
+    if cancelled {
+        // The solver read the clock itself: the meter records the deadline it ran into.
+        meter.ran_out_of_time();
+    }
+    (result, meter)
 }
 
 /// The requested package and the installed extensions loaded, every requirement reached
@@ -1438,6 +1455,12 @@ struct Provider<'a> {
     deadline: Option<Instant>,
 }
 
+impl Provider<'_> {
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() > d)
+    }
+}
+
 impl fmt::Debug for Provider<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Provider")
@@ -1493,7 +1516,16 @@ impl Interner for Provider<'_> {
     }
 
     fn version_sets_in_union(&self, union: VersionSetUnionId) -> impl Iterator<Item = VersionSetId> {
-        self.universe.unions[union.0 as usize].iter().copied()
+        // resolvo reads the cancel flag only when it first fetches a name's candidates or a
+        // solvable's dependencies: a union of thousands of version sets whose names it already
+        // knows (a `not` requirement met by every package) is encoded whole, unmetered, tens of
+        // seconds past the deadline. Past it, unions are empty, and the answer is refused.
+        let sets: &[VersionSetId] = if self.past_deadline() {
+            &[]
+        } else {
+            &self.universe.unions[union.0 as usize]
+        };
+        sets.iter().copied()
     }
 
     fn resolve_condition(&self, _condition: ConditionId) -> Condition {
@@ -1542,8 +1574,7 @@ impl DependencyProvider for Provider<'_> {
     }
 
     fn should_cancel_with_value(&self) -> Option<Box<dyn std::any::Any>> {
-        self.deadline
-            .is_some_and(|d| Instant::now() > d)
+        self.past_deadline()
             .then(|| Box::new(()) as Box<dyn std::any::Any>)
     }
 }

@@ -657,6 +657,39 @@ fn a_passed_deadline_stops_the_plan_inside_one_packages_candidates() {
     assert!(meter.spent() < all / 2, "{meter}");
 }
 
+/// A plan small enough that its preparation never reads the clock is stopped by the solver's own
+/// reading of the deadline, and the meter records that it ran out of time (what a command's meter
+/// absorbs from it).
+#[test]
+fn a_solver_stopped_at_the_deadline_records_it_on_the_meter() {
+    let catalogs = [CatalogInput::new(
+        "c",
+        simple_catalog(&[
+            b("app", "1.0.0").needs_package("dep", ">=1.0.0"),
+            b("dep", "1.0.0"),
+        ]),
+    )];
+    let req = request("app");
+    let within = PlanRequest {
+        request: &req,
+        installed: &[],
+        served_apis: &[],
+        allow_changes: false,
+        limits: test_limits(),
+    };
+    let mut meter = crate::meter::Meter::unlimited().with_deadline(std::time::Duration::ZERO);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let error = plan_within(&within, &catalogs, &mut meter).unwrap_err();
+    assert!(matches!(error, PlanError::TimedOut { .. }), "{error}");
+    assert!(meter.spent() < crate::meter::CLOCK_EVERY_UNITS, "{meter}");
+    assert_eq!(
+        meter.exhausted(),
+        Some(crate::meter::Exhausted::Time {
+            limit: std::time::Duration::ZERO
+        })
+    );
+}
+
 /// The explanation of a conflict is several lines: a failure message carrying a newline or a
 /// bidi override is shown escaped inside its line, never as a line of its own.
 #[test]

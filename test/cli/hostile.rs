@@ -241,10 +241,15 @@ fn json_output_keeps_the_exact_strings() {
             vec![bundle(2), name("cat"), name("quay.io/evil/bundle:v2")],
         ),
     ];
+    assert_json_carries(cases, olmv1);
+}
+
+/// Runs each case (what, arguments, strings its JSON must hold) with `run`: it succeeds, its JSON
+/// text carries control and format characters as escapes only, and decodes to the exact strings.
+fn assert_json_carries(cases: Vec<(&str, Vec<String>, Vec<String>)>, run: fn(&[String]) -> CmdOutput) {
     for (what, argv, expected) in cases {
-        let out = olmv1(&argv);
+        let out = run(&argv);
         assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
-        // The JSON text carries the characters as escapes only.
         assert_safe(&format!("{what}: JSON"), out.stdout.as_bytes());
         let value: Value = serde_json::from_str(&out.stdout)
             .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", out.stdout));
@@ -589,18 +594,7 @@ fn newlines_and_format_characters_in_catalog_text_are_shown_escaped() {
             vec![spoof("spoof.v2.0.0"), spoof("dep.v1.0.0"), spoof("cat")],
         ),
     ];
-    for (what, argv, expected) in json_cases {
-        let out = offline(&argv);
-        assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
-        assert_safe(&format!("{what}: JSON"), out.stdout.as_bytes());
-        let value: Value = serde_json::from_str(&out.stdout)
-            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", out.stdout));
-        let mut found = Vec::new();
-        strings(&value, &mut found);
-        for s in &expected {
-            assert!(found.contains(s), "{what}: {s:?} not among {found:?}");
-        }
-    }
+    assert_json_carries(json_cases, offline);
 }
 
 /// `versions` of a bundle whose `replaces` is 500 KB and one with 250,000 `skips` (each made
