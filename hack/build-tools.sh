@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
-# Builds the Go programs the local control plane and the tests run, each from its Go module (no
-# downloads outside the Go module proxy), cached by version under $OLMV1_TOOLS_DIR (default
-# ~/.cache/olmv1/tools) so that only a fresh machine pays the build. Prints the control plane's
-# bin directory on stdout.
+# Builds the Go programs the local control plane and the tests run, all from one Go module
+# (hack/tools; no downloads outside the Go module proxy), cached under $OLMV1_TOOLS_DIR (default
+# ~/.cache/olmv1/tools) by the module's sources and hack/versions.env, so that only a fresh machine
+# pays the build. Prints the bin directory on stdout.
 #
-#   k8s           kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd from
-#                 the wrapper module hack/tools (--node: kubelet and kube-proxy too)
-#   kwok          `go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION`, and its stage YAMLs
-#   pause         (--node) the sandbox's binary: Kubernetes' build/pause/linux/pause.c from the
-#                 module, static, gcc
-#   helm          `go install helm.sh/helm/v4/cmd/helm@$HELM_VERSION` with its own go.mod (newer
-#                 Kubernetes libraries than hack/tools'), in tools/helm-<version>, linked into bin
+#   tools   one `go build` in hack/tools of every missing binary: kube-apiserver,
+#           kube-controller-manager, kube-scheduler, kubectl and etcd, kwok, helm; with --node also
+#           kubelet, kube-proxy and cert-manager's controller, webhook and cainjector (our mains in
+#           hack/tools/cmd; cert-manager runs on the real node, hack/cert-manager.sh); and kwok's
+#           stage YAMLs from its module
+#   pause   (--node) the sandbox's binary: Kubernetes' build/pause/linux/pause.c from the module,
+#           static, gcc
 #
-# The builds run side by side, each a job: one `go build` compiles its packages in parallel, but
-# waits alone on the module proxy and on each link, where a second build keeps the cores busy. They
-# share Go's build cache (GOCACHE), so a package two tools use at the same version compiles once.
-# Each job is a phase of $OLMV1_PHASE_LOG (hack/phases.sh), built or cached; a job's output goes to
-# stderr when it fails. To add a tool: a build_NAME function (which returns at once when its
-# binaries are cached) and its name in `jobs` below.
+# One module and one build: the tools share most of their code (Kubernetes' k8s.io/* libraries,
+# grpc, protobuf, golang.org/x/*, ...). In one module Go picks one version of each, so each shared
+# package compiles once (separate modules resolving any dependency to another version compile it
+# again: Go's build cache keys a package by the exact versions of all it imports), and one
+# `go build` of all the mains keeps both cores busy, links beside compiles (measured in
+# docs/local-control-plane.md). A caller that comes while another builds (a test, while
+# hack/test.sh's build runs) waits for it and then finds the binaries. Each job is a phase of
+# $OLMV1_PHASE_LOG (hack/phases.sh), built or cached; a job's output goes to stderr when it fails.
 #
 # Usage: hack/build-tools.sh [--node] [--only JOB,...] [--skip JOB,...]
-#   --node          a real node's parts too (kubelet, kube-proxy, pause); without it none is built
-#   --only, --skip  of those, only (or all but) the named jobs (k8s, kwok, helm, pause)
+#   --node          a real node's parts too (kubelet, kube-proxy, cert-manager, pause); without it
+#                   none is built
+#   --only, --skip  of those, only (or all but) the named jobs (tools, pause)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/versions.env"
@@ -38,7 +41,11 @@ while (($#)); do
 done
 
 tools_root=${OLMV1_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/tools}
-bin="$tools_root/k8s-$KUBE_VERSION-kwok-$KWOK_VERSION/bin"
+# The cache key: the module's sources (go.mod, go.sum, our mains, the vcert stand-in) and the
+# versions (the link stamps them into the binaries), so that a change to any of them builds once.
+src_hash=$(cd "$here" && { find tools -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; sha256sum versions.env; } |
+  sha256sum | cut -c1-12)
+bin="$tools_root/k8s-$KUBE_VERSION-$src_hash/bin"
 mkdir -p "$bin"
 
 log() { echo "build-tools: $*" >&2; }
@@ -46,50 +53,58 @@ need_go() { command -v go >/dev/null || { log "go is not installed; install Go $
 
 # Each build_NAME prints "cached" when it had nothing to do, else "built".
 
-build_k8s() {
-  local need=() wanted=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd) b
-  ((node)) && wanted+=(kubelet kube-proxy)
+# The binaries of hack/tools: name (as `go build -o DIR/` writes it) and package.
+declare -A package=(
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kwok]=sigs.k8s.io/kwok/cmd/kwok
+  [helm]=helm.sh/helm/v4/cmd/helm
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+  [cert-manager-controller]=./cmd/cert-manager-controller
+  [cert-manager-webhook]=./cmd/cert-manager-webhook
+  [cert-manager-cainjector]=./cmd/cert-manager-cainjector
+)
+
+build_tools() {
+  local wanted=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm) need=() b
+  ((node)) && wanted+=(kubelet kube-proxy cert-manager-controller cert-manager-webhook cert-manager-cainjector)
+  local result=cached
+  # One build at a time: a second caller waits here, then builds only what is still missing.
+  exec {lock}>"$bin/../.lock"
+  flock "$lock"
   for b in "${wanted[@]}"; do
     [[ -x "$bin/$b" ]] || need+=("$b")
   done
-  if ((${#need[@]} == 0)); then echo cached; return; fi
-  need_go
-  local minor=${KUBE_VERSION#v1.}
-  minor=${minor%%.*}
-  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
-  ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-  local pkgs=()
-  for b in "${need[@]}"; do
-    case $b in
-      etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
-      *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
-    esac
-  done
-  log "building ${need[*]} ($KUBE_VERSION); a cold build takes several minutes"
-  local start=$SECONDS tmp
-  tmp=$(mktemp -d "$bin/../.build-k8s.XXXXXX")
-  (cd "$here/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
-  # `go build -o dir/` names the etcd binary after its module path without the major version
-  # suffix ("server" for go.etcd.io/etcd/server/v3).
-  if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
-  mv "$tmp"/* "$bin/"
-  rmdir "$tmp"
-  log "built ${need[*]} in $((SECONDS - start))s"
-  echo built
-}
-
-build_kwok() {
-  local result=cached
-  if [[ ! -x "$bin/kwok" ]]; then
+  if ((${#need[@]})); then
     need_go
-    log "building kwok $KWOK_VERSION"
+    check_versions
+    local minor=${KUBE_VERSION#v1.}
+    minor=${minor%%.*}
+    # One set of -X for all the binaries: the link ignores a variable of a package that a binary
+    # does not link (helm's version in kubectl); component-base's, which kwok, helm and
+    # cert-manager link too, says the control plane's version in them as well.
+    local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+    ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+    ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+    ldflags+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+    ldflags+=" -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
+    local pkgs=()
+    for b in "${need[@]}"; do pkgs+=("${package[$b]}"); done
+    log "building ${need[*]}; a cold build takes several minutes"
     local start=$SECONDS tmp
-    tmp=$(mktemp -d "$bin/../.build-kwok.XXXXXX")
-    GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-    mv "$tmp/kwok" "$bin/kwok"
+    tmp=$(mktemp -d "$bin/../.build.XXXXXX")
+    (cd "$here/tools" && CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false" \
+      go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}") || { rm -rf "$tmp"; exit 1; }
+    # `go build -o dir/` names the etcd binary after its module path without the major version
+    # suffix ("server" for go.etcd.io/etcd/server/v3).
+    if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
+    mv "$tmp"/* "$bin/"
     rmdir "$tmp"
-    log "built kwok in $((SECONDS - start))s"
+    log "built ${need[*]} in $((SECONDS - start))s"
     result=built
   fi
   # kwok's standalone binary has no built-in stages: keep the stage YAMLs from its module beside
@@ -101,35 +116,27 @@ build_kwok() {
     need_go
     mkdir -p "$stages"
     local moddir s
-    moddir=$(cd "$here/tools" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    moddir=$(cd "$here/tools" && go mod download -json sigs.k8s.io/kwok | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
     cp "$moddir/kustomize/stage/node/fast/node-initialize.yaml" "$stages/"
     cp "$moddir/kustomize/stage/node/heartbeat/node-heartbeat.yaml" "$stages/"
     for s in pod-ready pod-complete pod-delete; do
       cp "$moddir/kustomize/stage/pod/fast/$s.yaml" "$stages/"
     done
   fi
+  flock -u "$lock"
   echo "$result"
 }
 
-# helm from its own module (its go.mod, not hack/tools: it needs newer Kubernetes libraries), in a
-# directory of its version, linked into the bin directory so that a version change rebuilds it.
-build_helm() {
-  local result=cached helm_dir="$tools_root/helm-$HELM_VERSION"
-  if [[ ! -x "$helm_dir/helm" ]]; then
-    need_go
-    log "building helm $HELM_VERSION"
-    local start=$SECONDS tmp
-    mkdir -p "$helm_dir"
-    tmp=$(mktemp -d "$helm_dir/.build.XXXXXX")
-    GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath \
-      -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
-    mv "$tmp/helm" "$helm_dir/helm"
-    rmdir "$tmp"
-    log "built helm in $((SECONDS - start))s"
-    result=built
-  fi
-  [[ $(readlink "$bin/helm" 2>/dev/null) == "$helm_dir/helm" ]] || ln -sfn "$helm_dir/helm" "$bin/helm"
-  echo "$result"
+# check_versions: hack/tools' go.mod holds the versions hack/versions.env names (one is changed
+# with the other: `go get MODULE@VERSION` in hack/tools, then `go mod tidy -e`).
+check_versions() {
+  local want have
+  want="github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION
+helm.sh/helm/v4 $HELM_VERSION
+k8s.io/kubernetes $KUBE_VERSION
+sigs.k8s.io/kwok $KWOK_VERSION"
+  have=$(cd "$here/tools" && go list -m github.com/cert-manager/cert-manager helm.sh/helm/v4 k8s.io/kubernetes sigs.k8s.io/kwok)
+  [[ $have == "$want" ]] || { log "hack/tools/go.mod and hack/versions.env disagree: go.mod has"$'\n'"$have"$'\n'"versions.env has"$'\n'"$want"; exit 1; }
 }
 
 # The sandbox (pause) container's only binary: Kubernetes' own pause.c from the module, static so
@@ -151,7 +158,7 @@ build_pause() {
   echo built
 }
 
-wanted=(k8s kwok helm)
+wanted=(tools)
 ((node)) && wanted+=(pause)
 jobs=()
 for job in "${wanted[@]}"; do

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Runs cert-manager (controller, webhook, cainjector) on the local control plane, built from its Go
 # module at CERT_MANAGER_VERSION (hack/versions.env):
-#   1. builds the three binaries (hack/cert-manager/build: our entry points over cert-manager's
-#      root module; CGO_ENABLED=0, -trimpath), cached by version and source hash under
-#      ~/.cache/olmv1/tools like hack/build-tools.sh;
+#   1. has hack/build-tools.sh --node build the three binaries (our entry points over
+#      cert-manager's root module, in hack/tools/cmd, built with the other Go tools), cached;
 #   2. pushes each as an image without a base image (the static binary and /etc/passwd, user
 #      1000) with `olmv1 image push` to $OLMV1_REGISTRY/cert-manager/<component>:<version>;
 #      reproducible: the same binary gives the same digest;
@@ -45,38 +44,18 @@ done
 timeout_s=${OLMV1_CERT_MANAGER_TIMEOUT:-180}
 ns=cert-manager
 components=(controller webhook cainjector)
-src="$here/cert-manager/build"
 
 # ---------------------------------------------------------------------------------------------
-# 1. Binaries. The cache key holds the version, the Go toolchain and a hash of our sources (mains,
-# go.mod/go.sum, the vcert stand-in), so a change to any of them builds once more.
-command -v go >/dev/null || die "go is not installed; cert-manager $CERT_MANAGER_VERSION needs Go 1.26 or newer"
-go_version=$(go env GOVERSION)
-src_hash=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
-tools_root=${OLMV1_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/tools}
-bin="$tools_root/cert-manager-$CERT_MANAGER_VERSION-$go_version-$src_hash/bin"
-mkdir -p "$bin"
+# 1. Binaries: hack/build-tools.sh builds them with the real node's parts (cached; a caller that
+# comes while another builds waits for it).
 ((build_only)) || phase_begin "cert-manager: build"
-# One build at a time: a caller that comes while another builds (a test, while hack/build-tools.sh
-# --cert-manager still runs) waits for it and then finds the binaries.
-exec {lock}>"$bin/../.lock"
-flock "$lock"
-need=()
-for c in "${components[@]}"; do [[ -x "$bin/$c" ]] || need+=("./$c"); done
+build_log=$(mktemp "${TMPDIR:-/tmp}/cert-manager-build.XXXXXX")
+bin=$(OLMV1_PHASE_LOG='' "$here/build-tools.sh" --node --only tools 2>"$build_log") ||
+  { cat "$build_log" >&2; rm -f "$build_log"; die "hack/build-tools.sh failed"; }
 build_result=cached
-if ((${#need[@]})); then
-  log "building ${need[*]} ($CERT_MANAGER_VERSION, $go_version); a cold build takes several minutes"
-  step=$SECONDS
-  tmp=$(mktemp -d "$bin/../.build.XXXXXX")
-  ldflags="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
-  (cd "$src" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${need[@]}") || { rm -rf "$tmp"; die "go build failed"; }
-  mv "$tmp"/* "$bin/"
-  rmdir "$tmp"
-  log "built in $((SECONDS - step))s"
-  build_result=built
-fi
-flock -u "$lock"
+grep -q '^build-tools: built ' "$build_log" && build_result=built
+grep -v '^go: downloading' "$build_log" >&2 || true
+rm -f "$build_log"
 if ((build_only)); then
   echo "$bin"
   exit 0
@@ -104,7 +83,7 @@ rootfs=$(mktemp -d "${TMPDIR:-/tmp}/cert-manager-rootfs.XXXXXX")
 trap 'rm -rf "$rootfs"' EXIT
 for c in "${components[@]}"; do
   dir="$rootfs/$c"
-  install -D -m 0755 "$bin/$c" "$dir/usr/local/bin/cert-manager-$c"
+  install -D -m 0755 "$bin/cert-manager-$c" "$dir/usr/local/bin/cert-manager-$c"
   install -d "$dir/etc"
   printf 'root:x:0:0:root:/root:/usr/sbin/nologin\ncert-manager:x:1000:1000:cert-manager:/nonexistent:/usr/sbin/nologin\n' >"$dir/etc/passwd"
   printf 'root:x:0:\ncert-manager:x:1000:\n' >"$dir/etc/group"
@@ -120,7 +99,8 @@ done
 
 # ---------------------------------------------------------------------------------------------
 # 3. CRDs from the module, then our manifests.
-moddir=$(cd "$src" && go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
+command -v go >/dev/null || die "go is not installed (it finds cert-manager's module for its CRDs)"
+moddir=$(cd "$here/tools" && go mod download -json github.com/cert-manager/cert-manager |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 apply() { kubectl apply --server-side --field-manager=olmv1-cert-manager --force-conflicts "$@" >/dev/null; }
 apply -f "$moddir/deploy/crds/"

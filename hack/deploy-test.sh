@@ -18,7 +18,7 @@
 #      olmv1-metrics-reader, the probes answer without one;
 #   4. installs the demo operator (hack/demo/) through them and waits for Installed=True;
 #   5. `helm upgrade` to the next chart version, published with a second image: the CRDs applied
-#      first (`helm show crds`), both Deployments rolled, the components restarted from them; the
+#      first (`helm pull`, `helm show crds` of the file), both Deployments rolled, the components restarted from them; the
 #      installed extension is untouched (same bundle, its Deployment's UID and generation) and
 #      reconciled by the new controller;
 #   6. `helm upgrade --set` of nodeSelector and tolerations: both pods carry them and run on the
@@ -362,7 +362,11 @@ next=$(OLMV1_IMAGE_VERSION=0.0.0-next "$here/image.sh" "$OLMV1_REGISTRY/olmv1:ne
 [[ ${next#*@} != "${image#*@}" ]] || die "the next image has the same digest"
 OLMV1_CHART_VERSION=0.0.0-next "$here/chart.sh" push "oci://$OLMV1_REGISTRY/charts" --image "$next" --plain-http >/dev/null
 before="$(pods_of olmv1-controller) $(pods_of olmv1-catalogd)"
-helm show crds "$chart_ref" --version 0.0.0-next --plain-http | kubectl apply --server-side -f - >/dev/null ||
+# As README.md says: pulled first (helm before 4.3 prints `Pulled:` on stdout for an oci:// show).
+mkdir -p "$OLMV1_ENV_DIR/next-chart"
+helm pull "$chart_ref" --version 0.0.0-next --plain-http -d "$OLMV1_ENV_DIR/next-chart" >/dev/null ||
+  die "helm pull of the next chart failed"
+helm show crds "$OLMV1_ENV_DIR/next-chart/olmv1-0.0.0-next.tgz" | kubectl apply --server-side -f - >/dev/null ||
   die "the next chart's CRDs were not applied"
 helm upgrade olmv1 "$chart_ref" --version 0.0.0-next --plain-http --reset-then-reuse-values >/dev/null ||
   die "helm upgrade to the next chart failed"

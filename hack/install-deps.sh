@@ -5,12 +5,12 @@
 #   olmv1's image under them; runc because crun refuses hybrid cgroup hierarchies), graphviz
 #   (`olmv1 upgrades -o svg`), python3 (the hostile tar corpus);
 #   checks Go (>= GO_MIN in hack/versions.env) and cargo;
-#   builds the control plane's binaries and helm from Go modules (hack/build-tools.sh, cached by
-#   version, side by side) while the packages install (the Go builds need none of them).
+#   builds the control plane's binaries, kwok and helm from one Go module (hack/build-tools.sh,
+#   one cached `go build`) while the packages install (the Go build needs none of them).
 # With OLMV1_NODE=real or kwok+real (the real node of hack/local-up.sh), also: containerd (Debian's
 #   1.6, CRI v1), containernetworking-plugins (bridge, host-local, loopback, portmap in
 #   /usr/lib/cni), iptables, iproute2, gcc and libc6-dev (the static pause binary), and kubelet,
-#   kube-proxy and pause (hack/build-tools.sh --node). Not installed otherwise: the kwok-only
+#   kube-proxy, cert-manager and pause (hack/build-tools.sh --node). Not installed otherwise: the kwok-only
 #   path stays as it was (containerd alone is ~100 MB installed).
 # Safe to run again: it only does what is missing.
 # Each step is a phase of $OLMV1_PHASE_LOG (hack/phases.sh): the packages, and each Go tool.

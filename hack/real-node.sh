@@ -266,7 +266,7 @@ EOF
   cat >"$nd/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# cgroup v1 on this machine: kubelet 1.34 still runs on it when told not to fail.
+# cgroup v1 on this machine: kubelet (1.36) still runs on it when told not to fail.
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupsPerQOS: true
@@ -378,7 +378,9 @@ real_node_down() {
     local pids_left=()
     for f in /sys/fs/cgroup/pids/"$node_cgroup"/{,*/,*/*/,*/*/*/,*/*/*/*/}cgroup.procs; do
       [[ -f "$f" ]] || continue
-      while read -r pid; do pids_left+=("$pid"); done <"$f"
+      # A container's cgroup may go between the glob and the read (its runtime removes it once
+      # the kill of the round before took effect): 2>/dev/null before the redirection.
+      while read -r pid; do pids_left+=("$pid"); done 2>/dev/null <"$f" || true
     done
     ((${#pids_left[@]})) || break
     kill -KILL "${pids_left[@]}" 2>/dev/null || true

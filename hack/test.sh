@@ -6,10 +6,9 @@
 #   pointing at it, and stops the environment on exit; then, for a whole run (no arguments), the
 #   installed-form test hack/deploy-test.sh (the image under podman, installed with helm and
 #   with the install manifest).
-# A whole run also starts, at its beginning, cert-manager's build for the e2e tests that run it
-#   (at the tests' priority: they wait for it, and at nice 10 it was starved until the tests'
-#   build ended; hack/cert-manager.sh takes a
-#   lock, so the test waits for it rather than starting another). Both images the tests run are
+# With the real node, hack/build-tools.sh --node also builds cert-manager for the e2e tests that
+#   run it (one `go build` with the other Go tools; hack/cert-manager.sh, called by a test, waits
+#   for it rather than starting another). Both images the tests run are
 #   made from the tests' own build: the test operator's (hack/test-operator.sh) and olmv1's for
 #   deploy-test (OLMV1_IMAGE_BINARY; OLMV1_RELEASE_IMAGE=1 makes and tests the release build's
 #   image instead, built beside the tests at nice 19). Its test binaries run in two groups side by side, each
@@ -127,8 +126,9 @@ finish() {
 trap finish EXIT
 
 # 1. What is missing installed: the packages first, in the foreground (sudo may ask for a password;
-#    apt is never stopped halfway), then side by side: the Go tools, the release builds and
-#    cert-manager's (a whole run), and the tests' build (which needs none of them).
+#    apt is never stopped halfway), then side by side: the Go tools (cert-manager's with the real
+#    node), the release build (a whole run, when asked for) and the tests' build (which needs
+#    none of them).
 "$here/install-deps.sh" --no-tools
 build_tools_args=()
 [[ $OLMV1_NODE == *real* ]] && build_tools_args+=(--node)
@@ -144,8 +144,6 @@ if ((whole)); then
     background --nice 19 "release build (nice 19)" "$work/release.log" "$here/release-build.sh"
     release_pid=$background_pid
   fi
-  [[ $OLMV1_NODE == *real* ]] &&
-    background "go: cert-manager" "$work/cert-manager.log" "$here/cert-manager.sh" --build-only
 fi
 
 phase_begin "cargo test build"
