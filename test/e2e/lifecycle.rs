@@ -397,7 +397,13 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
                     .as_deref()
                     .is_some_and(|n| n.contains(&s.package) || n.contains(&s.extension))
         })
-        .map(|w| format!("{} {} {:?}/{:?}", w.verb, w.resource, w.namespace, w.name))
+        // Who and when: the old process's last write landing late and the new one's differ.
+        .map(|w| {
+            format!(
+                "{} {} {:?}/{:?} by {} at {}",
+                w.verb, w.resource, w.namespace, w.name, w.user, w.received
+            )
+        })
         .collect();
     assert!(ours.is_empty(), "writes after the restart: {ours:?}");
     assert_eq!(
