@@ -99,6 +99,30 @@ fn properties(keywords: usize) -> Vec<Property> {
     ]
 }
 
+/// A catalog of these FBC objects, as the benchmark's resolutions read it.
+fn catalog_of(objects: &[serde_json::Value]) -> CatalogInput {
+    let metas: Vec<Meta> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
+        })
+        .collect();
+    CatalogInput::new("bench", Arc::new(CatalogIndex::from_metas(&metas).unwrap()))
+}
+
+/// A request for package `app`, from `installed` if given.
+fn request_for_app(installed: Option<olmv1::resolve::InstalledBundle>) -> ResolveRequest {
+    ResolveRequest {
+        package: "app".into(),
+        version_range: None,
+        channels: Vec::new(),
+        selector: None,
+        upgrade_constraint_policy: Default::default(),
+        installed,
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         println!("meter: bench");
@@ -357,27 +381,12 @@ fn main() {
                 "value": {"packageName": "app", "version": version(i)}}]}),
             );
         }
-        let metas: Vec<Meta> = objects
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
-            })
-            .collect();
-        let index = Arc::new(CatalogIndex::from_metas(&metas).unwrap());
-        let catalogs = [CatalogInput::new("bench", index)];
-        let request = ResolveRequest {
-            package: "app".into(),
-            version_range: None,
-            channels: Vec::new(),
-            selector: None,
-            upgrade_constraint_policy: Default::default(),
-            installed: Some(olmv1::resolve::InstalledBundle {
-                name: "app.v1.0.0".into(),
-                version: "1.0.0".into(),
-                release: None,
-            }),
-        };
+        let catalogs = [catalog_of(&objects)];
+        let request = request_for_app(Some(olmv1::resolve::InstalledBundle {
+            name: "app.v1.0.0".into(),
+            version: "1.0.0".into(),
+            release: None,
+        }));
         figures.push(measure(
             Work::Visit,
             "a resolution over 5,000 bundles with edges",
@@ -412,25 +421,8 @@ fn main() {
         for p in 0..2000 {
             bundle(&format!("p{p}"), Vec::new());
         }
-        let metas: Vec<Meta> = objects
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
-            })
-            .collect();
-        let catalogs = [CatalogInput::new(
-            "bench",
-            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
-        )];
-        let request = ResolveRequest {
-            package: "app".into(),
-            version_range: None,
-            channels: Vec::new(),
-            selector: None,
-            upgrade_constraint_policy: Default::default(),
-            installed: None,
-        };
+        let catalogs = [catalog_of(&objects)];
+        let request = request_for_app(None);
         let plan_request = olmv1::dependencies::PlanRequest {
             request: &request,
             installed: &[],
@@ -478,25 +470,8 @@ fn main() {
         for p in 0..10_000 {
             bundle(&format!("p{p}"), Vec::new());
         }
-        let metas: Vec<Meta> = objects
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("bench"), i as u32 + 1).unwrap()
-            })
-            .collect();
-        let catalogs = [CatalogInput::new(
-            "bench",
-            Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
-        )];
-        let request = ResolveRequest {
-            package: "app".into(),
-            version_range: None,
-            channels: Vec::new(),
-            selector: None,
-            upgrade_constraint_policy: Default::default(),
-            installed: None,
-        };
+        let catalogs = [catalog_of(&objects)];
+        let request = request_for_app(None);
         let limit = Duration::from_secs(1);
         let plan_request = olmv1::dependencies::PlanRequest {
             request: &request,
