@@ -18,6 +18,17 @@ use crate::{
 /// The limits the tests plan with: the default work budget (deterministic: what the tests assert
 /// on), and a wall-clock deadline far past what any of them needs on a loaded machine (the
 /// default 10 s was hit by a 3,000-API test while the whole suite ran on 2 busy cores).
+/// A plan of `request` alone (nothing installed, no API served), within [`test_limits`].
+fn plain_request(request: &ResolveRequest) -> PlanRequest<'_> {
+    PlanRequest {
+        request,
+        installed: &[],
+        served_apis: &[],
+        allow_changes: false,
+        limits: test_limits(),
+    }
+}
+
 pub(super) fn test_limits() -> PlanLimits {
     PlanLimits {
         max_duration: std::time::Duration::from_secs(600),
@@ -437,13 +448,7 @@ fn served_apis_satisfy_api_requirements_and_the_resolver_decides_the_request() {
     assert_eq!(err.to_string(), r#"no bundles found for package "nope""#);
     let mut ranged = request("app");
     ranged.version_range = Some("foobar".into());
-    let bad = PlanRequest {
-        request: &ranged,
-        installed: &[],
-        served_apis: &[],
-        allow_changes: false,
-        limits: test_limits(),
-    };
+    let bad = plain_request(&ranged);
     let err = plan(&bad, &catalogs).unwrap_err();
     assert!(err.is_terminal());
 }
@@ -553,13 +558,7 @@ fn planning_work_is_bounded_by_the_budget_and_shared_between_equal_requirements(
     bundles.push(b("app", "1.0.0").needs(not.clone()));
     let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
     let req = request("app");
-    let within = PlanRequest {
-        request: &req,
-        installed: &[],
-        served_apis: &[],
-        allow_changes: false,
-        limits: test_limits(),
-    };
+    let within = plain_request(&req);
     let mut meter = test_limits().meter();
     let planned = plan_within(&within, &catalogs, &mut meter).unwrap();
     assert_eq!(planned.plan.last().unwrap().bundle, "app.v1.0.0");
@@ -631,13 +630,7 @@ fn a_passed_deadline_stops_the_plan_inside_one_packages_candidates() {
     );
     let catalogs = [CatalogInput::new("c", simple_catalog(&bundles))];
     let req = request("app");
-    let within = PlanRequest {
-        request: &req,
-        installed: &[],
-        served_apis: &[],
-        allow_changes: false,
-        limits: test_limits(),
-    };
+    let within = plain_request(&req);
     // Without a deadline: what evaluating all of dep's candidates costs.
     let mut unlimited = Meter::unlimited();
     plan_within(&within, &catalogs, &mut unlimited).unwrap_err();
@@ -670,13 +663,7 @@ fn a_solver_stopped_at_the_deadline_records_it_on_the_meter() {
         ]),
     )];
     let req = request("app");
-    let within = PlanRequest {
-        request: &req,
-        installed: &[],
-        served_apis: &[],
-        allow_changes: false,
-        limits: test_limits(),
-    };
+    let within = plain_request(&req);
     let mut meter = crate::meter::Meter::unlimited().with_deadline(std::time::Duration::ZERO);
     std::thread::sleep(std::time::Duration::from_millis(2));
     let error = plan_within(&within, &catalogs, &mut meter).unwrap_err();
