@@ -43,7 +43,9 @@ use olmv1::{
 use olmv1_api::v1::ClusterExtension;
 use serde_json::{Value, json};
 
-use crate::harness::{Case, Measured, assert_bounded, record, run_measured_keeping, with_divided_budget};
+use crate::harness::{
+    Case, Measured, assert_bounded, own_work_divisor, record, run_measured_keeping, with_divided_budget,
+};
 
 /// Subscriptions of the case's package, and of other packages, in the judged cluster: classic
 /// clusters have a few dozen Subscriptions, each judged on its own meters; the hostile part is
@@ -86,7 +88,7 @@ pub fn cluster_command_of(
         )
         .env("OLMV1_FUZZ_CHILD_COMMAND", command)
         .env("OLMV1_FUZZ_CHILD_OUTPUT", output);
-    with_divided_budget(&mut child);
+    with_divided_budget(&mut child, own_work_divisor());
     let mut what = match output {
         "json" => format!("{command} -o json"),
         _ => command.to_string(),

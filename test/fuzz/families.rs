@@ -83,7 +83,8 @@ pub const DEEP: Family = Family {
     name: "deep",
     cases: |scale| {
         (20..scale.pick(150, 3000), 1..=10usize, 1..30usize)
-            .prop_map(|(bundles, depth, leaves)| {
+            .prop_map(move |(bundles, depth, leaves)| {
+                let bundles = scale.fit(bundles, 400 + depth * 40 + leaves * 90, 0.9);
                 let tree = move |i: usize| {
                     let mut c = json!({"any": {"constraints": (0..leaves).map(|l| json!(
                         {"gvk": {"group": "fuzz.io", "version": "v1", "kind": format!("K{}", (i + l) % 7)}}
@@ -189,7 +190,9 @@ pub const COSTLY_RULES: Family = Family {
     name: "costly rules",
     cases: |scale| {
         (5..scale.pick(30, 600), 100..scale.pick(800, 12000), 1..8usize)
-            .prop_map(|(bundles, keywords, rules)| {
+            .prop_map(move |(bundles, keywords, rules)| {
+                // Each bundle of both packages carries the keywords: 15 bytes a word at most.
+                let keywords = scale.fit(keywords, 2 * bundles * 15, 0.9);
                 let words: Vec<String> = (0..keywords).map(|k| format!("keyword{k}")).collect();
                 let metadata = json!({"type": "olm.csv.metadata.fuzz", "value": {"keywords": words}});
                 let rule = |r: usize| {
@@ -299,7 +302,9 @@ pub const MANY_DEPRECATIONS: Family = Family {
     name: "many deprecations",
     cases: |scale| {
         (100..scale.pick(3000, 60000))
-            .prop_map(|bundles| {
+            .prop_map(move |bundles| {
+                // A channel entry, a bundle and a deprecation entry each.
+                let bundles = scale.fit(bundles, 400, 0.9);
                 let version = |i: usize| format!("1.{}.{}", i / 1000, i % 1000);
                 let entries: Vec<Value> = (0..bundles)
                     .map(|i| json!({"name": format!("app.v{}", version(i))}))
@@ -356,7 +361,9 @@ pub const INTERLEAVED_METAS: Family = Family {
     name: "interleaved metas",
     cases: |scale| {
         (10..scale.pick(200, 2000), 1..scale.pick(1500, 4000))
-            .prop_map(|(packages, padding)| {
+            .prop_map(move |(packages, padding)| {
+                // Three bundles of each package carry the padding.
+                let padding = scale.fit(padding, 3 * packages, 0.8);
                 let per: Vec<Vec<Value>> = (0..packages)
                     .map(|p| {
                         let name = format!("p{p}");
@@ -415,7 +422,13 @@ pub const CLASSIC_CSVS: Family = Family {
             100..scale.pick(800, 12000),
             0..4usize,
         )
-            .prop_map(|(bundles, packages, keywords, rules)| classic_csvs(bundles, packages, keywords, rules))
+            .prop_map(move |(bundles, packages, keywords, rules)| {
+                // A bundle of `app` carries a 1 KB failure message and an API per package: half
+                // the catalog at most; the keywords, on every bundle, the other half.
+                let bundles = scale.fit(bundles, packages * 1300 + rules * 200, 0.45);
+                let keywords = scale.fit(keywords, (bundles + packages) * 15, 0.45);
+                classic_csvs(bundles, packages, keywords, rules)
+            })
             .boxed()
     },
 };

@@ -76,6 +76,20 @@ impl Scale {
             Scale::Large => large,
         }
     }
+
+    /// The largest catalog a case may be: the promise is for inputs under 10 MB (the long run),
+    /// and the bounded run stays near 1 MB. [`check_case`] asserts it, so a family's dimensions
+    /// cannot multiply past it unseen (one did: 104 MB).
+    pub fn max_catalog_bytes(self) -> usize {
+        self.pick(2_000_000, 10_000_000)
+    }
+
+    /// `count` cut so that `count` items of at most `bytes_each` bytes take at most `share` of
+    /// [`Scale::max_catalog_bytes`] (at least 1): a family's dimension that multiplies the others.
+    pub fn fit(self, count: usize, bytes_each: usize, share: f64) -> usize {
+        let room = (self.max_catalog_bytes() as f64 * share) as usize;
+        count.min(room / bytes_each.max(1)).max(1)
+    }
 }
 
 /// One generated hostile catalog and what to ask about it.
@@ -165,20 +179,28 @@ pub fn binary() -> PathBuf {
 /// build. A release binary (`OLMV1_FUZZ_BIN`) runs with the real budgets.
 pub const DEBUG_SLOWDOWN: u64 = 20;
 
-/// The budgets' divisor: `OLMV1_FUZZ_WORK_DIVISOR`, else [`DEBUG_SLOWDOWN`] for the test
-/// build's own (debug) binary and 1 for one named by `OLMV1_FUZZ_BIN`.
+/// The budgets' divisor for the `olmv1` binary under test: `OLMV1_FUZZ_WORK_DIVISOR`, else
+/// [`DEBUG_SLOWDOWN`] for the test build's own binary when it is a debug build and 1 for one
+/// named by `OLMV1_FUZZ_BIN` (a release binary).
 pub fn work_divisor() -> u64 {
-    if let Some(d) = std::env::var("OLMV1_FUZZ_WORK_DIVISOR")
+    if std::env::var_os("OLMV1_FUZZ_BIN").is_some() {
+        divisor_override().unwrap_or(1)
+    } else {
+        own_work_divisor()
+    }
+}
+
+/// The budgets' divisor for the library's own work in a child of this test binary (the
+/// controller's check, `migrate check`, `status`): it runs this binary's code, debug or release
+/// whatever `OLMV1_FUZZ_BIN` names; `OLMV1_FUZZ_WORK_DIVISOR` overrides it.
+pub fn own_work_divisor() -> u64 {
+    divisor_override().unwrap_or(if cfg!(debug_assertions) { DEBUG_SLOWDOWN } else { 1 })
+}
+
+fn divisor_override() -> Option<u64> {
+    std::env::var("OLMV1_FUZZ_WORK_DIVISOR")
         .ok()
         .and_then(|d| d.parse().ok())
-    {
-        return d;
-    }
-    if std::env::var_os("OLMV1_FUZZ_BIN").is_none() && cfg!(debug_assertions) {
-        DEBUG_SLOWDOWN
-    } else {
-        1
-    }
 }
 
 /// A command of the binary under test, with the admin command's budget divided by
@@ -186,13 +208,12 @@ pub fn work_divisor() -> u64 {
 pub fn olmv1(args: &[String]) -> Command {
     let mut command = Command::new(binary());
     command.args(args);
-    with_divided_budget(&mut command);
+    with_divided_budget(&mut command, work_divisor());
     command
 }
 
-/// `command` with the admin command's budget divided by [`work_divisor`].
-pub fn with_divided_budget(command: &mut Command) -> &mut Command {
-    let divisor = work_divisor();
+/// `command` with the admin command's budget divided by `divisor`.
+pub fn with_divided_budget(command: &mut Command, divisor: u64) -> &mut Command {
     if divisor > 1 {
         command.env(
             olmv1::admin::WORK_UNITS_ENV,
@@ -211,7 +232,7 @@ pub fn run_measured(what: &str, command: &mut Command) -> Measured {
 /// [`run_measured`], keeping the first `keep` bytes of stdout.
 #[allow(clippy::zombie_processes)]
 pub fn run_measured_keeping(what: &str, command: &mut Command, keep: usize) -> Measured {
-    let mut child = command
+    let mut child = forked(command)
         .env("RUST_LOG", "off")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -248,6 +269,18 @@ pub fn run_measured_keeping(what: &str, command: &mut Command, keep: usize) -> M
         stderr: String::from_utf8_lossy(&err_text).into_owned(),
         stdout: String::from_utf8_lossy(&out_text).into_owned(),
     }
+}
+
+/// `command`, spawned by `fork` and `exec` rather than `posix_spawn`, so that the child's peak
+/// RSS (`ru_maxrss`) is its own. At `exec` Linux records the replaced address space's peak as the
+/// process's: `posix_spawn`'s child shares this process's address space until it execs (a
+/// `vfork`), so it would be reported at least this process's peak, which a large generated case
+/// makes hundreds of MiB; a forked child's copy starts at this process's resident set at the fork,
+/// which holds no catalog then (a few MiB, printed beside each family's worst).
+pub fn forked(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook does nothing; any hook makes std fork and exec instead of posix_spawn.
+    unsafe { command.pre_exec(|| Ok(())) }
 }
 
 /// Waits for child `pid` and returns its exit status (`None` when a signal ended it) and its CPU
@@ -460,7 +493,7 @@ fn controller_check(case: &Case, dir: &Path) -> Measured {
         .env("OLMV1_FUZZ_CHECK_PACKAGE", &case.package)
         .env(
             "OLMV1_FUZZ_CHECK_UNITS",
-            (olmv1::dependencies::CHECK_WORK_UNITS / work_divisor()).to_string(),
+            (olmv1::dependencies::CHECK_WORK_UNITS / own_work_divisor()).to_string(),
         );
     let m = run_measured_keeping("controller check", &mut child, 1 << 20);
     // "check <cpu ns> <refusal or empty>" per bundle.
@@ -549,21 +582,22 @@ fn controller_check_child() {
 /// `wait4`).
 #[allow(clippy::zombie_processes)]
 fn catalogd(case: &Case, dir: &Path) -> Measured {
-    let mut child = olmv1(&[
+    let mut command = olmv1(&[
         "catalogd".into(),
         "serve".into(),
         "--listen".into(),
         "127.0.0.1:0".into(),
-    ])
-    .arg("--catalog")
-    .arg(format!("fuzz={}", dir.display()))
-    .env("RUST_LOG", "off")
-    .env("OLMV1_EXIT_WITH_PARENT", "1")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .expect("run olmv1 catalogd serve");
+    ]);
+    let mut child = forked(&mut command)
+        .arg("--catalog")
+        .arg(format!("fuzz={}", dir.display()))
+        .env("RUST_LOG", "off")
+        .env("OLMV1_EXIT_WITH_PARENT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run olmv1 catalogd serve");
     let mut stdout = child.stdout.take().expect("piped");
     // "serving catalogs on http://127.0.0.1:PORT/catalogs/"
     let mut announced = Vec::new();
@@ -656,8 +690,13 @@ pub fn check_case(family: &str, mut case: Case) -> usize {
     let dir = kept.path().join("catalog");
     std::fs::create_dir(&dir).unwrap();
     let text = case.text();
-    std::fs::write(dir.join("catalog.json"), &text).unwrap();
     let size = text.len();
+    let max = Scale::from_env().max_catalog_bytes();
+    assert!(
+        size <= max,
+        "{family}: a case of {size} bytes, over the scale's {max}: its generator must fit its dimensions"
+    );
+    std::fs::write(dir.join("catalog.json"), &text).unwrap();
     // This process stays small: its children's peak RSS counts its own at the fork.
     drop(text);
     case.lines = Vec::new();

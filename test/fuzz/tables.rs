@@ -20,7 +20,10 @@ pub const WIDE_TABLES: Family = Family {
             2..scale.pick(30, 120),
             100..scale.pick(500, 1500),
         )
-            .prop_map(|(bundles, channels, skips)| {
+            .prop_map(move |(bundles, channels, skips)| {
+                // Each channel lists every bundle (60 bytes) and its head's skips (70 bytes);
+                // each bundle carries a 1 KB failure message.
+                let channels = scale.fit(channels, bundles * 60 + skips * 70, 0.8);
                 let name = |i: usize| format!("app.v1.0.{i}");
                 let skipped: Vec<String> = (0..skips).map(|s| format!("{s:0>64}")).collect();
                 let mut lines = vec![json!({"schema": "olm.package", "name": "app", "defaultChannel": "c0"})];
