@@ -11,16 +11,57 @@ use crate::{
     resolve::{CatalogInput, ResolveRequest},
 };
 
+/// The shortest line of an edge (`  "a" -> "b" [style=solid];`): a graph of more edges than the
+/// room over this is over the output limit before its text is made.
+const MIN_EDGE_LINE: u64 = 28;
+
+/// Why the graph is not drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// The command's meter ran out.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The graph's text is over what the output may still take: a cut graph is not a graph, so
+    /// none is printed (as JSON).
+    #[error(
+        "the upgrade graph of package {package:?} is over the output limit of {limit} bytes (--max-output-bytes); nothing was printed"
+    )]
+    TooLarge {
+        /// The package.
+        package: String,
+        /// The output limit.
+        limit: u64,
+    },
+}
+
+impl GraphError {
+    /// Always true: the same inputs make the same graph.
+    pub fn is_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// The output's limit and the room it has left (`admin::output::room`): what the graph's text may
+/// take.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// The limit, as the admin set it.
+    pub limit: u64,
+    /// What is left of it.
+    pub left: u64,
+}
+
 /// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that
 /// carries the installed bundle (when none does any more, the catalog of the first version
-/// reachable now, else the first with the package), within `meter`; `Ok(None)` when no catalog
-/// has the package.
+/// reachable now, else the first with the package), within `meter` and `room`; `Ok(None)` when
+/// no catalog has the package.
 pub fn upgrade_graph(
     request: &ResolveRequest,
     catalogs: &[CatalogInput],
     upgrades: &Upgrades,
+    room: Room,
     meter: &mut Meter,
-) -> Result<Option<String>, Refused> {
+) -> Result<Option<String>, GraphError> {
     let catalog = upgrades
         .installed
         .catalog
@@ -33,41 +74,60 @@ pub fn upgrade_graph(
     else {
         return Ok(None);
     };
-    upgrade_dot(package, &request.channels, upgrades, meter).map(Some)
+    upgrade_dot(package, &request.channels, upgrades, room, meter).map(Some)
 }
 
 /// `dot` source for `package` (one catalog's view) and its upgrade answer, within `meter` (the
-/// walk over the channels, each skipRange tested against the channel's entries, the text made).
+/// walk over the channels, each skipRange tested against the channel's entries, the text made)
+/// and `room`: a skipRange over every earlier bundle makes n²/2 edges, so the edges and the text
+/// stop where the output would (a 518 KB catalog made 69 MB of text, 338 MiB, before it was cut).
 pub fn upgrade_dot(
     package: &PackageIndex,
     channels: &[String],
     upgrades: &Upgrades,
+    room: Room,
     meter: &mut Meter,
-) -> Result<String, Refused> {
+) -> Result<String, GraphError> {
     let refused = |e| {
-        Refused::new(
+        GraphError::Refused(Refused::new(
             format!("drawing the upgrade graph of package {:?}", package.name),
             e,
-        )
+        ))
     };
+    let too_large = || GraphError::TooLarge {
+        package: package.name.to_string(),
+        limit: room.limit,
+    };
+    let max_edges = room.left / MIN_EDGE_LINE;
     meter.charge(Work::Visit, package.items()).map_err(refused)?;
     let selected = |name: &str| channels.is_empty() || channels.iter().any(|c| c == name);
     let reachable: BTreeSet<&str> = upgrades.reachable.iter().map(|t| t.bundle.as_str()).collect();
-    let on_path: BTreeSet<&str> = upgrades
-        .paths
-        .iter()
-        .flat_map(|p| p.steps.iter().map(|s| s.bundle.as_str()))
-        .collect();
+    // The paths share their steps (a tree from the installed bundle): each is walked back to
+    // the first step already seen, so the tree is walked once, not once per path.
+    let mut on_path: BTreeSet<&str> = BTreeSet::new();
+    let mut path_edges: BTreeSet<(&str, &str)> = BTreeSet::new();
+    for p in &upgrades.paths {
+        for (step, before) in p.steps.backwards() {
+            let from = before.map_or(upgrades.installed.bundle.as_str(), |b| b.bundle.as_str());
+            if !path_edges.insert((from, step.bundle.as_str())) {
+                break;
+            }
+            on_path.insert(&step.bundle);
+        }
+    }
     let mut nodes: BTreeSet<&str> = BTreeSet::new();
-    let mut edges: BTreeSet<(String, String, &str)> = BTreeSet::new();
+    let mut edges: BTreeSet<(&str, &str, &str)> = BTreeSet::new();
     for ch in package.channels.iter().filter(|c| selected(&c.name)) {
         for e in &ch.entries {
+            if edges.len() as u64 > max_edges {
+                return Err(too_large());
+            }
             nodes.insert(&e.name);
             if let Some(r) = &e.replaces {
-                edges.insert((r.to_string(), e.name.to_string(), "solid"));
+                edges.insert((r, &e.name, "solid"));
             }
             for s in &e.skips {
-                edges.insert((s.to_string(), e.name.to_string(), "dashed"));
+                edges.insert((s, &e.name, "dashed"));
             }
             if let Some(range) = &e.skip_range_parsed {
                 meter
@@ -79,7 +139,7 @@ pub fn upgrade_dot(
                         .and_then(|i| package.bundles[i].version.as_ref().ok())
                         .is_some_and(|v| range.contains(&v.version));
                     if covered && other.name != e.name {
-                        edges.insert((other.name.to_string(), e.name.to_string(), "dotted"));
+                        edges.insert((&other.name, &e.name, "dotted"));
                     }
                 }
             }
@@ -116,10 +176,16 @@ pub fn upgrade_dot(
             "  {name:?} [label={:?}, fillcolor={fill}{extra}];",
             format!("{name}\n{version}")
         );
+        if out.len() as u64 > room.left {
+            return Err(too_large());
+        }
     }
     for (from, to, style) in &edges {
-        if nodes.contains(from.as_str()) {
+        if nodes.contains(from) {
             let _ = writeln!(out, "  {from:?} -> {to:?} [style={style}];");
+            if out.len() as u64 > room.left {
+                return Err(too_large());
+            }
         }
     }
     for t in &upgrades.reachable {
@@ -129,16 +195,8 @@ pub fn upgrade_dot(
             upgrades.installed.bundle, t.bundle
         );
     }
-    let mut path_edges = BTreeSet::new();
-    for p in &upgrades.paths {
-        let mut from = upgrades.installed.bundle.as_str();
-        for s in &p.steps {
-            path_edges.insert((from.to_string(), s.bundle.clone()));
-            from = &s.bundle;
-        }
-    }
     for (from, to) in path_edges {
-        if !reachable.contains(to.as_str()) || from != upgrades.installed.bundle {
+        if !reachable.contains(to) || from != upgrades.installed.bundle {
             let _ = writeln!(
                 out,
                 "  {from:?} -> {to:?} [color=royalblue, penwidth=2, constraint=false];"
@@ -146,6 +204,9 @@ pub fn upgrade_dot(
         }
     }
     out.push_str("}\n");
+    if out.len() as u64 > room.left {
+        return Err(too_large());
+    }
     meter.charge(Work::Render, out.len() as u64).map_err(refused)?;
     Ok(out)
 }

@@ -16,9 +16,12 @@
 //! bundle that declares dependencies is an answer (`check`, with what it requires) or refused
 //! (`refuse`, upstream's rule).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::Arc,
+};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::{
     dependencies::BundleRequirements,
@@ -75,7 +78,91 @@ pub struct UpgradePath {
     /// The version at the end.
     pub target: Target,
     /// The steps, the target last; each step sets `version` to the step's exact version.
-    pub steps: Vec<Target>,
+    pub steps: Steps,
+}
+
+/// The steps of a path: a node of the breadth-first tree of resolver steps from the installed
+/// bundle, holding the step before it. The paths of a chain share their steps: a chain of n
+/// versions holds n steps, not n²/2 copies (a 2 MB catalog of one long `replaces` chain made
+/// 560 MiB of them).
+#[derive(Debug, Clone, Default)]
+pub struct Steps(Option<Arc<Step>>);
+
+#[derive(Debug)]
+struct Step {
+    target: Target,
+    before: Steps,
+    len: usize,
+}
+
+impl Steps {
+    /// These steps, then `target`.
+    pub fn then(&self, target: Target) -> Steps {
+        Steps(Some(Arc::new(Step {
+            target,
+            before: self.clone(),
+            len: self.len() + 1,
+        })))
+    }
+
+    /// How many steps.
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |s| s.len)
+    }
+
+    /// No step.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The steps from the last back to the first, each with the one before it (`None` for the
+    /// first: the installed bundle is before it).
+    pub fn backwards(&self) -> impl Iterator<Item = (&Target, Option<&Target>)> {
+        std::iter::successors(self.0.as_deref(), |s| s.before.0.as_deref())
+            .map(|s| (&s.target, s.before.0.as_deref().map(|b| &b.target)))
+    }
+
+    /// The steps in order, the first first (a list as long as the path).
+    pub fn iter(&self) -> std::vec::IntoIter<&Target> {
+        let mut steps: Vec<&Target> = self.backwards().map(|(t, _)| t).collect();
+        steps.reverse();
+        steps.into_iter()
+    }
+}
+
+impl FromIterator<Target> for Steps {
+    fn from_iter<I: IntoIterator<Item = Target>>(steps: I) -> Steps {
+        steps
+            .into_iter()
+            .fold(Steps::default(), |before, t| before.then(t))
+    }
+}
+
+impl PartialEq for Steps {
+    fn eq(&self, other: &Steps) -> bool {
+        self.len() == other.len() && self.backwards().map(|s| s.0).eq(other.backwards().map(|s| s.0))
+    }
+}
+
+impl Eq for Steps {}
+
+impl Serialize for Steps {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl Drop for Step {
+    // One step at a time: dropping a long chain by recursion would overflow the stack.
+    fn drop(&mut self) {
+        let mut next = self.before.0.take();
+        while let Some(step) = next {
+            next = match Arc::try_unwrap(step) {
+                Ok(mut s) => s.before.0.take(),
+                Err(_) => None,
+            };
+        }
+    }
 }
 
 /// A later version with no path from the installed bundle.
@@ -332,8 +419,8 @@ pub fn upgrades(
     .collect::<Result<_, _>>()?;
 
     // Breadth-first over resolver steps (no range: each step sets its own exact version).
-    let mut previous: HashMap<String, Option<String>> = HashMap::from([(installed.name.clone(), None)]);
-    let mut nodes: HashMap<String, Target> = HashMap::new();
+    // Each bundle reached, with the steps to it.
+    let mut nodes: HashMap<String, Steps> = HashMap::from([(installed.name.clone(), Steps::default())]);
     let mut queue = VecDeque::from([installed.clone()]);
     while let Some(from) = queue.pop_front() {
         let answers = if from == installed {
@@ -342,18 +429,18 @@ pub fn upgrades(
             Some(answers_from(request, &from, catalogs, meter)?)
         };
         let answers = answers.as_ref().unwrap_or(&from_installed);
+        let before = nodes[&from.name].clone();
         for answer in one_step(answers, &from.name, None, dependencies, &mut ranges, meter)? {
-            if previous.contains_key(&*answer.bundle.name) {
+            if nodes.contains_key(&*answer.bundle.name) {
                 continue;
             }
             let target = target(&answer, meter)?;
-            previous.insert(target.bundle.clone(), Some(from.name.clone()));
             queue.push_back(InstalledBundle {
                 name: target.bundle.clone(),
                 version: target.version.clone(),
                 release: None,
             });
-            nodes.insert(target.bundle.clone(), target);
+            nodes.insert(target.bundle.clone(), before.then(target));
         }
     }
 
@@ -368,21 +455,11 @@ pub fn upgrades(
     let mut paths = Vec::new();
     let mut unreachable = Vec::new();
     for (target, version) in later {
-        if nodes.contains_key(&target.bundle) {
-            let mut steps = Vec::new();
-            let mut cursor = Some(target.bundle.clone());
-            while let Some(name) = cursor {
-                if name == installed.name {
-                    break;
-                }
-                charge(meter, &request.package, 1)?;
-                steps.push(nodes[&name].clone());
-                cursor = previous[&name].clone();
-            }
-            steps.reverse();
+        if let Some((last, _)) = nodes.get(&target.bundle).and_then(|s| s.backwards().next()) {
+            charge(meter, &request.package, 1)?;
             paths.push(UpgradePath {
-                target: nodes[&target.bundle].clone(),
-                steps,
+                target: last.clone(),
+                steps: nodes[&target.bundle].clone(),
             });
         } else {
             charge(meter, &request.package, 1)?;
@@ -430,6 +507,34 @@ pub fn upgrades(
     })
 }
 
+/// The most steps a path's row names: the first and last halves, the count of the rest between
+/// them (a cell is cut at 4,096 characters anyway, and a chain of n versions has paths of every
+/// length up to n: their rows in full were n²/2 versions of text before any was cut).
+pub const SHOWN_STEPS: usize = 64;
+
+/// A path's versions joined by arrows, at most [`SHOWN_STEPS`] of them.
+fn shown_steps(steps: &Steps) -> String {
+    let versions: Vec<&str> = if steps.len() <= SHOWN_STEPS {
+        steps.iter().map(|s| s.version.as_str()).collect()
+    } else {
+        let half = SHOWN_STEPS / 2;
+        let mut last: Vec<&str> = steps
+            .backwards()
+            .take(half)
+            .map(|(s, _)| s.version.as_str())
+            .collect();
+        last.reverse();
+        let first = steps.iter().take(half).map(|s| s.version.as_str());
+        let between = format!("... ({} more)", steps.len() - 2 * half);
+        return first
+            .chain([between.as_str()])
+            .chain(last)
+            .collect::<Vec<_>>()
+            .join(" -> ");
+    };
+    versions.join(" -> ")
+}
+
 /// The text form: the installed bundle, then one table of reachable, stepped and unreachable
 /// versions; charged to the command's `meter` as it is made.
 pub fn render_text(u: &Upgrades, colour: bool, meter: &mut Meter) -> Result<TerminalText, Exhausted> {
@@ -467,7 +572,8 @@ pub fn render_text(u: &Upgrades, colour: bool, meter: &mut Meter) -> Result<Term
         ]);
     }
     for p in &u.paths {
-        let steps: Vec<&str> = p.steps.iter().map(|s| s.version.as_str()).collect();
+        // Its steps are walked whole to show the first ones.
+        meter.charge(Work::Render, p.steps.len() as u64)?;
         t.toned_row(vec![
             (p.target.version.clone(), Tone::Plain),
             (p.target.bundle.clone(), Tone::Plain),
@@ -475,8 +581,8 @@ pub fn render_text(u: &Upgrades, colour: bool, meter: &mut Meter) -> Result<Term
             (
                 format!(
                     "{} step(s): {}{}{}",
-                    steps.len(),
-                    steps.join(" -> "),
+                    p.steps.len(),
+                    shown_steps(&p.steps),
                     deprecated(p.target.deprecated),
                     requires(&p.target.requires)
                 ),
@@ -694,7 +800,7 @@ mod tests {
                     steps.reverse();
                     paths.push(UpgradePath {
                         target: nodes[&target.bundle].clone(),
-                        steps,
+                        steps: steps.into_iter().collect(),
                     });
                 } else {
                     let pinned = ResolveRequest {
@@ -995,16 +1101,16 @@ mod tests {
     /// A package of 800 bundles where every bundle's skipRange covers all earlier ones (each
     /// bundle reaches every later one: the O(N^3) case of the issue) is answered within the
     /// budget, the work charged quadratic; the same with a small budget is refused in a sentence.
-    #[test]
-    fn eight_hundred_bundles_reaching_each_other_are_answered_within_the_budget() {
-        let n = 800;
+    /// Package `p` of `n` bundles `1.0.i`, each replacing the one before, and with `skip_all` a
+    /// skipRange over every earlier one.
+    fn chain(n: usize, skip_all: bool) -> [CatalogInput; 1] {
         let entries: Vec<Value> = (0..n)
-            .map(|i| {
-                if i == 0 {
-                    json!({"name": "p.v0"})
-                } else {
+            .map(|i| match i {
+                0 => json!({"name": "p.v0"}),
+                _ if skip_all => {
                     json!({"name": format!("p.v{i}"), "replaces": format!("p.v{}", i - 1), "skipRange": format!("<1.0.{i}")})
                 }
+                _ => json!({"name": format!("p.v{i}"), "replaces": format!("p.v{}", i - 1)}),
             })
             .collect();
         let mut objects = vec![
@@ -1022,11 +1128,15 @@ mod tests {
                 Meta::from_json_object(Bytes::from(o.to_string()), Arc::from("t.json"), i as u32 + 1).unwrap()
             })
             .collect();
-        let inputs = [CatalogInput::new(
+        [CatalogInput::new(
             "c",
             Arc::new(CatalogIndex::from_metas(&metas).unwrap()),
-        )];
-        let request = ResolveRequest {
+        )]
+    }
+
+    /// The upgrades of package `p` from its first bundle.
+    fn from_first() -> ResolveRequest {
+        ResolveRequest {
             package: "p".to_string(),
             version_range: None,
             channels: vec![],
@@ -1037,7 +1147,96 @@ mod tests {
                 version: "1.0.0".to_string(),
                 release: None,
             }),
+        }
+    }
+
+    #[test]
+    fn the_paths_of_a_long_chain_share_their_steps_and_its_rows_name_at_most_64() {
+        let n = 300;
+        let inputs = chain(n, false);
+        let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
+        let answer = upgrades(&from_first(), &inputs, DependencyMode::Check, &mut meter).unwrap();
+        assert_eq!(answer.reachable.len(), 1);
+        assert_eq!(answer.paths.len(), n - 2);
+        for (k, p) in answer.paths.iter().enumerate() {
+            let versions: Vec<String> = p.steps.iter().map(|s| s.version.clone()).collect();
+            let expected: Vec<String> = (1..=k + 2).map(|i| format!("1.0.{i}")).collect();
+            assert_eq!(versions, expected);
+            assert_eq!(p.target.version, format!("1.0.{}", k + 2));
+        }
+        // Each path is the one before it and one step more: its steps, not a copy of them (a
+        // chain of n held n²/2 copies).
+        for pair in answer.paths.windows(2) {
+            let before_last = pair[1].steps.backwards().nth(1).unwrap().0;
+            let last = pair[0].steps.backwards().next().unwrap().0;
+            assert!(std::ptr::eq(before_last, last));
+        }
+        let json = serde_json::to_value(&answer.paths[0]).unwrap();
+        assert_eq!(json["steps"][1]["version"], "1.0.2");
+        let text = render_text(&answer, false, &mut Meter::unlimited()).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.contains("100 step(s):"))
+            .expect("the path to 1.0.100");
+        assert!(
+            row.contains("100 step(s): 1.0.1 -> 1.0.2 -> ")
+                && row.contains(" -> 1.0.32 -> ... (36 more) -> 1.0.69 -> ")
+                && row.trim_end().ends_with(" -> 1.0.100"),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn a_path_of_many_steps_is_dropped_one_step_at_a_time() {
+        // Dropped by recursion, 300,000 steps overflow a test thread's stack.
+        let steps: Steps = (0..300_000)
+            .map(|i| Target {
+                bundle: format!("p.v{i}"),
+                version: String::new(),
+                catalog: String::new(),
+                deprecated: false,
+                requires: Vec::new(),
+            })
+            .collect();
+        assert_eq!(steps.len(), 300_000);
+        let shared = steps.clone();
+        drop(steps);
+        assert_eq!(shared.backwards().next().unwrap().0.bundle, "p.v299999");
+        drop(shared);
+    }
+
+    #[test]
+    fn a_graph_over_the_output_room_is_refused_before_its_edges_are_made() {
+        use crate::admin::graph::{Room, upgrade_graph};
+        // Each skipRange covers every earlier bundle: 800 bundles make 319,600 dotted edges.
+        let inputs = chain(800, true);
+        let request = from_first();
+        let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
+        let answer = upgrades(&request, &inputs, DependencyMode::Check, &mut meter).unwrap();
+        let room = Room {
+            limit: 1 << 20,
+            left: (1 << 20) - 256,
         };
+        let refused = upgrade_graph(&request, &inputs, &answer, room, &mut meter).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "the upgrade graph of package \"p\" is over the output limit of 1048576 bytes (--max-output-bytes); nothing was printed"
+        );
+        // A graph within the room is drawn whole.
+        let inputs = chain(20, true);
+        let answer = upgrades(&request, &inputs, DependencyMode::Check, &mut meter).unwrap();
+        let dot = upgrade_graph(&request, &inputs, &answer, room, &mut meter)
+            .unwrap()
+            .unwrap();
+        assert!(dot.ends_with("}\n"));
+        assert_eq!(dot.matches("[style=dotted]").count(), 19 * 20 / 2);
+    }
+
+    #[test]
+    fn eight_hundred_bundles_reaching_each_other_are_answered_within_the_budget() {
+        let n = 800;
+        let inputs = chain(n, true);
+        let request = from_first();
         // Work decides, never the clock (a debug build on a busy machine is slow).
         let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
         let answer = upgrades(&request, &inputs, DependencyMode::Check, &mut meter).unwrap();

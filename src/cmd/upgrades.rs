@@ -9,7 +9,8 @@ use super::sources::{
 use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
-    graph::{dot_to_svg, upgrade_graph},
+    graph::{GraphError, Room, dot_to_svg, upgrade_graph},
+    output,
     upgrades::{UpgradesError, render_text, upgrades},
 };
 
@@ -61,10 +62,12 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         UpgradesOutput::Json => print_json(&answer, &mut meter),
         UpgradesOutput::Text => print_text(render_text(&answer, colour(), &mut meter)),
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
-            let dot = match upgrade_graph(&request, &inputs, &answer, &mut meter) {
+            let (limit, left) = output::room();
+            let dot = match upgrade_graph(&request, &inputs, &answer, Room { limit, left }, &mut meter) {
                 Ok(Some(dot)) => dot,
                 Ok(None) => return fail("upgrades", "no selected catalog has the package"),
-                Err(e) => return refuse("upgrades", &e),
+                Err(GraphError::Refused(e)) => return refuse("upgrades", &e),
+                Err(e) => return fail("upgrades", &e.to_string()),
             };
             if args.output == UpgradesOutput::Dot {
                 out!("{dot}");

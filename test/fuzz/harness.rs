@@ -349,6 +349,7 @@ fn names_a_limit(stderr: &str) -> bool {
     [
         "budget",
         "over the limit",
+        "over the output limit",
         "takes longer than",
         "more than the limit",
     ]
