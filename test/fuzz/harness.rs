@@ -22,7 +22,7 @@
 //! Case count: `OLMV1_FUZZ_CASES` (default [`DEFAULT_CASES`] per family, the bounded run of
 //! `hack/test.sh`); seed: `OLMV1_FUZZ_SEED` (default fixed, so a run is repeatable); size:
 //! `OLMV1_FUZZ_SCALE=large` generates catalogs up to 10 MB (the long run for the benchmark
-//! notes, on a release binary: `OLMV1_FUZZ_BIN=target/release/olmv1`). Each run's figures are
+//! notes, a release build of the fuzzer: `cargo test --release --test fuzz`). Each run's figures are
 //! printed (`fuzz: family command cpu rss output`) and the worst per family at the end; a
 //! failing case's catalog is kept and its directory printed.
 
