@@ -522,9 +522,9 @@ pub fn upgrades(
 }
 
 /// The most steps a path's row names: the first and last halves, the count of the rest between
-/// them (a cell is cut at 4,096 characters anyway, and a chain of n versions has paths of every
-/// length up to n: their rows in full were n²/2 versions of text before any was cut).
-pub const SHOWN_STEPS: usize = 64;
+/// them (a chain of n versions has paths of every length up to n: their rows in full were n²/2
+/// versions of text before any was cut). The longest path of the shared catalogs is 79 steps.
+pub const SHOWN_STEPS: usize = 256;
 
 /// A path's versions joined by arrows, at most [`SHOWN_STEPS`] of them.
 fn shown_steps(steps: &Steps) -> String {
@@ -1165,7 +1165,7 @@ mod tests {
     }
 
     #[test]
-    fn the_paths_of_a_long_chain_share_their_steps_and_its_rows_name_at_most_64() {
+    fn the_paths_of_a_long_chain_share_their_steps_and_its_rows_name_at_most_256() {
         let n = 300;
         let inputs = chain(n, false);
         let mut meter = Meter::new(crate::admin::COMMAND_WORK_UNITS);
@@ -1190,12 +1190,20 @@ mod tests {
         let text = render_text(&answer, false, &mut Meter::unlimited()).unwrap();
         let row = text
             .lines()
-            .find(|l| l.contains("100 step(s):"))
-            .expect("the path to 1.0.100");
+            .find(|l| l.contains("280 step(s):"))
+            .expect("the path to 1.0.280");
         assert!(
-            row.contains("100 step(s): 1.0.1 -> 1.0.2 -> ")
-                && row.contains(" -> 1.0.32 -> ... (36 more) -> 1.0.69 -> ")
-                && row.trim_end().ends_with(" -> 1.0.100"),
+            row.contains("280 step(s): 1.0.1 -> 1.0.2 -> ")
+                && row.contains(" -> 1.0.128 -> ... (24 more) -> 1.0.153 -> ")
+                && row.trim_end().ends_with(" -> 1.0.280"),
+            "{row}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.contains("256 step(s):"))
+            .expect("the path to 1.0.256");
+        assert!(
+            !row.contains("more)") && row.trim_end().ends_with(" -> 1.0.255 -> 1.0.256"),
             "{row}"
         );
     }

@@ -130,6 +130,77 @@ pub async fn restart_api_server(share: &ClusterShare) {
     .await;
 }
 
+/// cert-manager's informers back off (up to 30 s) while kube-apiserver is away and see nothing
+/// written until their next list: a Secret made in that window is missing to cert-manager, which
+/// then issues a new certificate over it (a migration test that followed a restart saw classic's
+/// serving certificate replaced). Restarted, cert-manager lists all it watches before its
+/// controllers run. Called, after a kube-apiserver restart, by the test that holds the cluster
+/// alone, before it lets the others in. Nothing when cert-manager is not applied yet (its first
+/// start lists everything).
+pub async fn restart_cert_manager() {
+    const NS: &str = "cert-manager";
+    let deployments = ["cert-manager", "cert-manager-cainjector", "cert-manager-webhook"];
+    if !support::kubectl(&["-n", NS, "get", "deployment", deployments[0]]).success {
+        return;
+    }
+    for d in deployments {
+        let out = support::kubectl(&["-n", NS, "rollout", "restart", &format!("deployment/{d}")]);
+        assert!(out.success, "restarting {d}: {}", out.stderr);
+    }
+    for d in deployments {
+        let out = support::kubectl(&[
+            "-n",
+            NS,
+            "rollout",
+            "status",
+            &format!("deployment/{d}"),
+            "--timeout=180s",
+        ]);
+        assert!(out.success, "{d} after its restart: {}", out.stderr);
+    }
+    // The controller's pod alone (the old one gone), its caches filled.
+    support::wait_for(
+        "cert-manager's new controller to list what it watches",
+        Duration::from_secs(120),
+        || async {
+            let pods = support::kubectl(&[
+                "-n",
+                NS,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/instance=cert-manager,app.kubernetes.io/component=controller",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+            ]);
+            let pods: Vec<&str> = pods.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+            let [pod] = pods[..] else {
+                return Err(format!("controller pods: {pods:?}"));
+            };
+            let pod = pod.trim();
+            if pod.contains(' ') {
+                return Err(format!("{pod} is terminating"));
+            }
+            let logs = support::kubectl(&["-n", NS, "logs", pod]).stdout;
+            let missing: Vec<&str> = [
+                "*v1.Secret",
+                "*v1.Certificate",
+                "*v1.CertificateRequest",
+                "*v1.Issuer",
+            ]
+            .into_iter()
+            .filter(|kind| !logs.contains(&format!("\"Caches populated\" type=\"{kind}\"")))
+            .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{pod}: caches not populated yet: {missing:?}"))
+            }
+        },
+    )
+    .await;
+}
+
 struct Components {
     catalogd: Mutex<Option<Child>>,
     controller: Mutex<Option<Child>>,
