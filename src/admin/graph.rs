@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeSet, fmt::Write as _};
 
-use super::upgrades::Upgrades;
+use super::{output::Room, upgrades::Upgrades};
 use crate::{
     catalog::PackageIndex,
     meter::{Meter, Refused, Work},
@@ -39,16 +39,6 @@ impl GraphError {
     pub fn is_terminal(&self) -> bool {
         true
     }
-}
-
-/// The output's limit and the room it has left (`admin::output::room`): what the graph's text may
-/// take.
-#[derive(Debug, Clone, Copy)]
-pub struct Room {
-    /// The limit, as the admin set it.
-    pub limit: u64,
-    /// What is left of it.
-    pub left: u64,
 }
 
 /// The Graphviz source of `upgrades`' graph of `request`'s package, drawn from the catalog that

@@ -73,11 +73,24 @@ pub fn command() -> String {
     output().command.clone()
 }
 
-/// The output limit, and how many bytes the output can still take.
-pub fn room() -> (u64, u64) {
+/// The output's limit and how many bytes the output can still take: what an answer made whole
+/// (JSON, a graph) may be.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// The limit, as the admin set it.
+    pub limit: u64,
+    /// What is left of it.
+    pub left: u64,
+}
+
+/// The output's [`Room`] now.
+pub fn room() -> Room {
     let budget = output();
     let room = budget.limit.saturating_sub(NOTE_BYTES);
-    (budget.limit, room.saturating_sub(budget.written.bytes))
+    Room {
+        limit: budget.limit,
+        left: room.saturating_sub(budget.written.bytes),
+    }
 }
 
 /// `value` as indented JSON (no raw control character; the strings exact) with its newline,
@@ -97,8 +110,8 @@ fn json_within<T: serde::Serialize>(
     meter: &mut Meter,
     make: impl FnOnce(&T, u64, &mut Meter) -> Result<String, JsonError>,
 ) -> Result<String, JsonError> {
-    let (limit, room) = room();
-    match make(value, room.saturating_sub(1), meter) {
+    let Room { limit, left } = room();
+    match make(value, left.saturating_sub(1), meter) {
         Ok(text) => Ok(text + "\n"),
         Err(JsonError::TooLarge { .. }) => Err(JsonError::TooLarge { limit }),
         Err(e) => Err(e),

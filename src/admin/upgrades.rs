@@ -1229,7 +1229,7 @@ mod tests {
 
     #[test]
     fn a_graph_over_the_output_room_is_refused_before_its_edges_are_made() {
-        use crate::admin::graph::{Room, upgrade_graph};
+        use crate::admin::{graph::upgrade_graph, output::Room};
         // Each skipRange covers every earlier bundle: 800 bundles make 319,600 dotted edges.
         let inputs = chain(800, true);
         let request = from_first();

@@ -9,7 +9,7 @@ use super::sources::{
 use crate::admin::sources::CatalogSources;
 use crate::admin::{
     command_meter,
-    graph::{GraphError, Room, dot_to_svg, upgrade_graph},
+    graph::{GraphError, dot_to_svg, upgrade_graph},
     output,
     upgrades::{UpgradesError, render_text, upgrades},
 };
@@ -62,8 +62,7 @@ pub async fn run(args: UpgradesArgs) -> ExitCode {
         UpgradesOutput::Json => print_json(&answer, &mut meter),
         UpgradesOutput::Text => print_text(render_text(&answer, colour(), &mut meter)),
         UpgradesOutput::Dot | UpgradesOutput::Svg => {
-            let (limit, left) = output::room();
-            let dot = match upgrade_graph(&request, &inputs, &answer, Room { limit, left }, &mut meter) {
+            let dot = match upgrade_graph(&request, &inputs, &answer, output::room(), &mut meter) {
                 Ok(Some(dot)) => dot,
                 Ok(None) => return fail("upgrades", "no selected catalog has the package"),
                 Err(GraphError::Refused(e)) => return refuse("upgrades", &e),
