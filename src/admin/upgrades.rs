@@ -528,25 +528,16 @@ pub const SHOWN_STEPS: usize = 256;
 
 /// A path's versions joined by arrows, at most [`SHOWN_STEPS`] of them.
 fn shown_steps(steps: &Steps) -> String {
-    let versions: Vec<&str> = if steps.len() <= SHOWN_STEPS {
-        steps.iter().map(|s| s.version.as_str()).collect()
-    } else {
-        let half = SHOWN_STEPS / 2;
-        let mut last: Vec<&str> = steps
-            .backwards()
-            .take(half)
-            .map(|(s, _)| s.version.as_str())
-            .collect();
-        last.reverse();
-        let first = steps.iter().take(half).map(|s| s.version.as_str());
-        let between = format!("... ({} more)", steps.len() - 2 * half);
-        return first
-            .chain([between.as_str()])
-            .chain(last)
-            .collect::<Vec<_>>()
-            .join(" -> ");
-    };
-    versions.join(" -> ")
+    let versions: Vec<&str> = steps.iter().map(|s| s.version.as_str()).collect();
+    if versions.len() <= SHOWN_STEPS {
+        return versions.join(" -> ");
+    }
+    let half = SHOWN_STEPS / 2;
+    let between = format!("... ({} more)", versions.len() - 2 * half);
+    let mut shown = versions[..half].to_vec();
+    shown.push(&between);
+    shown.extend_from_slice(&versions[versions.len() - half..]);
+    shown.join(" -> ")
 }
 
 /// The text form: the installed bundle, then one table of reachable, stepped and unreachable
