@@ -6,10 +6,15 @@
 //! from the last bookmark's resourceVersion instead of listing again; the API server sends one
 //! about every minute, which also keeps the connection's idle timer from firing).
 
-use std::hash::{BuildHasher, Hasher};
+use std::fmt::Debug;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::time::Duration;
 
-use kube::runtime::watcher;
+use kube::{
+    Api, Resource,
+    runtime::{Controller, WatchStreamExt, reflector, utils::Backoff, watcher},
+};
+use serde::de::DeserializeOwned;
 
 /// The shortest server-side timeout of a watch; each watch draws its own in `[MIN, 2 * MIN)`.
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -17,6 +22,41 @@ pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// A watch's configuration: long jittered timeout, bookmarks.
 pub fn config() -> watcher::Config {
     watcher::Config::default().timeout(jittered_timeout_secs())
+}
+
+/// A Controller of `api`'s objects (watched with `config`) whose trigger streams each back off on
+/// their own. kube-runtime's `Controller::new` puts one backoff over all its trigger streams
+/// together, so an error of any one of them (each watch refused in turn while a restarted API
+/// server fills its authorization caches, then each told its resourceVersion is too old) paused
+/// every one, the controller's own watch included, for up to 30 s each: after an API server
+/// restart, a changed ClusterExtension went unseen for over 5 minutes. Every trigger stream added
+/// to it must back off itself (`default_backoff`).
+pub fn controller<K>(api: Api<K>, config: watcher::Config) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
+{
+    let (reader, writer) = reflector::store();
+    let own = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(own, reader).trigger_backoff(EachStreamBacksOff)
+}
+
+/// The backoff over a Controller's trigger streams taken together: none, each backs off itself.
+struct EachStreamBacksOff;
+
+impl Iterator for EachStreamBacksOff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for EachStreamBacksOff {
+    fn reset(&mut self) {}
 }
 
 /// A timeout in `[MIN_TIMEOUT, 2 * MIN_TIMEOUT)` seconds, different for each call.

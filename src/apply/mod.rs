@@ -50,6 +50,11 @@ pub enum ApplyError {
     /// An object is not ready yet.
     #[error("{0}")]
     NotReady(String),
+    /// The owner let go of its objects (deleted, or released) while they were written.
+    #[error(
+        "ClusterExtension {0} let go of its objects while they were applied (it is being deleted, or was released): nothing more is written"
+    )]
+    LetGo(String),
 }
 
 impl ApplyError {

@@ -38,6 +38,46 @@ pub struct Owner {
     pub uid: String,
     /// The install namespace (spec.namespace), for namespaced objects that name none.
     pub install_namespace: String,
+    /// Whether the extension still holds its objects, asked before each write.
+    pub holding: Holding,
+}
+
+/// Whether an owner still holds its objects. An extension being deleted, or let go of (its
+/// finalizer taken off, its content handed back to OLM classic), must not be written to again:
+/// an owner reference written after the garbage collector orphaned an object makes it delete
+/// that object once the owner is gone.
+#[derive(Clone)]
+pub struct Holding(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Holding {
+    /// Asks `holds` before each write.
+    pub fn new(holds: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(holds))
+    }
+
+    /// An owner that always holds its objects (nothing watches it: tests, one-shot commands).
+    pub fn always() -> Self {
+        Self::new(|| true)
+    }
+
+    /// `owner` still holds its objects, or [`ApplyError::LetGo`].
+    pub fn check(&self, owner: &str) -> Result<(), ApplyError> {
+        if (self.0)() {
+            Ok(())
+        } else {
+            Err(ApplyError::LetGo(owner.to_string()))
+        }
+    }
+}
+
+impl std::fmt::Debug for Holding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if (self.0)() {
+            "Holding(holds)"
+        } else {
+            "Holding(let go)"
+        })
+    }
 }
 
 impl Owner {
@@ -210,6 +250,7 @@ pub async fn apply(
     // CRDs first: the other objects may be instances of them.
     let mut applied = Vec::with_capacity(objects.len());
     for planned in &crds {
+        owner.holding.check(&owner.name)?;
         applied.push(server_side_apply(sa_client, planned).await?);
     }
     for planned in &crds {
@@ -222,6 +263,7 @@ pub async fn apply(
     let mut instances = plan(sa_client, owner, &later, &mut resources).await?;
     rest_planned.append(&mut instances);
     for planned in &rest_planned {
+        owner.holding.check(&owner.name)?;
         applied.push(server_side_apply(sa_client, planned).await?);
     }
     Ok(applied)
@@ -885,6 +927,7 @@ mod tests {
             name: "ext".into(),
             uid: "u1".into(),
             install_namespace: "ns".into(),
+            holding: Holding::always(),
         };
         let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, Event as Finalizer};
 use kube::{Client, ResourceExt};
 use olmv1_api::v1::conditions::{
@@ -191,7 +191,7 @@ pub async fn run(context: Arc<Context>) {
     let credentials_changed = context.registry.config().credentials.changes();
     // Stored content found damaged (and no longer served): store it again now.
     let content_damaged = context.store.damage_events();
-    Controller::new(api, watch)
+    crate::watch::controller(api, watch)
         .reconcile_all_on(credentials_changed)
         .reconcile_all_on(content_damaged)
         .shutdown_on_signal()

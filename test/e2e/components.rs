@@ -506,7 +506,10 @@ pub fn spawn_with(
         )
         .env("POD_NAME", name)
         .env("OLMV1_EXIT_WITH_PARENT", "1")
-        .env("RUST_LOG", "info,olmv1=debug")
+        .env(
+            "RUST_LOG",
+            std::env::var("OLMV1_E2E_LOG").unwrap_or_else(|_| "info,olmv1=debug".into()),
+        )
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

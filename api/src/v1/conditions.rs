@@ -73,6 +73,10 @@ pub const FINALIZER_CLEANUP_UNPACK_CACHE: &str = "olm.operatorframework.io/clean
 pub const FINALIZER_CLEANUP_CONTENT: &str = "olm.operatorframework.io/cleanup-contentmanager-cache";
 /// Finalizer: drops a ClusterCatalog's served content.
 pub const FINALIZER_DELETE_SERVER_CACHE: &str = "olm.operatorframework.io/delete-server-cache";
+/// Annotation on a ClusterExtension whose content is handed to someone else (its value says
+/// whom, e.g. OLM classic's CSV): the controller stops writing it, takes its finalizer off
+/// without uninstalling, and leaves the extension alone while it is there.
+pub const ANNOTATION_RELEASED: &str = "olmv1.operatorframework.io/released-to";
 
 /// Label on every object applied for a ClusterExtension: the owner's kind.
 pub const LABEL_OWNER_KIND: &str = "olm.operatorframework.io/owner-kind";

@@ -49,7 +49,10 @@ use kube::{
 };
 use olmv1_api::v1::{
     ClusterExtension,
-    conditions::{LABEL_CATALOG_NAME, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
+    conditions::{
+        ANNOTATION_RELEASED, FINALIZER_CLEANUP_CONTENT, LABEL_CATALOG_NAME, LABEL_OWNER_KIND,
+        LABEL_OWNER_NAME,
+    },
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -78,13 +81,16 @@ pub const RECORD_KEY: &str = "record.json";
 /// The field manager of migration writes.
 pub const FIELD_MANAGER: &str = "olmv1-migrate";
 
-/// How long classic's olm-operator is given to run its `csv-cleanup` finalizer before convert
-/// removes it: classic deletes only what still carries the CSV's labels, which by then nothing
-/// How often rollback makes its finalizer-less deletion again when the controller re-added its
-/// finalizer in between (each attempt is two requests; the controller adds it at most once per
-/// reconcile).
+/// How often rollback makes its deletion again when the extension changed between its read and
+/// the deletion (each attempt is two or three requests).
 const MAX_DELETE_ATTEMPTS: usize = 20;
 
+/// How long rollback waits for the controller to let go of a released extension (a reconcile
+/// of its own): beyond it, no controller is taken to be running.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long classic's olm-operator is given to run its `csv-cleanup` finalizer before convert
+/// removes it: classic deletes only what still carries the CSV's labels, which by then nothing
 /// adopted does; long enough for a running olm-operator's next sync, short enough to wait for.
 pub const CLASSIC_FINALIZE_WAIT: Duration = Duration::from_secs(5);
 
@@ -1225,8 +1231,87 @@ pub async fn follow_subscription(
     Ok(())
 }
 
-/// Gives `extension` back to classic: the ClusterExtension deleted without uninstalling (its
-/// finalizer removed first, Orphan propagation), olmv1's owner labels removed from what it had
+/// Deletes ClusterExtension `extension` without uninstalling. It is released to `to` first
+/// ([`ANNOTATION_RELEASED`]): the controller stops writing its content and takes its finalizer off
+/// in a reconcile of its own, which runs after any reconcile still writing. A write after the
+/// deletion would put back the owner reference the garbage collector takes off (Orphan
+/// propagation), and the collector would then delete that object. With no controller answering
+/// within [`RELEASE_WAIT`], the finalizer is removed here. Each deletion is made against the
+/// version just read (preconditions), so it never runs with the finalizer on (an uninstall).
+async fn delete_released(
+    extensions: &Api<ClusterExtension>,
+    extension: &str,
+    to: &str,
+    report: &mut dyn FnMut(String),
+) -> Result<(), ConvertError> {
+    let api_error = |what: &str| {
+        let what = format!("{what} ClusterExtension {extension}");
+        move |source| ConvertError::Api { what, source }
+    };
+    let release = json!({"metadata": {"annotations": {ANNOTATION_RELEASED: to}}});
+    match extensions
+        .patch(extension, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(source) => return Err(api_error("releasing")(source)),
+    }
+    let let_go = |e: Option<&ClusterExtension>| e.is_none_or(|e| !holds_finalizer(e));
+    let answered = tokio::time::timeout(
+        RELEASE_WAIT,
+        kube::runtime::wait::await_condition(extensions.clone(), extension, let_go),
+    )
+    .await;
+    if !matches!(answered, Ok(Ok(_))) {
+        report(format!(
+            "the controller did not let go of clusterextension/{extension} within {}s (is it running?): its finalizer is removed here",
+            RELEASE_WAIT.as_secs()
+        ));
+    }
+    for attempt in 1.. {
+        let Some(mut current) = extensions
+            .get_opt(extension)
+            .await
+            .map_err(api_error("reading"))?
+        else {
+            return Ok(());
+        };
+        if holds_finalizer(&current) {
+            let patch = json!({"metadata": {"finalizers": null}});
+            current = match extensions
+                .patch(extension, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(e) => e,
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(source) => return Err(api_error("removing the finalizers of")(source)),
+            };
+        }
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: current.metadata.resource_version.clone(),
+                uid: current.metadata.uid.clone(),
+            }),
+            ..DeleteParams::orphan()
+        };
+        match extensions.delete(extension, &params).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < MAX_DELETE_ATTEMPTS => continue,
+            Err(source) => return Err(api_error("deleting")(source)),
+        }
+    }
+    unreachable!("the attempts end in a return")
+}
+
+/// Whether the extension carries the finalizer that uninstalls it.
+fn holds_finalizer(ext: &ClusterExtension) -> bool {
+    ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT)
+}
+
+/// Gives `extension` back to classic: the ClusterExtension released, then deleted without
+/// uninstalling ([`delete_released`]), olmv1's owner labels removed from what it had
 /// installed, its revision record deleted, then the recorded OperatorGroup (if gone) and the
 /// Subscription recreated, pinned to the installed CSV with Manual approval. The migration
 /// record is deleted last.
@@ -1274,46 +1359,8 @@ pub async fn rollback(
         .map(|r| r.objects)
         .unwrap_or_default();
     if ext.is_some() {
-        // The controller adds its finalizer back whenever it sees the extension without it, and
-        // a deletion with the finalizer on uninstalls. So the deletion is made only against the
-        // version this patch left (preconditions): if the controller got in between, the delete
-        // is refused (409) and both are made again.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let patch = json!({"metadata": {"finalizers": null}});
-            let unfinalized = match extensions
-                .patch(extension, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(e) => e,
-                Err(kube::Error::Api(e)) if e.code == 404 => break,
-                Err(source) => {
-                    return Err(ConvertError::Api {
-                        what: format!("removing the finalizers of ClusterExtension {extension}"),
-                        source,
-                    });
-                }
-            };
-            let params = DeleteParams {
-                preconditions: Some(kube::api::Preconditions {
-                    resource_version: unfinalized.metadata.resource_version.clone(),
-                    uid: unfinalized.metadata.uid.clone(),
-                }),
-                ..DeleteParams::orphan()
-            };
-            match extensions.delete(extension, &params).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(e)) if e.code == 404 => break,
-                Err(kube::Error::Api(e)) if e.code == 409 && attempts < MAX_DELETE_ATTEMPTS => continue,
-                Err(source) => {
-                    return Err(ConvertError::Api {
-                        what: format!("deleting ClusterExtension {extension}"),
-                        source,
-                    });
-                }
-            }
-        }
+        let to = format!("ClusterServiceVersion {}/{}", record.namespace, record.csv);
+        delete_released(&extensions, extension, &to, report).await?;
         report(format!(
             "clusterextension/{extension} deleted without uninstalling"
         ));

@@ -52,6 +52,10 @@ pub enum StepError {
     /// them yet (the controller just started).
     #[error("waiting for the OperatorConditions to be listed before an upgrade")]
     OperatorConditionsNotListed,
+    /// The extension was deleted or released while the reconcile wrote its content: it stopped
+    /// writing, and the next reconcile (uninstall, or letting go) takes over. Not a failure.
+    #[error(transparent)]
+    LetGo(ApplyError),
 }
 
 /// What went wrong with the resolved bundle, by step.
@@ -95,6 +99,7 @@ impl StepError {
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::ReadInstalled(_) | Self::WriteRecord(_) | Self::OperatorConditionsNotListed => false,
+            Self::LetGo(_) => false,
             Self::ListCatalogs(_) | Self::ReadCatalog { .. } => false,
             Self::Resolve(e) => e.is_terminal(),
             Self::Identity(e) => e.is_terminal(),
@@ -119,6 +124,7 @@ impl StepError {
             Self::ListCatalogs(_) | Self::ReadCatalog { .. } | Self::Resolve(_) => "ResolutionFailed",
             Self::Identity(_) => "ServiceAccountUnavailable",
             Self::OperatorConditionsNotListed => "OperatorConditionsNotListed",
+            Self::LetGo(_) => "LetGo",
             Self::Bundle { source, .. } => match source.as_ref() {
                 BundleError::Pull(_) => "PullFailed",
                 BundleError::Load(_) | BundleError::Render(_) => "InvalidBundle",

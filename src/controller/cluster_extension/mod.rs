@@ -22,16 +22,15 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{
-        Controller,
         controller::{self, Action},
         events::{Event, EventType, Recorder, Reporter},
         finalizer::{self as kube_finalizer, Event as Finalizer},
-        reflector::ObjectRef,
+        reflector::{ObjectRef, Store},
     },
 };
 use olmv1_api::v1::{
     ClusterExtension,
-    conditions::{FINALIZER_CLEANUP_CONTENT, REASON_PROGRESS_DEADLINE_EXCEEDED},
+    conditions::{ANNOTATION_RELEASED, FINALIZER_CLEANUP_CONTENT, REASON_PROGRESS_DEADLINE_EXCEEDED},
 };
 use tracing::{debug, info, warn};
 
@@ -46,6 +45,7 @@ use crate::{
     apply::{
         identity::{Installer, InstallerClients},
         lookups::ClusterLookups,
+        objects::Holding,
         revision::{RevisionStore, WatchedObject},
     },
     bundle::render::WebhookProvider,
@@ -121,6 +121,9 @@ pub struct Context {
     pub dependency_waits: DependencyWaits,
     /// The OperatorConditions kept for installed bundles (`--operator-conditions`), if on.
     pub operator_conditions: Option<operator_conditions::OperatorConditions>,
+    /// The ClusterExtensions as the controller's watch last saw them, once it runs: a reconcile
+    /// asks it, before each write, whether its extension still holds its content.
+    pub extensions: std::sync::OnceLock<Store<ClusterExtension>>,
 }
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
@@ -293,8 +296,43 @@ impl Context {
             dependencies: DependencyMode::default(),
             dependency_waits: DependencyWaits::default(),
             operator_conditions: None,
+            extensions: std::sync::OnceLock::new(),
         }
     }
+
+    /// Whether `ext` still holds its content, as the watch sees it now: the same object, not
+    /// being deleted, not released, with the finalizer that uninstalls it. A reconcile started
+    /// before an uninstall or a `migrate rollback` stops writing at its next object. Without the
+    /// watch (a test calling the steps alone), it always holds.
+    pub fn holding(&self, ext: &ClusterExtension) -> Holding {
+        match self.extensions.get() {
+            Some(store) => holding_in(store.clone(), ext),
+            None => Holding::always(),
+        }
+    }
+}
+
+/// Whether `ext`, as `store` has it now, is the same object and holds its content.
+fn holding_in(store: Store<ClusterExtension>, ext: &ClusterExtension) -> Holding {
+    let (key, uid) = (ObjectRef::from_obj(ext), ext.uid());
+    Holding::new(move || {
+        store
+            .get(&key)
+            .is_some_and(|live| live.uid() == uid && holds_content(&live))
+    })
+}
+
+/// Whether an extension, as read, holds its content: not being deleted, not released, with the
+/// finalizer that uninstalls it.
+fn holds_content(ext: &ClusterExtension) -> bool {
+    ext.meta().deletion_timestamp.is_none()
+        && !is_released(ext)
+        && ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT)
+}
+
+/// Whether the extension's content was handed to someone else ([`ANNOTATION_RELEASED`]).
+fn is_released(ext: &ClusterExtension) -> bool {
+    ext.annotations().contains_key(ANNOTATION_RELEASED)
 }
 
 /// Runs the ClusterExtension controller until shutdown.
@@ -304,8 +342,10 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     // Consistent lists (not `any_semantic`): after an API server restart, a list served from a
     // still-filling watch cache can hand out a resourceVersion the next watch rejects as too
     // old, over and over.
-    let controller = Controller::new(extensions, crate::watch::config());
+    let controller = crate::watch::controller(extensions, crate::watch::config());
     let store = controller.store();
+    // Set once: a second `run` in one process would share the first one's watch.
+    let _ = ctx.extensions.set(store.clone());
     let catalog_store = store.clone();
     // Review answers are kept while these watches run (they end with the process); discovery
     // follows the controller's one CRD and one APIService watch (`watches::crds`,
@@ -447,6 +487,9 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
     let _timer = ctx.metrics.reconcile_timer();
     let name = ext.name_any();
     let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
+    if is_released(&ext) {
+        return let_go(&ext, &api).await;
+    }
     let (result, api_requests) = crate::api_requests::count(
         &name,
         finalizer(&api, FINALIZER_CLEANUP_CONTENT, ext, |event| async {
@@ -465,6 +508,24 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
     })
 }
 
+/// A released extension ([`ANNOTATION_RELEASED`]): its finalizer comes off without uninstalling,
+/// and nothing else is written. This reconcile runs after any one that was writing its content
+/// (one reconcile per object at a time), so the finalizer gone tells whoever released it that
+/// the controller let go (`olmv1 migrate rollback` waits for it).
+async fn let_go(ext: &ClusterExtension, api: &Api<ClusterExtension>) -> Result<Action, Error> {
+    if ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT) {
+        crate::controller::finalizer::remove(api, ext, FINALIZER_CLEANUP_CONTENT)
+            .await
+            .map_err(|e| Error::Finalizer(Box::new(kube_finalizer::Error::RemoveFinalizer(e))))?;
+        info!(
+            name = %ext.name_any(),
+            to = %ext.annotations().get(ANNOTATION_RELEASED).map(String::as_str).unwrap_or_default(),
+            "released: finalizer removed, content left in place"
+        );
+    }
+    Ok(Action::await_change())
+}
+
 fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) -> Action {
     warn!(name = %ext.name_any(), %error, "reconcile failed");
     ctx.metrics.reconcile_failed(error.category());
@@ -475,6 +536,11 @@ fn error_policy(ext: Arc<ClusterExtension>, error: &Error, ctx: Arc<Context>) ->
 async fn install(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Error> {
     let name = ext.name_any();
     let outcome = steps::run_pipeline(ext, ctx).await;
+    if let Err(let_go @ StepError::LetGo(_)) = &outcome.result {
+        // Deleted or released meanwhile: the reconcile that follows uninstalls or lets go.
+        info!(%name, %let_go, "stopped writing");
+        return Ok(Action::await_change());
+    }
     let new_status = status::compute(ext, &outcome, k8s_openapi::jiff::Timestamp::now());
     let changed = ext.status.as_ref() != Some(&new_status);
     let waits_on_dependencies = outcome
@@ -697,6 +763,70 @@ async fn uninstall(ext: &ClusterExtension, ctx: &Context) -> Result<Action, Erro
 mod tests {
     use super::{Freshness, LastApplies};
     use crate::apply::revision::{ObjectRef, WatchedObject};
+
+    #[test]
+    fn an_extension_holds_its_content_until_deleted_released_or_unfinalized() {
+        use kube::runtime::{reflector, watcher};
+        use olmv1_api::v1::{
+            ClusterExtension,
+            conditions::{ANNOTATION_RELEASED, FINALIZER_CLEANUP_CONTENT},
+        };
+
+        let ext = |uid: &str, extra: serde_json::Value| -> ClusterExtension {
+            let mut value = serde_json::json!({
+                "apiVersion": "olm.operatorframework.io/v1",
+                "kind": "ClusterExtension",
+                "metadata": {"name": "e", "uid": uid, "finalizers": [FINALIZER_CLEANUP_CONTENT]},
+                "spec": {
+                    "namespace": "ns",
+                    "serviceAccount": {"name": "sa"},
+                    "source": {"sourceType": "Catalog", "catalog": {"packageName": "p"}}
+                }
+            });
+            for (key, v) in extra.as_object().unwrap() {
+                value["metadata"][key] = v.clone();
+            }
+            serde_json::from_value(value).unwrap()
+        };
+        let installing = ext("u1", serde_json::json!({}));
+        let (store, mut writer) = reflector::store::<ClusterExtension>();
+        let holding = super::holding_in(store, &installing);
+        let mut live = |e: ClusterExtension| writer.apply_watcher_event(&watcher::Event::Apply(e));
+
+        assert!(holding.check("e").is_err(), "not seen by the watch yet: not held");
+        live(installing.clone());
+        assert!(holding.check("e").is_ok());
+        for (what, now) in [
+            (
+                "released",
+                ext(
+                    "u1",
+                    serde_json::json!({"annotations": {ANNOTATION_RELEASED: "classic"}}),
+                ),
+            ),
+            (
+                "finalizer removed",
+                ext("u1", serde_json::json!({"finalizers": []})),
+            ),
+            (
+                "being deleted",
+                ext(
+                    "u1",
+                    serde_json::json!({"deletionTimestamp": "2026-11-30T00:00:00Z"}),
+                ),
+            ),
+            ("deleted and made again", ext("u2", serde_json::json!({}))),
+        ] {
+            live(now);
+            let refused = holding.check("e").unwrap_err().to_string();
+            assert!(
+                refused.starts_with("ClusterExtension e let go of its objects"),
+                "{what}: {refused}"
+            );
+            live(installing.clone());
+            assert!(holding.check("e").is_ok(), "{what}, then held again");
+        }
+    }
 
     fn deployment(uid: &str, generation: i64) -> WatchedObject {
         WatchedObject {

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::{
     apply::{
+        ApplyError,
         identity::Installer,
         objects::{self, Owner},
         preflight::{self, AccessPolicy},
@@ -148,6 +149,14 @@ impl Target {
             bundle: self.bundle_name.clone(),
             version: self.version.clone(),
             source: Box::new(source.into()),
+        }
+    }
+
+    /// An apply's error: the bundle's, unless the extension let go of its content meanwhile.
+    fn apply_error(&self, source: ApplyError) -> StepError {
+        match source {
+            ApplyError::LetGo(_) => StepError::LetGo(source),
+            other => self.error(other),
         }
     }
 }
@@ -652,6 +661,7 @@ impl ReconcileState<'_> {
         if dropped.is_empty() {
             return Ok(());
         }
+        self.still_held()?;
         objects::delete_all(installer_client, &self.ext.name_any(), &dropped)
             .await
             .map_err(|e| target.error(e))
@@ -666,7 +676,7 @@ impl ReconcileState<'_> {
     ) -> Result<Vec<AppliedObject>, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
-            .map_err(|e| target.error(e))
+            .map_err(|e| target.apply_error(e))
     }
 
     /// Step (only once everything else is rolled out): apply the APIServices new to this
@@ -681,7 +691,7 @@ impl ReconcileState<'_> {
     ) -> Result<Vec<AppliedObject>, StepError> {
         let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
             .await
-            .map_err(|e| target.error(e))?;
+            .map_err(|e| target.apply_error(e))?;
         if let Some(record) = self.installed.clone() {
             let mut recorded = record.objects.clone();
             recorded.extend(
@@ -725,6 +735,7 @@ impl ReconcileState<'_> {
             ..record.clone()
         };
         self.store(tracked).await?;
+        self.still_held()?;
         let owner = self.ext.name_any();
         objects::prune(installer_client, &owner, &previous, &record.objects)
             .await
@@ -735,6 +746,7 @@ impl ReconcileState<'_> {
     /// Writes `record` unless it is what is recorded already; it is then the installed revision.
     async fn store(&mut self, record: InstalledRevision) -> Result<(), StepError> {
         if self.installed.as_ref() != Some(&record) {
+            self.still_held()?;
             let owner = self.owner();
             self.ctx
                 .revisions
@@ -822,7 +834,17 @@ impl ReconcileState<'_> {
             name: self.ext.name_any(),
             uid: self.ext.uid().unwrap_or_default(),
             install_namespace: self.ext.spec.namespace.clone(),
+            holding: self.ctx.holding(self.ext),
         }
+    }
+
+    /// Before a write other than an apply (a delete, the revision record): stops when the
+    /// extension was deleted or released meanwhile.
+    fn still_held(&self) -> Result<(), StepError> {
+        self.ctx
+            .holding(self.ext)
+            .check(&self.ext.name_any())
+            .map_err(StepError::LetGo)
     }
 }
 
