@@ -1147,6 +1147,21 @@ impl AuditLog {
         std::fs::metadata(&self.path).unwrap().len()
     }
 
+    /// olmv1's writes since `offset` of a scenario's objects: in `namespace`, or named after one
+    /// of `names` (its package or extension).
+    pub fn writes_of(&self, offset: u64, namespace: &str, names: &[&str]) -> Vec<AuditWrite> {
+        self.writes_since(offset)
+            .into_values()
+            .flatten()
+            .filter(|w| {
+                w.namespace.as_deref() == Some(namespace)
+                    || w.name
+                        .as_deref()
+                        .is_some_and(|n| names.iter().any(|name| n.contains(name)))
+            })
+            .collect()
+    }
+
     /// Writes since `offset` by olmv1 replica (the name in `olmv1-<component>/<v> (<name>)`).
     pub fn writes_since(&self, offset: u64) -> BTreeMap<String, Vec<AuditWrite>> {
         let text = std::fs::read(&self.path).unwrap();

@@ -175,15 +175,8 @@ async fn a_released_extension_is_let_go_and_deleting_it_keeps_its_content() {
         .unwrap();
     // From the release on, the controller wrote nothing but its finalizer's removal.
     let written: Vec<String> = audit
-        .writes_since(since)
-        .into_values()
-        .flatten()
-        .filter(|w| {
-            w.namespace.as_deref() == Some(s.namespace.as_str())
-                || w.name
-                    .as_deref()
-                    .is_some_and(|n| n.contains(&s.package) || n.contains(&s.extension))
-        })
+        .writes_of(since, &s.namespace, &[&s.package, &s.extension])
+        .into_iter()
         .filter(|w| !(w.resource == "clusterextensions" && w.verb == "patch"))
         .map(|w| {
             format!(
@@ -472,15 +465,8 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
     // Nothing of this extension was written: no apply, no token for its service account, no
     // record, no status.
     let ours: Vec<_> = audit
-        .writes_since(before)
-        .into_values()
-        .flatten()
-        .filter(|w| {
-            w.namespace.as_deref() == Some(s.namespace.as_str())
-                || w.name
-                    .as_deref()
-                    .is_some_and(|n| n.contains(&s.package) || n.contains(&s.extension))
-        })
+        .writes_of(before, &s.namespace, &[&s.package, &s.extension])
+        .into_iter()
         // Who and when: the old process's last write landing late and the new one's differ.
         .map(|w| {
             format!(
