@@ -234,15 +234,19 @@ async fn the_installed_extension_keeps_running_when_its_catalog_goes_away() {
         .await
         .unwrap();
     // With no catalog, deprecation is unknown; the installed bundle stays (upstream's fallback).
-    let ext = components::wait_extension(&s.client, &s.extension, "deprecation status unknown", |ext| {
-        components::condition(ext, "Deprecated").is_some_and(|c| c.status == "Unknown")
-    })
+    // While the catalog is still being deleted it is listed but unreadable: a reconcile then
+    // reports Retrying (upstream's "catalogs matching the selector exist"), so wait for the end.
+    let ext = components::wait_extension(
+        &s.client,
+        &s.extension,
+        "deprecation status unknown, Progressing Succeeded",
+        |ext| {
+            components::condition(ext, "Deprecated").is_some_and(|c| c.status == "Unknown")
+                && components::condition(ext, "Progressing").is_some_and(|c| c.reason == "Succeeded")
+        },
+    )
     .await;
     assert_eq!(components::condition(&ext, "Installed").unwrap().status, "True");
-    assert_eq!(
-        components::condition(&ext, "Progressing").unwrap().reason,
-        "Succeeded"
-    );
     assert_eq!(
         components::condition(&ext, "Deprecated").unwrap().message,
         "deprecation status unknown: catalog data unavailable"
