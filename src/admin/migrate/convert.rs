@@ -49,10 +49,7 @@ use kube::{
 };
 use olmv1_api::v1::{
     ClusterExtension,
-    conditions::{
-        ANNOTATION_RELEASED, FINALIZER_CLEANUP_CONTENT, LABEL_CATALOG_NAME, LABEL_OWNER_KIND,
-        LABEL_OWNER_NAME,
-    },
+    conditions::{ANNOTATION_RELEASED, LABEL_CATALOG_NAME, LABEL_OWNER_KIND, LABEL_OWNER_NAME},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -61,9 +58,12 @@ use super::{
     check::{CheckRow, MIGRATED_FROM_ANNOTATION, Snapshot, Verdict, check, serving_catalog},
     classic::{Kind, Subscription, api_resource, key},
 };
-use crate::apply::{
-    ownership::{is_owned_by, owner_labels},
-    revision::{ObjectRef, RevisionStore},
+use crate::{
+    apply::{
+        ownership::{is_owned_by, owner_labels},
+        revision::{ObjectRef, RevisionStore},
+    },
+    controller::cluster_extension::holds_finalizer,
 };
 
 /// classic's owner labels (`olm.owner`, `olm.owner.namespace`, `olm.owner.kind`).
@@ -1303,11 +1303,6 @@ async fn delete_released(
         }
     }
     unreachable!("the attempts end in a return")
-}
-
-/// Whether the extension carries the finalizer that uninstalls it.
-fn holds_finalizer(ext: &ClusterExtension) -> bool {
-    ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT)
 }
 
 /// Gives `extension` back to classic: the ClusterExtension released, then deleted without

@@ -325,9 +325,12 @@ fn holding_in(store: Store<ClusterExtension>, ext: &ClusterExtension) -> Holding
 /// Whether an extension, as read, holds its content: not being deleted, not released, with the
 /// finalizer that uninstalls it.
 fn holds_content(ext: &ClusterExtension) -> bool {
-    ext.meta().deletion_timestamp.is_none()
-        && !is_released(ext)
-        && ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT)
+    ext.meta().deletion_timestamp.is_none() && !is_released(ext) && holds_finalizer(ext)
+}
+
+/// Whether the extension carries the finalizer that uninstalls it.
+pub fn holds_finalizer(ext: &ClusterExtension) -> bool {
+    ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT)
 }
 
 /// Whether the extension's content was handed to someone else ([`ANNOTATION_RELEASED`]).
@@ -513,7 +516,7 @@ async fn reconcile(ext: Arc<ClusterExtension>, ctx: Arc<Context>) -> Result<Acti
 /// (one reconcile per object at a time), so the finalizer gone tells whoever released it that
 /// the controller let go (`olmv1 migrate rollback` waits for it).
 async fn let_go(ext: &ClusterExtension, api: &Api<ClusterExtension>) -> Result<Action, Error> {
-    if ext.finalizers().iter().any(|f| f == FINALIZER_CLEANUP_CONTENT) {
+    if holds_finalizer(ext) {
         crate::controller::finalizer::remove(api, ext, FINALIZER_CLEANUP_CONTENT)
             .await
             .map_err(|e| Error::Finalizer(Box::new(kube_finalizer::Error::RemoveFinalizer(e))))?;
