@@ -528,16 +528,19 @@ fn stop(slot: &Mutex<Option<Child>>) {
     }
 }
 
-/// Kills the controller and starts a new one (as after a crash or a rollout).
-pub fn restart_controller() {
+/// Kills the controller and starts a new one (as after a crash or a rollout); returns when the
+/// old process had exited: what the API server receives after it, the new one sent.
+pub fn restart_controller() -> k8s_openapi::jiff::Timestamp {
     let components = COMPONENTS.get().expect("components are running");
     stop(&components.controller);
+    let stopped = k8s_openapi::jiff::Timestamp::now();
     *components.controller.lock().unwrap() = Some(spawn_controller(
         "controller",
         &components.controller_operations,
         &components.metrics_tls,
         components.controller_extra,
     ));
+    stopped
 }
 
 /// Whether the shared controller process is still the one started (it has not crashed or exited).

@@ -454,7 +454,7 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
 
     let audit = components::AuditLog::open();
     let before = audit.end();
-    components::restart_controller();
+    let stopped = components::restart_controller();
     // The new process has looked at the extension once its metric names the installed bundle
     // (set after the status write, if there is one).
     let installed = format!(
@@ -476,12 +476,13 @@ async fn a_restarted_controller_re_verifies_an_installed_extension_without_writi
     )
     .await;
 
-    // Nothing of this extension was written: no apply, no token for its service account, no
-    // record, no status.
+    // Nothing of this extension was written by the new process: no apply, no token for its
+    // service account, no record, no status. (A write of the old one still under way when it
+    // was killed is received before it exited.)
     let ours: Vec<_> = audit
         .writes_of(before, &s.namespace, &[&s.package, &s.extension])
         .into_iter()
-        // Who and when: the old process's last write landing late and the new one's differ.
+        .filter(|w| w.received > stopped)
         .map(|w| {
             format!(
                 "{} {} {:?}/{:?} by {} at {}",

@@ -20,7 +20,7 @@ use std::{sync::Arc, time::Duration};
 use futures::StreamExt;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{DynamicObject, Patch, PatchParams},
     runtime::{
         controller::{self, Action},
         events::{Event, EventType, Recorder, Reporter},
@@ -142,31 +142,60 @@ struct Applies {
 }
 
 /// What the watches reported of an extension's objects since [`LastApplies::begin`]: each
-/// object's ready state (`None`: deleted or not ready), at most [`Reports::MAX`] of them.
+/// object's last report, for at most [`Reports::MAX`] objects.
 #[derive(Default)]
 struct Reports {
-    states: Vec<Option<WatchedObject>>,
-    overflowed: bool,
+    last: std::collections::HashMap<ObjectRef<DynamicObject>, Reported>,
+    /// A change no later report undoes (drift, a deleted OperatorCondition), or more objects
+    /// than are kept.
+    changed: bool,
+}
+
+/// An object's last report.
+enum Reported {
+    /// Its state (`None`: not ready).
+    State(Option<WatchedObject>),
+    /// Deleted: the object with this uid is gone, whatever its last state said.
+    Deleted(String),
 }
 
 impl Reports {
     const MAX: usize = 64;
 
-    fn push(&mut self, state: Option<&WatchedObject>) {
-        if self.states.len() < Self::MAX {
-            self.states.push(state.cloned());
-        } else {
-            self.overflowed = true;
+    fn push(&mut self, object: ObjectRef<DynamicObject>, report: Reported) {
+        if self.last.len() >= Self::MAX && !self.last.contains_key(&object) {
+            self.changed = true;
+            return;
         }
+        self.last.insert(object, report);
     }
 
-    /// Whether every object reported is as `watched` has it, ready.
-    fn all_as(&self, watched: &[WatchedObject]) -> bool {
-        !self.overflowed
-            && self
-                .states
-                .iter()
-                .all(|state| state.as_ref().is_some_and(|s| watched.contains(s)))
+    /// Whether `object` with `uid` was reported deleted: a report of its state after that is
+    /// the deletion's own (the watch's last state of the object), not news.
+    fn deleted(&self, object: &ObjectRef<DynamicObject>, uid: Option<&str>) -> bool {
+        matches!(self.last.get(object), Some(Reported::Deleted(deleted)) if Some(deleted.as_str()) == uid)
+    }
+
+    /// What was reported unlike `watched`, if anything: an object last reported other than as
+    /// `watched` has it, ready, or one it names deleted. Only the last report of each object
+    /// counts: the not-ready states of the rollout the reconcile waited for are over once it is
+    /// ready, and a scale or a replacement leaves a last state not watched. An object `watched`
+    /// does not name, deleted, was pruned.
+    fn unlike(&self, watched: &[WatchedObject]) -> Option<String> {
+        if self.changed {
+            return Some("drift, a deleted OperatorCondition, or too many objects".into());
+        }
+        self.last.iter().find_map(|(object, report)| match report {
+            Reported::State(None) => Some(format!("{object} not ready")),
+            Reported::State(Some(state)) if !watched.contains(state) => Some(format!(
+                "{object} at uid {} generation {}",
+                state.uid, state.generation
+            )),
+            Reported::Deleted(uid) if watched.iter().any(|w| w.uid == *uid) => {
+                Some(format!("{object} deleted"))
+            }
+            _ => None,
+        })
     }
 }
 
@@ -205,7 +234,7 @@ impl LastApplies {
     /// full (also the first one since this process started), and one in flight does not
     /// remember its apply as trusted.
     pub fn drifted(&self, extension: &str) {
-        self.object_changed(extension, None);
+        self.content_changed(extension);
         self.applies().seen.insert(extension.to_string());
     }
 
@@ -220,31 +249,47 @@ impl LastApplies {
     /// Remembers a full apply (or a check of one) that ended with everything ready, unless a
     /// watch reported, since the reconcile began, an object other than as `watched` has it (a
     /// deletion or a scale while the reconcile read readiness): that report's reconcile, queued
-    /// behind this one, must not find the content trusted. Returns whether it remembered.
-    pub fn remember(&self, extension: &str, fingerprint: &str, watched: Vec<WatchedObject>) -> bool {
+    /// behind this one, must not find the content trusted. Says what was reported if it did not
+    /// remember.
+    pub fn remember(
+        &self,
+        extension: &str,
+        fingerprint: &str,
+        watched: Vec<WatchedObject>,
+    ) -> Result<(), String> {
         let mut applies = self.applies();
         applies.seen.insert(extension.to_string());
-        if applies
-            .reports
-            .get(extension)
-            .is_some_and(|reports| !reports.all_as(&watched))
-        {
+        if let Some(unlike) = applies.reports.get(extension).and_then(|r| r.unlike(&watched)) {
             applies.last.remove(extension);
-            return false;
+            return Err(unlike);
         }
         applies
             .last
             .insert(extension.to_string(), (fingerprint.to_string(), watched));
-        true
+        Ok(())
     }
 
-    /// An owned CRD or Deployment changed: forgets the extension's last apply unless the object
-    /// is as it was then and still ready (`ready_state`; `None` when it is not ready). Status
-    /// updates and a restarted watch's initial list leave it.
-    pub fn object_changed(&self, extension: &str, ready_state: Option<&WatchedObject>) {
+    /// An owned CRD, Deployment or APIService (`object`, with `uid`) was reported: forgets the
+    /// extension's last apply unless the object is as it was then and still ready
+    /// (`ready_state`; `None` when it is not ready). Status updates, a restarted watch's initial
+    /// list, and the last state of an object reported deleted leave it.
+    pub fn object_changed(
+        &self,
+        extension: &str,
+        object: ObjectRef<DynamicObject>,
+        uid: Option<&str>,
+        ready_state: Option<&WatchedObject>,
+    ) {
         let mut applies = self.applies();
+        if applies
+            .reports
+            .get(extension)
+            .is_some_and(|reports| reports.deleted(&object, uid))
+        {
+            return;
+        }
         if let Some(reports) = applies.reports.get_mut(extension) {
-            reports.push(ready_state);
+            reports.push(object, Reported::State(ready_state.cloned()));
         }
         let unchanged = applies
             .last
@@ -253,6 +298,37 @@ impl LastApplies {
         if !unchanged {
             applies.last.remove(extension);
         }
+    }
+
+    /// An owned CRD, Deployment or APIService (`object`, with `uid`) was deleted: forgets the
+    /// extension's last apply if that apply left it (an object pruned by the apply was not).
+    pub fn object_deleted(&self, extension: &str, object: ObjectRef<DynamicObject>, uid: Option<&str>) {
+        let mut applies = self.applies();
+        let Some(uid) = uid else {
+            drop(applies);
+            return self.content_changed(extension);
+        };
+        if let Some(reports) = applies.reports.get_mut(extension) {
+            reports.push(object, Reported::Deleted(uid.to_string()));
+        }
+        if applies
+            .last
+            .get(extension)
+            .is_some_and(|(_, watched)| watched.iter().any(|w| w.uid == uid))
+        {
+            applies.last.remove(extension);
+        }
+    }
+
+    /// Something of the extension changed that no later report undoes (found drifted, an
+    /// OperatorCondition deleted): forgets its last apply, and a reconcile in flight does not
+    /// remember its own.
+    pub fn content_changed(&self, extension: &str) {
+        let mut applies = self.applies();
+        if let Some(reports) = applies.reports.get_mut(extension) {
+            reports.changed = true;
+        }
+        applies.last.remove(extension);
     }
 
     /// Forgets an extension: it is gone.
@@ -844,11 +920,18 @@ mod tests {
         }
     }
 
+    /// The reflector's reference to the Deployment `deployment` describes.
+    fn reported(name: &str) -> kube::runtime::reflector::ObjectRef<kube::api::DynamicObject> {
+        kube::runtime::reflector::ObjectRef::<k8s_openapi::api::apps::v1::Deployment>::new(name)
+            .within("ns")
+            .erase()
+    }
+
     /// A reconcile of `ext` that ended ready with `watched`, then the next reconcile's verdict.
     fn after(ext: &str, last_apply: &LastApplies, during: impl FnOnce(&LastApplies)) -> Freshness {
         last_apply.begin(ext);
         during(last_apply);
-        last_apply.remember(ext, "fp", vec![deployment("a", 2)]);
+        last_apply.remember(ext, "fp", vec![deployment("a", 2)]).ok();
         last_apply.begin(ext);
         last_apply.freshness(ext, "fp")
     }
@@ -866,27 +949,95 @@ mod tests {
         let last_apply = LastApplies::default();
         last_apply.freshness("ext", "fp");
         let status_only = |l: &LastApplies| {
-            l.object_changed("ext", Some(&deployment("a", 2)));
-            l.object_changed("other", None);
+            l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+            l.object_changed("other", reported("operator"), Some("a"), None);
         };
         assert_eq!(after("ext", &last_apply, status_only), Freshness::Fresh);
         // Reported after the apply was remembered, the same state changes nothing either.
-        last_apply.object_changed("ext", Some(&deployment("a", 2)));
+        last_apply.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
         assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
+    }
+
+    #[test]
+    fn the_rollout_the_reconcile_waited_for_leaves_its_ready_apply_trusted() {
+        // The install's own rollout: not ready, then ready as the reconcile read it. The next
+        // reconcile trusts the apply (applying again would write every object a second time).
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let rollout = |l: &LastApplies| {
+            l.object_changed("ext", reported("operator"), Some("a"), None);
+            l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+        };
+        assert_eq!(after("ext", &last_apply, rollout), Freshness::Fresh);
+        // Not ready again as last reported: not trusted.
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let unready = |l: &LastApplies| {
+            l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+            l.object_changed("ext", reported("operator"), Some("a"), None);
+        };
+        assert_eq!(after("ext", &last_apply, unready), Freshness::Stale);
     }
 
     #[test]
     fn a_deletion_or_scale_reported_while_readiness_was_read_is_never_trusted_away() {
         for (what, report) in [
-            ("deleted", None),
+            ("not ready", None),
             ("scaled (a new generation)", Some(deployment("a", 3))),
             ("replaced (a new uid)", Some(deployment("b", 1))),
         ] {
             let last_apply = LastApplies::default();
             last_apply.freshness("ext", "fp");
-            let verdict = after("ext", &last_apply, |l| l.object_changed("ext", report.as_ref()));
+            let verdict = after("ext", &last_apply, |l| {
+                let uid = report.as_ref().map_or("a", |r| r.uid.as_str());
+                l.object_changed("ext", reported("operator"), Some(uid), report.as_ref())
+            });
             assert_eq!(verdict, Freshness::Stale, "{what}");
         }
+        // A deletion stays a change even when the deleted object's last state, reported after
+        // it, looks as the apply left it.
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let deleted = |l: &LastApplies| {
+            l.object_deleted("ext", reported("operator"), Some("a"));
+            l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+        };
+        assert_eq!(after("ext", &last_apply, deleted), Freshness::Stale, "deleted");
+        // Deleted once trusted too.
+        assert_eq!(after("ext", &last_apply, |_| {}), Freshness::Fresh);
+        last_apply.object_deleted("ext", reported("operator"), Some("a"));
+        last_apply.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+        assert_eq!(
+            last_apply.freshness("ext", "fp"),
+            Freshness::Stale,
+            "deleted after"
+        );
+    }
+
+    #[test]
+    fn an_object_the_apply_pruned_deleted_leaves_it_trusted() {
+        // An upgrade's prune deletes the previous bundle's Deployment, which the ready apply
+        // does not name: its deletion (and its last state, reported after) changes nothing.
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        let pruned = |l: &LastApplies| {
+            l.object_changed(
+                "ext",
+                reported("old-operator"),
+                Some("old"),
+                Some(&deployment("old", 1)),
+            );
+            l.object_deleted("ext", reported("old-operator"), Some("old"));
+            l.object_changed(
+                "ext",
+                reported("old-operator"),
+                Some("old"),
+                Some(&deployment("old", 1)),
+            );
+        };
+        assert_eq!(after("ext", &last_apply, pruned), Freshness::Fresh);
+        last_apply.object_deleted("ext", reported("old-operator"), Some("old"));
+        assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
     }
 
     #[test]
@@ -911,9 +1062,22 @@ mod tests {
     fn more_reports_than_are_kept_count_as_a_change() {
         let last_apply = LastApplies::default();
         last_apply.freshness("ext", "fp");
-        let flood = |l: &LastApplies| {
+        // Each object's last report is kept, for up to MAX objects; the same one reported again
+        // and again takes one place.
+        let again = |l: &LastApplies| {
             for _ in 0..=super::Reports::MAX {
-                l.object_changed("ext", Some(&deployment("a", 2)));
+                l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
+            }
+        };
+        assert_eq!(after("ext", &last_apply, again), Freshness::Fresh);
+        let flood = |l: &LastApplies| {
+            for i in 0..=super::Reports::MAX {
+                l.object_changed(
+                    "ext",
+                    reported(&format!("operator-{i}")),
+                    Some("a"),
+                    Some(&deployment("a", 2)),
+                );
             }
         };
         assert_eq!(after("ext", &last_apply, flood), Freshness::Stale);

@@ -218,7 +218,7 @@ impl OperatorConditions {
                     let key = (oc.namespace().unwrap_or_default(), oc.name_any());
                     verdicts.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
                     if let Some(owner) = owner_of(&oc) {
-                        last_apply.object_changed(owner, None);
+                        last_apply.content_changed(owner);
                     }
                     Some(Ok(oc))
                 }

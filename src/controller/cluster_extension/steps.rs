@@ -582,7 +582,8 @@ impl ReconcileState<'_> {
                     Ok(true) => self
                         .ctx
                         .last_apply
-                        .remember(&name, fingerprint, mark.watched.clone()),
+                        .remember(&name, fingerprint, mark.watched.clone())
+                        .is_ok(),
                     Ok(false) => false,
                     Err(e) => {
                         debug!(extension = %name, error = %e, "re-verifying the last ready apply failed; applying in full");
@@ -794,12 +795,12 @@ impl ReconcileState<'_> {
             // Ready so far, with APIServices still to apply: nothing is remembered as done.
             return Ok(Progress::Done);
         };
-        if !self
-            .ctx
-            .last_apply
-            .remember(&self.ext.name_any(), &fingerprint, rollout.watched.clone())
+        if let Err(reported) =
+            self.ctx
+                .last_apply
+                .remember(&self.ext.name_any(), &fingerprint, rollout.watched.clone())
         {
-            debug!(extension = %self.ext.name_any(), "an owned object changed while readiness was read; the next reconcile applies in full");
+            debug!(extension = %self.ext.name_any(), %reported, "an owned object changed while readiness was read; the next reconcile applies in full");
         }
         if let Some(record) = self.installed.clone() {
             let ready = Some(ReadyMark {

@@ -149,7 +149,7 @@ fn owned_objects<K, S>(
     last_apply: &LastApplies,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource + Clone + Send + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     let last_apply = last_apply.clone();
@@ -159,7 +159,11 @@ where
             if let watcher::Event::Delete(object) = &event
                 && let Some(owner) = owner_of(object)
             {
-                last_apply.object_changed(owner, None);
+                last_apply.object_deleted(
+                    owner,
+                    ObjectRef::from_obj(object).erase(),
+                    object.meta().uid.as_deref(),
+                );
             }
             event
         })
@@ -168,13 +172,18 @@ where
 
 /// The ClusterExtension that owns a changed object; its last apply is forgotten unless the object
 /// is as that apply left it (see [`LastApplies::object_changed`]).
-fn owner_changed<K: Resource>(
+fn owner_changed<K: Resource<DynamicType = ()>>(
     object: &K,
     ready_state: Option<WatchedObject>,
     last_apply: &LastApplies,
 ) -> Option<ObjectRef<ClusterExtension>> {
     let owner = owner_of(object)?;
-    last_apply.object_changed(owner, ready_state.as_ref());
+    last_apply.object_changed(
+        owner,
+        ObjectRef::from_obj(object).erase(),
+        object.meta().uid.as_deref(),
+        ready_state.as_ref(),
+    );
     Some(ObjectRef::new(owner))
 }
 
@@ -228,7 +237,11 @@ mod tests {
     async fn one_crd_metadata_watch_keeps_discovery_and_tells_owners_what_changed() {
         let (lookups, last_apply) = (ClusterLookups::new(), LastApplies::default());
         let owned = crd("widgets.example.com", Some("ext"), 1);
-        let remember = || last_apply.remember("ext", "fp", crd_state(&owned.metadata).into_iter().collect());
+        let remember = || {
+            last_apply
+                .remember("ext", "fp", crd_state(&owned.metadata).into_iter().collect())
+                .is_ok()
+        };
         last_apply.freshness("ext", "fp");
         assert!(remember());
         assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
