@@ -927,6 +927,13 @@ mod tests {
             .erase()
     }
 
+    /// Applies in which `ext` was already looked at since the process started.
+    fn looked_at() -> LastApplies {
+        let last_apply = LastApplies::default();
+        last_apply.freshness("ext", "fp");
+        last_apply
+    }
+
     /// A reconcile of `ext` that ended ready with `watched`, then the next reconcile's verdict.
     fn after(ext: &str, last_apply: &LastApplies, during: impl FnOnce(&LastApplies)) -> Freshness {
         last_apply.begin(ext);
@@ -938,16 +945,14 @@ mod tests {
 
     #[test]
     fn a_ready_apply_with_nothing_reported_meanwhile_is_trusted() {
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         assert_eq!(after("ext", &last_apply, |_| {}), Freshness::Fresh);
         assert_eq!(last_apply.freshness("ext", "other"), Freshness::Stale);
     }
 
     #[test]
     fn reports_of_the_objects_as_the_apply_left_them_keep_it_trusted() {
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let status_only = |l: &LastApplies| {
             l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
             l.object_changed("other", reported("operator"), Some("a"), None);
@@ -962,16 +967,14 @@ mod tests {
     fn the_rollout_the_reconcile_waited_for_leaves_its_ready_apply_trusted() {
         // The install's own rollout: not ready, then ready as the reconcile read it. The next
         // reconcile trusts the apply (applying again would write every object a second time).
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let rollout = |l: &LastApplies| {
             l.object_changed("ext", reported("operator"), Some("a"), None);
             l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
         };
         assert_eq!(after("ext", &last_apply, rollout), Freshness::Fresh);
         // Not ready again as last reported: not trusted.
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let unready = |l: &LastApplies| {
             l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
             l.object_changed("ext", reported("operator"), Some("a"), None);
@@ -986,8 +989,7 @@ mod tests {
             ("scaled (a new generation)", Some(deployment("a", 3))),
             ("replaced (a new uid)", Some(deployment("b", 1))),
         ] {
-            let last_apply = LastApplies::default();
-            last_apply.freshness("ext", "fp");
+            let last_apply = looked_at();
             let verdict = after("ext", &last_apply, |l| {
                 let uid = report.as_ref().map_or("a", |r| r.uid.as_str());
                 l.object_changed("ext", reported("operator"), Some(uid), report.as_ref())
@@ -996,8 +998,7 @@ mod tests {
         }
         // A deletion stays a change even when the deleted object's last state, reported after
         // it, looks as the apply left it.
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let deleted = |l: &LastApplies| {
             l.object_deleted("ext", reported("operator"), Some("a"));
             l.object_changed("ext", reported("operator"), Some("a"), Some(&deployment("a", 2)));
@@ -1018,8 +1019,7 @@ mod tests {
     fn an_object_the_apply_pruned_deleted_leaves_it_trusted() {
         // An upgrade's prune deletes the previous bundle's Deployment, which the ready apply
         // does not name: its deletion (and its last state, reported after) changes nothing.
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let pruned = |l: &LastApplies| {
             l.object_changed(
                 "ext",
@@ -1042,8 +1042,7 @@ mod tests {
 
     #[test]
     fn drift_found_by_the_check_is_never_trusted_away_even_after_a_restart() {
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         let verdict = after("ext", &last_apply, |_| {});
         assert_eq!(verdict, Freshness::Fresh);
         last_apply.drifted("ext");
@@ -1060,8 +1059,7 @@ mod tests {
 
     #[test]
     fn more_reports_than_are_kept_count_as_a_change() {
-        let last_apply = LastApplies::default();
-        last_apply.freshness("ext", "fp");
+        let last_apply = looked_at();
         // Each object's last report is kept, for up to MAX objects; the same one reported again
         // and again takes one place.
         let again = |l: &LastApplies| {
