@@ -267,6 +267,8 @@ pub struct LeaderElector {
     /// without reading it first (one request, not two), and falls back to reading it on a
     /// conflict (someone else wrote it since).
     held: Mutex<Option<Lease>>,
+    /// Set by [`LeaderElector::release`]: a renewal under way then writes nothing more.
+    released: std::sync::atomic::AtomicBool,
 }
 
 impl LeaderElector {
@@ -288,6 +290,7 @@ impl LeaderElector {
             leadership,
             timings,
             held: Mutex::new(None),
+            released: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -336,28 +339,52 @@ impl LeaderElector {
     /// replica takes it at its next retry instead of waiting out the lease duration. A failure is
     /// only logged: the others then wait for the lease to run out.
     pub async fn release(&self) {
+        self.released.store(true, std::sync::atomic::Ordering::SeqCst);
         self.leadership.set(None);
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(mut lease) = held else {
-            return;
-        };
-        let now = MicroTime(Timestamp::now());
-        if let Some(spec) = lease.spec.as_mut() {
-            spec.holder_identity = None;
-            spec.lease_duration_seconds = Some(1);
-            spec.acquire_time = Some(now.clone());
-            spec.renew_time = Some(now);
-        }
-        match self
-            .leases
-            .replace(&self.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => info!(lease = %self.name, identity = %self.identity, "released the Lease"),
-            Err(e) => {
-                warn!(lease = %self.name, error = %e, "could not release the Lease; the others wait for it to expire")
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // A renewal under way when the stop came has the Lease as last written (and, if it lands
+        // after this read, makes the write below conflict): read it again, a few times.
+        for _ in 0..3 {
+            let mut lease = match held.take() {
+                Some(lease) => lease,
+                None => match self.leases.get_opt(&self.name).await {
+                    Ok(Some(lease)) if self.holds(&lease) => lease,
+                    Ok(_) => return,
+                    Err(e) => {
+                        warn!(lease = %self.name, error = %e, "could not release the Lease; the others wait for it to expire");
+                        return;
+                    }
+                },
+            };
+            let now = MicroTime(Timestamp::now());
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.holder_identity = None;
+                spec.lease_duration_seconds = Some(1);
+                spec.acquire_time = Some(now.clone());
+                spec.renew_time = Some(now);
+            }
+            match self
+                .leases
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => {
+                    info!(lease = %self.name, identity = %self.identity, "released the Lease");
+                    return;
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(e) => {
+                    warn!(lease = %self.name, error = %e, "could not release the Lease; the others wait for it to expire");
+                    return;
+                }
             }
         }
+        warn!(lease = %self.name, "could not release the Lease: it kept changing; the others wait for it to expire");
+    }
+
+    /// Whether `lease` names this replica as its holder.
+    fn holds(&self, lease: &Lease) -> bool {
+        lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str())
     }
 
     fn not_renewed(&self) -> LeaderError {
@@ -386,6 +413,9 @@ impl LeaderElector {
             name: self.name.clone(),
             source,
         };
+        if self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(false);
+        }
         let now = Timestamp::now();
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut lease) = held {
@@ -403,6 +433,10 @@ impl LeaderElector {
                 Err(kube::Error::Api(status)) if status.code == 409 => {}
                 Err(e) => return Err(api_err(e)),
             }
+        }
+        // Released meanwhile (the conflict may be the release itself): never take it back.
+        if self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(false);
         }
         let existing = self.leases.get_opt(&self.name).await.map_err(api_err)?;
         let Some(mut lease) = existing else {
