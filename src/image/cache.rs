@@ -34,8 +34,6 @@ pub struct PullOptions {
     pub registry: RegistryConfig,
     /// Bounds on unpacked content.
     pub limits: UnpackLimits,
-    /// The client made from `registry` by the first pull with these options, for every later one.
-    pub client: ClientSlot,
 }
 
 impl PullOptions {
@@ -45,41 +43,7 @@ impl PullOptions {
             cache_dir: cache_dir.into(),
             registry: RegistryConfig::default(),
             limits: UnpackLimits::BUNDLE,
-            client: ClientSlot::default(),
         }
-    }
-
-    /// The registry client of these options, made at the first call. Making one loads the
-    /// system's root certificates (a read of every file in /etc/ssl/certs): made for each pull, it
-    /// was the controller's largest CPU cost when installing (a reconcile pulls, or looks its
-    /// bundle up in the cache, every time). Kept, it also keeps its connections and tokens.
-    pub fn registry_client(&self) -> Result<std::sync::Arc<RegistryClient>, ImageError> {
-        let mut slot = self.client.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(client) = slot.as_ref() {
-            return Ok(client.clone());
-        }
-        let client = std::sync::Arc::new(RegistryClient::new(self.registry.clone())?);
-        *slot = Some(client.clone());
-        Ok(client)
-    }
-}
-
-/// Where [`PullOptions::registry_client`] keeps its client. A clone starts empty: a copy of the
-/// options may be given another `registry` (`PullOptions { registry, ..options.clone() }`), and its
-/// pulls must use that one. Change `registry` before the first pull, not after.
-#[derive(Default)]
-pub struct ClientSlot(std::sync::Mutex<Option<std::sync::Arc<RegistryClient>>>);
-
-impl Clone for ClientSlot {
-    fn clone(&self) -> Self {
-        ClientSlot::default()
-    }
-}
-
-impl std::fmt::Debug for ClientSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let made = self.0.lock().map(|slot| slot.is_some()).unwrap_or(false);
-        f.debug_struct("ClientSlot").field("made", &made).finish()
     }
 }
 
@@ -137,7 +101,7 @@ struct ImageConfigSection {
 /// when its digest is cached. Errors name the image and the cause.
 pub async fn pull_to_dir(reference: &str, options: &PullOptions) -> Result<PulledImage, ImageError> {
     let image = ImageReference::parse(reference)?;
-    let client = options.registry_client()?;
+    let client = RegistryClient::new(options.registry.clone())?;
     pull_with_client(&client, &image, &options.cache_dir, &options.limits).await
 }
 
@@ -687,29 +651,6 @@ mod tests {
     use super::*;
 
     const MINUTE: Duration = Duration::from_secs(60);
-
-    #[test]
-    fn pulls_with_the_same_options_share_one_client_and_a_copy_makes_its_own() {
-        let options = PullOptions::new("/cache");
-        let first = options.registry_client().unwrap();
-        assert!(
-            std::sync::Arc::ptr_eq(&first, &options.registry_client().unwrap()),
-            "the second pull uses the first one's client"
-        );
-        let copy = PullOptions {
-            registry: RegistryConfig {
-                insecure_registries: vec!["registry.example:5000".to_string()],
-                ..RegistryConfig::default()
-            },
-            ..options.clone()
-        };
-        let own = copy.registry_client().unwrap();
-        assert!(
-            !std::sync::Arc::ptr_eq(&first, &own),
-            "a copy does not inherit the client"
-        );
-        assert_eq!(own.config().insecure_registries, ["registry.example:5000"]);
-    }
 
     fn entry(name: &str, hex: Option<&str>, modified: SystemTime) -> CacheDirEntry {
         CacheDirEntry {

@@ -245,6 +245,26 @@ pub struct FetchedManifest {
     pub digest: String,
 }
 
+/// The system's trusted roots, read once per process, as upstream's Go reads its system pool:
+/// a client is made for every pull, and loading them (every file of /etc/ssl/certs, then PEM)
+/// was the controller's largest CPU cost when installing. The ones rustls cannot use are left
+/// out, as reqwest's own loading does.
+fn system_roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let loaded = rustls_native_certs::load_native_certs();
+        let mut usable = rustls::RootCertStore::empty();
+        let roots: Vec<reqwest::Certificate> = (loaded.certs.into_iter())
+            .filter(|der| usable.add(der.clone()).is_ok())
+            .filter_map(|der| reqwest::Certificate::from_der(&der).ok())
+            .collect();
+        if roots.is_empty() {
+            tracing::warn!(errors = ?loaded.errors, "no usable system root certificate: registries are trusted through --ca-file only");
+        }
+        roots
+    })
+}
+
 /// A client for one set of [`RegistryConfig`]; cheap to share, caches schemes and tokens.
 pub struct RegistryClient {
     http: reqwest::Client,
@@ -269,7 +289,11 @@ impl RegistryClient {
             .connect_timeout(config.timeout)
             .read_timeout(config.timeout)
             .use_rustls_tls()
-            .min_tls_version(config.min_tls_version.for_reqwest());
+            .min_tls_version(config.min_tls_version.for_reqwest())
+            .tls_built_in_native_certs(false);
+        for cert in system_roots() {
+            builder = builder.add_root_certificate(cert.clone());
+        }
         if !config.extra_ca_pem.is_empty() {
             let certs = reqwest::Certificate::from_pem_bundle(&config.extra_ca_pem).map_err(|e| {
                 ImageError::Config {
@@ -904,6 +928,21 @@ async fn read_limited(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_system_roots_are_read_once_and_every_client_takes_them() {
+        let first = system_roots();
+        assert!(
+            std::ptr::eq(first, system_roots()),
+            "read once, the same list after"
+        );
+        // What reqwest would have trusted: every usable certificate of the system's store.
+        let loaded = rustls_native_certs::load_native_certs().certs;
+        let mut store = rustls::RootCertStore::empty();
+        let (usable, _) = store.add_parsable_certificates(loaded);
+        assert_eq!(first.len(), usable);
+        RegistryClient::new(RegistryConfig::default()).expect("a client with the system roots");
+    }
 
     #[test]
     fn parses_bearer_and_basic_challenges() {
