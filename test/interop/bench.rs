@@ -98,19 +98,22 @@ pub struct ProcStat {
     pub peak_mib: f64,
 }
 
+/// The value in KiB of field `key` (e.g. `VmRSS:`) of a `/proc/PID/status` text; 0 when absent.
+fn status_kib(status: &str, key: &str) -> f64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 pub fn proc_stat(pid: u32) -> ProcStat {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the measured process runs");
     // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = |key: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0.0)
-    };
+    let kib = |key: &str| status_kib(&status, key);
     ProcStat {
         cpu_s: ticks / 100.0,
         rss_mib: kib("VmRSS:") / 1024.0,
@@ -133,13 +136,7 @@ impl RssSplitSampler {
             let (mut best, mut split) = (0.0, (0.0, 0.0));
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
                 if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                    let kib = |key: &str| -> f64 {
-                        status
-                            .lines()
-                            .find_map(|l| l.strip_prefix(key))
-                            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                            .unwrap_or(0.0)
-                    };
+                    let kib = |key: &str| status_kib(&status, key);
                     let rss = kib("VmRSS:");
                     if rss > best {
                         best = rss;
