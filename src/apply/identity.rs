@@ -323,7 +323,6 @@ impl ServiceAccountClients {
             return self.leadership.client(config).map_err(client_error);
         }
         let service = ServiceBuilder::new()
-            .layer(self.leadership.guard::<http::Request<Body>>())
             .layer(config.base_uri_layer())
             .option_layer(
                 config
@@ -332,6 +331,10 @@ impl ServiceAccountClients {
             )
             .option_layer(config.auth_layer().map_err(client_error)?)
             .layer(config.extra_headers_layer().map_err(client_error)?)
+            // Innermost, next to the connections: each attempt (a retry too) is checked as late
+            // as it can be, so a replica paused past its lease with a request under way sends
+            // it only if the pause fell in this last step.
+            .layer(self.leadership.guard::<http::Request<Body>>())
             .map_err(BoxError::from)
             .service(self.connections.clone());
         Ok(Client::new(service, config.default_namespace))

@@ -225,7 +225,7 @@ pub async fn apply(
     lookups: &ClusterLookups,
     owner: &Owner,
     objects: &[Value],
-) -> Result<Vec<AppliedObject>, ApplyError> {
+) -> Result<Applied, ApplyError> {
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_crd(o));
     let mut resources = ResourceCache {
         lookups: Some(lookups),
@@ -248,7 +248,7 @@ pub async fn apply(
     refuse_foreign(sa_client, owner, &rest_planned).await?;
 
     // CRDs first: the other objects may be instances of them.
-    let mut applied = Vec::with_capacity(objects.len());
+    let mut applied = Applied::default();
     for planned in &crds {
         owner.holding.check(&owner.name)?;
         applied.push(server_side_apply(sa_client, planned).await?);
@@ -328,7 +328,44 @@ pub fn describe(object: &ObjectRef) -> String {
     }
 }
 
-async fn server_side_apply(client: &Client, planned: &Planned) -> Result<AppliedObject, ApplyError> {
+/// What an apply wrote: every object as it left it, and the spec generation it left on each
+/// object whose readiness [`rollout_status`] reads (CRDs, Deployments, APIServices): the same
+/// uid and generation read later mean the same object with the spec as applied.
+#[derive(Clone, Debug, Default)]
+pub struct Applied {
+    /// Every object written, in order.
+    pub objects: Vec<AppliedObject>,
+    /// The readiness kinds' objects as the apply left them.
+    pub states: Vec<WatchedObject>,
+}
+
+impl Applied {
+    fn push(&mut self, (object, state): (AppliedObject, Option<WatchedObject>)) {
+        self.objects.push(object);
+        self.states.extend(state);
+    }
+
+    /// `other`'s objects after these.
+    pub fn extend(&mut self, other: Applied) {
+        self.objects.extend(other.objects);
+        self.states.extend(other.states);
+    }
+}
+
+/// Whether [`rollout_status`] reads objects like `object`.
+fn is_readiness_kind(object: &ObjectRef) -> bool {
+    matches!(
+        (object.api_version.as_str(), object.kind.as_str()),
+        (CRD_API_VERSION, "CustomResourceDefinition")
+            | (DEPLOYMENT_API_VERSION, "Deployment")
+            | (API_SERVICE_API_VERSION, "APIService")
+    )
+}
+
+async fn server_side_apply(
+    client: &Client,
+    planned: &Planned,
+) -> Result<(AppliedObject, Option<WatchedObject>), ApplyError> {
     let name = planned.object.metadata.name.clone().unwrap_or_default();
     let mut body = planned.object.clone();
     body.types = Some(kube::api::TypeMeta {
@@ -345,11 +382,14 @@ async fn server_side_apply(client: &Client, planned: &Planned) -> Result<Applied
             object: describe(&planned.reference()),
             source,
         })?;
-    Ok(AppliedObject {
-        object: planned.reference(),
+    let object = planned.reference();
+    let state = is_readiness_kind(&object).then(|| watched_state(object.clone(), &written.metadata));
+    let applied = AppliedObject {
+        object,
         uid: written.metadata.uid.unwrap_or_default(),
         resource_version: written.metadata.resource_version.unwrap_or_default(),
-    })
+    };
+    Ok((applied, state))
 }
 
 /// Whether the controller's watches report changes to objects like `object` (CRDs and
@@ -568,6 +608,8 @@ fn deletion_rank(object: &ObjectRef) -> u8 {
 pub struct Rollout {
     /// The first object still rolling out, and why.
     pub waiting: Option<String>,
+    /// That object as read (`None` when nothing is rolling out).
+    pub waiting_state: Option<WatchedObject>,
     /// The watched objects checked ready, in order.
     pub watched: Vec<WatchedObject>,
 }
@@ -612,13 +654,19 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
             }
             _ => continue,
         };
+        let state = watched_state(object.clone(), &meta);
         if waiting.is_some() {
-            return Ok(Rollout { waiting, watched });
+            return Ok(Rollout {
+                waiting,
+                waiting_state: Some(state),
+                watched,
+            });
         }
-        watched.push(watched_state(object.clone(), &meta));
+        watched.push(state);
     }
     Ok(Rollout {
         waiting: None,
+        waiting_state: None,
         watched,
     })
 }

@@ -570,6 +570,14 @@ pub fn has_entries_aged(cache_dir: &Path, newest: Duration, oldest: Duration) ->
     }))
 }
 
+/// Whether any entry or staging directory of `cache_dir` other than those of `keep` is past the
+/// grace: if none is, no sweep can delete anything, whatever the revision records name, and the
+/// sweep after an install in a burst of them asks the API server nothing.
+pub fn has_removable(cache_dir: &Path, keep: &BTreeSet<String>, grace: Duration) -> std::io::Result<bool> {
+    let entries = cache_dir_entries(cache_dir)?;
+    Ok(!unused_entries(&entries, keep, SystemTime::now(), grace).is_empty())
+}
+
 /// Deletes, in every scope of `cache_dir`, the entries no one keeps (see [`unused_entries`]);
 /// returns the directories deleted. A missing cache directory holds nothing to delete.
 pub fn remove_unused(
@@ -707,6 +715,12 @@ mod tests {
         assert!(has_entries_aged(dir.path(), Duration::ZERO, 10 * MINUTE).unwrap());
         assert!(!has_entries_aged(dir.path(), 10 * MINUTE, 20 * MINUTE).unwrap());
         assert!(remove_unused(dir.path(), &keep, 10 * MINUTE).unwrap().is_empty());
+        // ... so a sweep need not read which images the records keep; past the grace it must,
+        // unless the one entry past it is kept anyway.
+        assert!(!has_removable(dir.path(), &BTreeSet::new(), 10 * MINUTE).unwrap());
+        assert!(has_removable(dir.path(), &keep, Duration::ZERO).unwrap());
+        let all = BTreeSet::from(["aa".to_string(), "bb".to_string(), "cc".to_string()]);
+        assert!(!has_removable(dir.path(), &all, Duration::ZERO).unwrap());
         let mut removed = remove_unused(dir.path(), &keep, Duration::ZERO).unwrap();
         removed.sort();
         assert_eq!(
@@ -721,5 +735,6 @@ mod tests {
                 .is_empty()
         );
         assert!(!has_entries_aged(&dir.path().join("missing"), Duration::ZERO, 10 * MINUTE).unwrap());
+        assert!(!has_removable(&dir.path().join("missing"), &keep, Duration::ZERO).unwrap());
     }
 }

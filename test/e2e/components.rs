@@ -820,6 +820,19 @@ pub async fn scrape_metrics(role: &str) -> Result<String, String> {
     }
 }
 
+/// The API requests of each reconcile of `extension` the controller logged, in order.
+pub fn reconcile_requests(extension: &str) -> Vec<u32> {
+    let name = format!("name={extension} ");
+    log("controller")
+        .lines()
+        .filter(|line| line.contains("reconcile finished") && line.contains(&name))
+        .filter_map(|line| {
+            let count = line.split("api_requests=").nth(1)?;
+            count.split_whitespace().next()?.parse().ok()
+        })
+        .collect()
+}
+
 /// The whole log of a component (`controller`, `catalogd` or a replica's name), without the
 /// terminal colour codes.
 pub fn log(role: &str) -> String {

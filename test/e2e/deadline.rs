@@ -5,16 +5,20 @@
 
 use std::time::Duration;
 
-use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::Node},
+    jiff::Timestamp,
+};
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{DeleteParams, PostParams},
 };
 use serde_json::json;
 
 use crate::{
     Scenario, components,
-    fixtures::{Bundle, Channel, NODE_POOL_KEY, Package},
+    fixtures::{Bundle, Channel, NODE_POOL_KEY, Package, deployment_name},
+    support,
 };
 
 /// The extension's deadline, in (test) minutes: upstream's minimum.
@@ -132,4 +136,64 @@ async fn a_rollout_past_its_deadline_is_reported_keeps_the_installed_version_and
     // Uninstalled before its Node goes, so that no pod is left without one.
     s.uninstall().await;
     nodes.delete(&node_name, &DeleteParams::default()).await.unwrap();
+}
+
+/// 1.0.0, whose pods run only on the Nodes of pool `package`: there are none.
+fn never_ready(package: &str) -> Package {
+    Package {
+        name: package.into(),
+        default_channel: "stable".into(),
+        channels: vec![Channel::new("stable", &["1.0.0"])],
+        bundles: vec![Bundle::new("1.0.0").on_node_pool(package)],
+        deprecations: vec![],
+    }
+}
+
+#[tokio::test]
+async fn a_rollout_in_progress_is_followed_by_reads_and_a_deployment_deleted_meanwhile_is_applied_again() {
+    let s = Scenario::new("rollreads", never_ready).await;
+    s.apply_extension(json!({})).await;
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
+    let name = deployment_name(&s.package);
+    let applied = support::wait_for("the Deployment applied", components::INSTALL_TIMEOUT, || async {
+        deployments.get_opt(&name).await.ok().flatten().ok_or("not yet")
+    })
+    .await;
+
+    // The reconciles while it rolls out (polled, and on each change of its status) read the
+    // record and readiness and apply nothing: a full apply reads and writes each of the
+    // bundle's objects (9 requests or more here).
+    let costs = support::wait_for(
+        "three reconciles of the rollout that apply nothing",
+        components::INSTALL_TIMEOUT,
+        || async {
+            let costs = components::reconcile_requests(&s.extension);
+            let reads_only = match costs.iter().position(|cost| *cost >= 9) {
+                Some(full_apply) => costs[full_apply + 1..].iter().filter(|cost| **cost <= 3).count(),
+                None => 0,
+            };
+            if reads_only >= 3 {
+                Ok(costs)
+            } else {
+                Err(format!("API requests per reconcile: {costs:?}"))
+            }
+        },
+    )
+    .await;
+    println!("API requests of the reconciles of a rollout in progress: {costs:?}");
+
+    // A Deployment the rollout waits for, deleted: the watch tells, and it is applied again.
+    deployments.delete(&name, &DeleteParams::default()).await.unwrap();
+    support::wait_for(
+        "the deleted Deployment applied again",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match deployments.get_opt(&name).await {
+                Ok(Some(again)) if again.uid() != applied.uid() => Ok(()),
+                other => Err(format!("{:?}", other.map(|d| d.map(|d| d.uid())))),
+            }
+        },
+    )
+    .await;
+    s.uninstall().await;
 }

@@ -674,19 +674,6 @@ async fn a_controller_killed_in_the_middle_of_an_upgrade_converges_with_nothing_
     );
 }
 
-/// The API requests of each reconcile of `extension` the controller logged, in order.
-fn reconcile_requests(extension: &str) -> Vec<u32> {
-    let name = format!("name={extension} ");
-    components::log("controller")
-        .lines()
-        .filter(|line| line.contains("reconcile finished") && line.contains(&name))
-        .filter_map(|line| {
-            let count = line.split("api_requests=").nth(1)?;
-            count.split_whitespace().next()?.parse().ok()
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_reconcile_with_nothing_changed_makes_at_most_three_api_requests_and_no_write() {
     // Alone: another test restarting the shared controller makes its next reconcile of every
@@ -701,7 +688,7 @@ async fn a_reconcile_with_nothing_changed_makes_at_most_three_api_requests_and_n
     let api = Api::<ClusterExtension>::all(s.client.clone());
     let mut costs = Vec::new();
     for round in 0..3 {
-        let seen = reconcile_requests(&s.extension).len();
+        let seen = components::reconcile_requests(&s.extension).len();
         let touched = api
             .patch(
                 &s.extension,
@@ -714,7 +701,7 @@ async fn a_reconcile_with_nothing_changed_makes_at_most_three_api_requests_and_n
             "a reconcile after the annotation",
             components::INSTALL_TIMEOUT,
             || async {
-                let all = reconcile_requests(&s.extension);
+                let all = components::reconcile_requests(&s.extension);
                 all.get(seen)
                     .copied()
                     .ok_or(format!("{} reconciles logged", all.len()))

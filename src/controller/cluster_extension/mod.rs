@@ -29,7 +29,7 @@ use kube::{
     },
 };
 use olmv1_api::v1::{
-    ClusterExtension,
+    ClusterCatalog, ClusterExtension,
     conditions::{ANNOTATION_RELEASED, FINALIZER_CLEANUP_CONTENT, REASON_PROGRESS_DEADLINE_EXCEEDED},
 };
 use tracing::{debug, info, warn};
@@ -45,7 +45,7 @@ use crate::{
     apply::{
         identity::{Installer, InstallerClients},
         lookups::ClusterLookups,
-        objects::Holding,
+        objects::{Applied, Holding},
         revision::{RevisionStore, WatchedObject},
     },
     bundle::render::WebhookProvider,
@@ -124,6 +124,9 @@ pub struct Context {
     /// The ClusterExtensions as the controller's watch last saw them, once it runs: a reconcile
     /// asks it, before each write, whether its extension still holds its content.
     pub extensions: std::sync::OnceLock<Store<ClusterExtension>>,
+    /// The ClusterCatalogs as the controller's watch last saw them, once it runs: what a
+    /// reconcile resolves from, instead of listing them (controller-runtime's cached reads).
+    pub catalog_store: std::sync::OnceLock<Store<ClusterCatalog>>,
 }
 
 /// What was last applied to each extension, and when (see [`Context::last_apply`]).
@@ -135,11 +138,31 @@ struct Applies {
     /// Per extension: the fingerprint of its last full apply that ended ready, and its CRDs and
     /// Deployments as they were then.
     last: std::collections::HashMap<String, (String, Vec<WatchedObject>)>,
+    /// Per extension: its last full apply, if it ended with something still rolling out and
+    /// nothing since said it was undone.
+    waiting: std::collections::HashMap<String, WaitingApply>,
     /// The extensions looked at since this process started.
     seen: std::collections::HashSet<String>,
     /// Per extension, what its watches reported since its current (or last) reconcile began.
     reports: std::collections::HashMap<String, Reports>,
 }
+
+/// A full apply that ended with something still rolling out (see [`LastApplies::waiting_apply`]).
+#[derive(Clone, Debug)]
+pub struct WaitingApply {
+    /// The fingerprint of the content applied.
+    pub fingerprint: String,
+    /// What it wrote.
+    pub applied: Applied,
+    /// When.
+    at: std::time::Instant,
+}
+
+/// How long the reconciles of a rollout in progress trust its full apply: they read readiness
+/// only, and a full apply after this long takes back any object of a kind no watch follows that
+/// was changed meanwhile (as every reconcile of a rollout did before: each one every
+/// [`ROLLOUT_POLL`]).
+const WAITING_APPLY_TRUST: Duration = Duration::from_secs(60);
 
 /// What the watches reported of an extension's objects since [`LastApplies::begin`]: each
 /// object's last report, for at most [`Reports::MAX`] objects.
@@ -230,6 +253,49 @@ impl LastApplies {
         }
     }
 
+    /// The last full apply of `fingerprint` to `extension`, if it ended with something still
+    /// rolling out less than [`WAITING_APPLY_TRUST`] ago and nothing since said it was undone
+    /// (drift, a deleted object it wrote): the reconciles of that rollout need not apply again,
+    /// once what they read of readiness matches what it left ([`Applied::states`]).
+    pub fn waiting_apply(&self, extension: &str, fingerprint: &str) -> Option<WaitingApply> {
+        let applies = self.applies();
+        applies
+            .waiting
+            .get(extension)
+            .filter(|w| w.fingerprint == fingerprint && w.at.elapsed() < WAITING_APPLY_TRUST)
+            .cloned()
+    }
+
+    /// Remembers a full apply of `fingerprint` that ended with something still rolling out,
+    /// unless the watches reported, since the reconcile began, something undone (drift, an
+    /// object it wrote deleted).
+    pub fn applied_waiting(&self, extension: &str, fingerprint: &str, applied: Applied) {
+        let mut applies = self.applies();
+        let undone = applies.reports.get(extension).is_some_and(|reports| {
+            reports.changed
+                || reports.last.values().any(|report| {
+                    matches!(report, Reported::Deleted(uid) if applied.objects.iter().any(|a| a.uid == *uid))
+                })
+        });
+        if undone {
+            applies.waiting.remove(extension);
+            return;
+        }
+        applies.waiting.insert(
+            extension.to_string(),
+            WaitingApply {
+                fingerprint: fingerprint.to_string(),
+                applied,
+                at: std::time::Instant::now(),
+            },
+        );
+    }
+
+    /// Forgets the waiting apply of `extension`: what its rollout read is not what it left.
+    pub fn forget_waiting(&self, extension: &str) {
+        self.applies().waiting.remove(extension);
+    }
+
     /// The drift check found an object of `extension` changed: its next reconcile applies in
     /// full (also the first one since this process started), and one in flight does not
     /// remember its apply as trusted.
@@ -259,6 +325,7 @@ impl LastApplies {
     ) -> Result<(), String> {
         let mut applies = self.applies();
         applies.seen.insert(extension.to_string());
+        applies.waiting.remove(extension);
         if let Some(unlike) = applies.reports.get(extension).and_then(|r| r.unlike(&watched)) {
             applies.last.remove(extension);
             return Err(unlike);
@@ -312,6 +379,13 @@ impl LastApplies {
             reports.push(object, Reported::Deleted(uid.to_string()));
         }
         if applies
+            .waiting
+            .get(extension)
+            .is_some_and(|w| w.applied.objects.iter().any(|a| a.uid == uid))
+        {
+            applies.waiting.remove(extension);
+        }
+        if applies
             .last
             .get(extension)
             .is_some_and(|(_, watched)| watched.iter().any(|w| w.uid == uid))
@@ -329,12 +403,14 @@ impl LastApplies {
             reports.changed = true;
         }
         applies.last.remove(extension);
+        applies.waiting.remove(extension);
     }
 
     /// Forgets an extension: it is gone.
     pub fn forget(&self, extension: &str) {
         let mut applies = self.applies();
         applies.last.remove(extension);
+        applies.waiting.remove(extension);
         applies.seen.remove(extension);
         applies.reports.remove(extension);
     }
@@ -373,6 +449,7 @@ impl Context {
             dependency_waits: DependencyWaits::default(),
             operator_conditions: None,
             extensions: std::sync::OnceLock::new(),
+            catalog_store: std::sync::OnceLock::new(),
         }
     }
 
@@ -425,7 +502,9 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
     let store = controller.store();
     // Set once: a second `run` in one process would share the first one's watch.
     let _ = ctx.extensions.set(store.clone());
-    let catalog_store = store.clone();
+    let every_extension = store.clone();
+    let (catalogs, catalogs_writer) = kube::runtime::reflector::store();
+    let _ = ctx.catalog_store.set(catalogs);
     // Review answers are kept while these watches run (they end with the process); discovery
     // follows the controller's one CRD and one APIService watch (`watches::crds`,
     // `watches::api_services`).
@@ -483,9 +562,9 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
         // Catalog content changed (or a catalog came or went): every extension may resolve
         // differently. Upstream re-enqueues all of them too.
         .watches_stream(
-            watches::catalogs(client.clone(), ctx.catalogs.clone()),
+            watches::catalogs(client.clone(), catalogs_writer, ctx.catalogs.clone()),
             move |_| {
-                catalog_store
+                every_extension
                     .state()
                     .iter()
                     .map(|ext| ObjectRef::from_obj(&**ext))
@@ -534,6 +613,20 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16) {
 /// within the grace, and that are not `just_installed` (a digest reference). Never fails a
 /// reconcile: what goes wrong is logged, and the next sweep tries again.
 async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>) {
+    let (cache_dir, grace) = (ctx.pull.cache_dir.clone(), ctx.bundle_cache_grace);
+    let just_installed_entry: std::collections::BTreeSet<String> = just_installed
+        .and_then(crate::image::cache::entry_name_of)
+        .into_iter()
+        .collect();
+    let removable = tokio::task::spawn_blocking({
+        let cache_dir = cache_dir.clone();
+        move || crate::image::cache::has_removable(&cache_dir, &just_installed_entry, grace)
+    })
+    .await;
+    // Nothing past the grace: the records (a list of every one) need not be read.
+    if matches!(removable, Ok(Ok(false))) {
+        return;
+    }
     let images = match ctx.revisions.installed_images().await {
         Ok(images) => images,
         Err(e) => {
@@ -547,7 +640,6 @@ async fn remove_unused_bundle_images(ctx: &Context, just_installed: Option<&str>
         .chain(just_installed)
         .filter_map(crate::image::cache::entry_name_of)
         .collect();
-    let (cache_dir, grace) = (ctx.pull.cache_dir.clone(), ctx.bundle_cache_grace);
     let swept =
         tokio::task::spawn_blocking(move || crate::image::cache::remove_unused(&cache_dir, &keep, grace))
             .await;
@@ -941,6 +1033,67 @@ mod tests {
         last_apply.remember(ext, "fp", vec![deployment("a", 2)]).ok();
         last_apply.begin(ext);
         last_apply.freshness(ext, "fp")
+    }
+
+    /// An apply of the Deployment `deployment` describes (uid `a`, generation 2), still
+    /// rolling out.
+    fn waiting_apply() -> crate::apply::objects::Applied {
+        crate::apply::objects::Applied {
+            objects: vec![crate::apply::revision::AppliedObject {
+                object: deployment("a", 2).object,
+                uid: "a".into(),
+                resource_version: "7".into(),
+            }],
+            states: vec![deployment("a", 2)],
+        }
+    }
+
+    #[test]
+    fn an_apply_still_rolling_out_is_trusted_until_undone_ready_or_other_content() {
+        let last_apply = looked_at();
+        let waiting = |l: &LastApplies| l.waiting_apply("ext", "fp").map(|w| w.applied.states);
+        last_apply.begin("ext");
+        last_apply.applied_waiting("ext", "fp", waiting_apply());
+        assert_eq!(waiting(&last_apply), Some(vec![deployment("a", 2)]));
+        assert!(last_apply.waiting_apply("ext", "other content").is_none());
+        assert!(last_apply.waiting_apply("other", "fp").is_none());
+        // Status reports (the rollout progressing) leave it; the reconcile compares what it reads.
+        last_apply.object_changed("ext", reported("operator"), Some("a"), None);
+        assert!(waiting(&last_apply).is_some());
+
+        // Undone: a Deployment it wrote deleted, drift found, the extension gone.
+        type Undo = fn(&LastApplies);
+        let undo: [(&str, Undo); 3] = [
+            ("deleted", |l| {
+                l.object_deleted("ext", reported("operator"), Some("a"))
+            }),
+            ("drifted", |l| l.drifted("ext")),
+            ("forgotten", |l| l.forget("ext")),
+        ];
+        for (what, undo) in undo {
+            last_apply.begin("ext");
+            last_apply.applied_waiting("ext", "fp", waiting_apply());
+            undo(&last_apply);
+            assert!(waiting(&last_apply).is_none(), "{what}");
+        }
+        // Another object of that name deleted (another uid): still trusted.
+        last_apply.begin("ext");
+        last_apply.applied_waiting("ext", "fp", waiting_apply());
+        last_apply.object_deleted("ext", reported("operator"), Some("b"));
+        assert!(waiting(&last_apply).is_some());
+        // Ready: the ready apply is remembered instead.
+        last_apply.begin("ext");
+        last_apply
+            .remember("ext", "fp", vec![deployment("a", 2)])
+            .unwrap();
+        assert!(waiting(&last_apply).is_none());
+        assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
+
+        // Undone while the apply ran: not remembered at all.
+        last_apply.begin("ext");
+        last_apply.object_deleted("ext", reported("operator"), Some("a"));
+        last_apply.applied_waiting("ext", "fp", waiting_apply());
+        assert!(waiting(&last_apply).is_none());
     }
 
     #[test]

@@ -28,9 +28,9 @@ use crate::{
     apply::{
         ApplyError,
         identity::Installer,
-        objects::{self, Owner},
+        objects::{self, Applied, Owner},
         preflight::{self, AccessPolicy},
-        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -38,6 +38,10 @@ use crate::{
     image::cache::{PulledImage, pull_and_read},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
+
+/// How long a reconcile waits for the controller's ClusterCatalog watch to list them once,
+/// before it lists them itself (and reports why it cannot).
+const CATALOG_STORE_WAIT: Duration = Duration::from_secs(10);
 
 /// How far a successful reconcile got.
 #[derive(Debug)]
@@ -185,6 +189,12 @@ impl ReconcileState<'_> {
             return Ok(Progress::Done);
         }
         let installer_client = self.installer_client(&installer).await?;
+        if let Some(progress) = self
+            .rollout_of_last_apply(&target, &installer_client, &fingerprint)
+            .await?
+        {
+            return Ok(progress);
+        }
         self.preflights(&target, &unpacked, &installer, &installer_client, &rendered)
             .await?;
         self.withdraw_dropped_api_services(&target, &installer_client, &rendered)
@@ -192,7 +202,7 @@ impl ReconcileState<'_> {
         let (to_apply, held) = hold_new_api_services(self.previous_objects(), rendered);
         let applied = self.apply(&target, &installer_client, &to_apply).await?;
         let previous_image = self.installed.as_ref().map(|r| r.image.clone());
-        let objects = applied.iter().map(|a| a.object.clone()).collect();
+        let objects = applied.objects.iter().map(|a| a.object.clone()).collect();
         self.record_and_prune(&target, &unpacked, &installer_client, objects, &fingerprint)
             .await?;
         if previous_image.as_deref() != Some(unpacked.image.digest_ref.as_str()) {
@@ -260,7 +270,20 @@ impl ReconcileState<'_> {
 
     /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
     /// decide what it means once resolution has failed.
+    /// Step: the ClusterCatalogs, sorted by name as a list returns them: from the controller's
+    /// watch once it has listed them, else (a test calling the steps alone, or a watch that has
+    /// not listed them within [`CATALOG_STORE_WAIT`], whose error the list then reports) listed.
     async fn list_catalogs(&self) -> Result<Vec<ClusterCatalog>, kube::Error> {
+        if let Some(store) = self.ctx.catalog_store.get()
+            && matches!(
+                tokio::time::timeout(CATALOG_STORE_WAIT, store.wait_until_ready()).await,
+                Ok(Ok(()))
+            )
+        {
+            let mut catalogs: Vec<ClusterCatalog> = store.state().iter().map(|c| (**c).clone()).collect();
+            catalogs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            return Ok(catalogs);
+        }
         let list = Api::<ClusterCatalog>::all(self.ctx.client.clone())
             .list(&ListParams::default())
             .await?;
@@ -674,7 +697,7 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         rendered: &[Value],
-    ) -> Result<Vec<AppliedObject>, StepError> {
+    ) -> Result<Applied, StepError> {
         objects::apply(installer_client, &self.ctx.lookups, &self.owner(), rendered)
             .await
             .map_err(|e| target.apply_error(e))
@@ -689,7 +712,7 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         held: &[Value],
-    ) -> Result<Vec<AppliedObject>, StepError> {
+    ) -> Result<Applied, StepError> {
         let applied = objects::apply(installer_client, &self.ctx.lookups, &self.owner(), held)
             .await
             .map_err(|e| target.apply_error(e))?;
@@ -697,6 +720,7 @@ impl ReconcileState<'_> {
             let mut recorded = record.objects.clone();
             recorded.extend(
                 applied
+                    .objects
                     .iter()
                     .map(|a| &a.object)
                     .filter(|o| !record.objects.contains(o))
@@ -771,12 +795,59 @@ impl ReconcileState<'_> {
         target: &Target,
         installer_client: &Client,
         fingerprint: String,
-        applied: Option<Vec<AppliedObject>>,
+        applied: Option<Applied>,
     ) -> Result<Progress, StepError> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
             .map_err(|e| target.error(e))?;
+        self.readiness(rollout, fingerprint, applied).await
+    }
+
+    /// Step: the full apply of this content that an earlier reconcile made still rolls out, and
+    /// what readiness reads now is as that apply left it (same uids, same spec generations):
+    /// readiness is all this reconcile checks, nothing is applied. `None`: apply in full (no
+    /// such apply, something replaced or changed since, or readiness could not be read).
+    async fn rollout_of_last_apply(
+        &mut self,
+        target: &Target,
+        installer_client: &Client,
+        fingerprint: &str,
+    ) -> Result<Option<Progress>, StepError> {
+        let name = self.ext.name_any();
+        let Some(waiting) = self.ctx.last_apply.waiting_apply(&name, fingerprint) else {
+            return Ok(None);
+        };
+        let rollout = match objects::rollout_status(installer_client, self.previous_objects()).await {
+            Ok(rollout) => rollout,
+            Err(e) => {
+                debug!(extension = %name, error = %target.error(e), "readiness of the last apply not read; applying in full");
+                return Ok(None);
+            }
+        };
+        let mut read = rollout.watched.iter().chain(&rollout.waiting_state);
+        if !read.all(|state| waiting.applied.states.contains(state)) {
+            self.ctx.last_apply.forget_waiting(&name);
+            return Ok(None);
+        }
+        self.readiness(rollout, fingerprint.to_string(), Some(waiting.applied))
+            .await
+            .map(Some)
+    }
+
+    /// What `rollout` says of the content of `fingerprint`: still rolling out (a full apply,
+    /// `applied`, is remembered as waiting), stuck, or ready (see [`Self::wait_for_readiness`]).
+    async fn readiness(
+        &mut self,
+        rollout: objects::Rollout,
+        fingerprint: String,
+        applied: Option<Applied>,
+    ) -> Result<Progress, StepError> {
         if let Some(waiting) = rollout.waiting {
+            if let Some(applied) = applied {
+                self.ctx
+                    .last_apply
+                    .applied_waiting(&self.ext.name_any(), &fingerprint, applied);
+            }
             let started = self
                 .installed
                 .as_ref()
@@ -807,6 +878,7 @@ impl ReconcileState<'_> {
                 fingerprint,
                 watched: rollout.watched,
                 applied: applied
+                    .objects
                     .into_iter()
                     .filter(|a| !objects::is_watched_kind(&a.object))
                     .collect(),

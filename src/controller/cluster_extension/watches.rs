@@ -6,7 +6,7 @@
 //! | kind | watch | who follows it |
 //! |---|---|---|
 //! | ClusterExtension | full (the controller's own) | the reconciles |
-//! | ClusterCatalog | full | every extension's trigger; the catalog cache's forgetting of deleted catalogs |
+//! | ClusterCatalog | full | the catalogs resolution reads ([`super::Context::catalog_store`]); every extension's trigger; the catalog cache's forgetting of deleted catalogs |
 //! | Deployment | full, by owner label | owned rollouts and drift ([`LastApplies`]) |
 //! | CustomResourceDefinition | metadata, all | owned CRDs' drift; discovery kept by [`ClusterLookups`] |
 //! | APIService | full, all (their availability is in their status) | discovery kept by [`ClusterLookups`]; owned APIServices' availability ([`LastApplies`]) |
@@ -27,7 +27,11 @@ use k8s_openapi::{
 use kube::{
     Api, Client, Resource,
     core::PartialObjectMeta,
-    runtime::{WatchStreamExt, reflector::ObjectRef, watcher},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef},
+        watcher,
+    },
 };
 use olmv1_api::{
     operator_condition::OperatorCondition,
@@ -46,15 +50,18 @@ use crate::{
     catalog::cache::CachedCatalogClient,
 };
 
-/// ClusterCatalogs, as triggers; the catalog cache drops the index of each one deleted (the
-/// triggers cannot tell a deletion from a change).
+/// ClusterCatalogs, into `store` (what the reconciles resolve from: a reconcile lists none) and
+/// as triggers; the catalog cache drops the index of each one deleted (the triggers cannot tell
+/// a deletion from a change).
 pub fn catalogs(
     client: Client,
+    store: reflector::store::Writer<ClusterCatalog>,
     cache: Arc<CachedCatalogClient>,
 ) -> impl Stream<Item = Result<ClusterCatalog, watcher::Error>> + Send + 'static {
     watcher(Api::<ClusterCatalog>::all(client), crate::watch::config())
         // Errors (e.g. after stepping down, when every request is refused) must not spin.
         .default_backoff()
+        .reflect(store)
         .inspect(move |event| match event {
             Ok(event) => cache.forget_deleted(event),
             Err(e) => warn!(error = %e, "ClusterCatalog watch error"),
