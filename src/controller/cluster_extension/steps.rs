@@ -4,6 +4,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+use futures::FutureExt;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use kube::{Api, Client, ResourceExt, api::ListParams};
@@ -38,10 +39,6 @@ use crate::{
     image::cache::{PulledImage, pull_and_read},
     resolve::{self, CatalogSelector, ConditionData, ResolveError},
 };
-
-/// How long a reconcile waits for the controller's ClusterCatalog watch to list them once,
-/// before it lists them itself (and reports why it cannot).
-const CATALOG_STORE_WAIT: Duration = Duration::from_secs(10);
 
 /// How far a successful reconcile got.
 #[derive(Debug)]
@@ -271,14 +268,12 @@ impl ReconcileState<'_> {
     /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
     /// decide what it means once resolution has failed.
     /// Step: the ClusterCatalogs, sorted by name as a list returns them: from the controller's
-    /// watch once it has listed them, else (a test calling the steps alone, or a watch that has
-    /// not listed them within [`CATALOG_STORE_WAIT`], whose error the list then reports) listed.
+    /// watch once it has listed them, else listed (right after a start, a test calling the steps
+    /// alone, or a watch that cannot list them, e.g. without the CRD, whose error the list then
+    /// reports for the fallback rules).
     async fn list_catalogs(&self) -> Result<Vec<ClusterCatalog>, kube::Error> {
         if let Some(store) = self.ctx.catalog_store.get()
-            && matches!(
-                tokio::time::timeout(CATALOG_STORE_WAIT, store.wait_until_ready()).await,
-                Ok(Ok(()))
-            )
+            && matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
         {
             let mut catalogs: Vec<ClusterCatalog> = store.state().iter().map(|c| (**c).clone()).collect();
             catalogs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
