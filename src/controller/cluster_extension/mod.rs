@@ -1089,6 +1089,15 @@ mod tests {
         assert!(waiting(&last_apply).is_none());
         assert_eq!(last_apply.freshness("ext", "fp"), Freshness::Fresh);
 
+        // Trusted for a while only: then a reconcile applies in full again.
+        last_apply.begin("ext");
+        last_apply.applied_waiting("ext", "fp", waiting_apply());
+        let long_ago = std::time::Instant::now()
+            .checked_sub(super::WAITING_APPLY_TRUST)
+            .unwrap();
+        last_apply.applies().waiting.get_mut("ext").unwrap().at = long_ago;
+        assert!(waiting(&last_apply).is_none());
+
         // Undone while the apply ran: not remembered at all.
         last_apply.begin("ext");
         last_apply.object_deleted("ext", reported("operator"), Some("a"));

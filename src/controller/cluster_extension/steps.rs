@@ -795,7 +795,8 @@ impl ReconcileState<'_> {
         let rollout = objects::rollout_status(installer_client, self.previous_objects())
             .await
             .map_err(|e| target.error(e))?;
-        self.readiness(rollout, fingerprint, applied).await
+        let just_applied = applied.is_some();
+        self.readiness(rollout, fingerprint, applied, just_applied).await
     }
 
     /// Step: the full apply of this content that an earlier reconcile made still rolls out, and
@@ -824,21 +825,24 @@ impl ReconcileState<'_> {
             self.ctx.last_apply.forget_waiting(&name);
             return Ok(None);
         }
-        self.readiness(rollout, fingerprint.to_string(), Some(waiting.applied))
+        // Not applied now: the trust keeps counting from when it was.
+        self.readiness(rollout, fingerprint.to_string(), Some(waiting.applied), false)
             .await
             .map(Some)
     }
 
-    /// What `rollout` says of the content of `fingerprint`: still rolling out (a full apply,
-    /// `applied`, is remembered as waiting), stuck, or ready (see [`Self::wait_for_readiness`]).
+    /// What `rollout` says of the content of `fingerprint`: still rolling out (a full apply
+    /// made now, `applied` with `just_applied`, is remembered as waiting), stuck, or ready (see
+    /// [`Self::wait_for_readiness`]).
     async fn readiness(
         &mut self,
         rollout: objects::Rollout,
         fingerprint: String,
         applied: Option<Applied>,
+        just_applied: bool,
     ) -> Result<Progress, StepError> {
         if let Some(waiting) = rollout.waiting {
-            if let Some(applied) = applied {
+            if just_applied && let Some(applied) = applied {
                 self.ctx
                     .last_apply
                     .applied_waiting(&self.ext.name_any(), &fingerprint, applied);
