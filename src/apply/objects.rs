@@ -353,7 +353,7 @@ impl Applied {
 }
 
 /// Whether [`rollout_status`] reads objects like `object`.
-fn is_readiness_kind(object: &ObjectRef) -> bool {
+pub fn is_readiness_kind(object: &ObjectRef) -> bool {
     matches!(
         (object.api_version.as_str(), object.kind.as_str()),
         (CRD_API_VERSION, "CustomResourceDefinition")
