@@ -353,7 +353,7 @@ impl Applied {
 }
 
 /// Whether [`rollout_status`] reads objects like `object`.
-pub fn is_readiness_kind(object: &ObjectRef) -> bool {
+fn is_readiness_kind(object: &ObjectRef) -> bool {
     matches!(
         (object.api_version.as_str(), object.kind.as_str()),
         (CRD_API_VERSION, "CustomResourceDefinition")

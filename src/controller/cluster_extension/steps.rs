@@ -187,7 +187,7 @@ impl ReconcileState<'_> {
         }
         let installer_client = self.installer_client(&installer).await?;
         if let Some(progress) = self
-            .rollout_of_last_apply(&target, &unpacked, &installer_client, &fingerprint)
+            .rollout_of_last_apply(&target, &installer_client, &fingerprint)
             .await?
         {
             return Ok(progress);
@@ -265,10 +265,12 @@ impl ReconcileState<'_> {
         Ok(self.ctx.identities.installer_of(self.ext)?)
     }
 
+    /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
+    /// decide what it means once resolution has failed.
     /// Step: the ClusterCatalogs, sorted by name as a list returns them: from the controller's
     /// watch once it has listed them, else listed (right after a start, a test calling the steps
-    /// alone, or a watch that cannot list them, e.g. without the CRD). An error is not returned
-    /// here: upstream's fallback rules decide what it means once resolution has failed.
+    /// alone, or a watch that cannot list them, e.g. without the CRD, whose error the list then
+    /// reports for the fallback rules).
     async fn list_catalogs(&self) -> Result<Vec<ClusterCatalog>, kube::Error> {
         if let Some(store) = self.ctx.catalog_store.get()
             && matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
@@ -797,37 +799,18 @@ impl ReconcileState<'_> {
         self.readiness(rollout, fingerprint, applied, just_applied).await
     }
 
-    /// Step: the full apply of this content that an earlier reconcile made still rolls out, the
-    /// revision record is the one it wrote (this image, this generation, the same CRDs,
-    /// Deployments and APIServices), and what readiness reads now is as that apply left it (same
-    /// uids, same spec generations): readiness is all this reconcile checks, nothing is applied.
-    /// `None`: apply in full (no such apply, something replaced or changed since, or readiness
-    /// could not be read); what was remembered is then forgotten.
+    /// Step: the full apply of this content that an earlier reconcile made still rolls out, and
+    /// what readiness reads now is as that apply left it (same uids, same spec generations):
+    /// readiness is all this reconcile checks, nothing is applied. `None`: apply in full (no
+    /// such apply, something replaced or changed since, or readiness could not be read).
     async fn rollout_of_last_apply(
         &mut self,
         target: &Target,
-        unpacked: &Unpacked,
         installer_client: &Client,
         fingerprint: &str,
     ) -> Result<Option<Progress>, StepError> {
         let name = self.ext.name_any();
-        let waiting = self
-            .ctx
-            .last_apply
-            .waiting_apply(&name, fingerprint)
-            .filter(|waiting| {
-                let mut recorded: Vec<&ObjectRef> = self
-                    .previous_objects()
-                    .iter()
-                    .filter(|o| objects::is_readiness_kind(o))
-                    .collect();
-                let mut left: Vec<&ObjectRef> = waiting.applied.states.iter().map(|s| &s.object).collect();
-                recorded.sort();
-                left.sort();
-                self.already_applied(unpacked) && recorded == left
-            });
-        let Some(waiting) = waiting else {
-            self.ctx.last_apply.forget_waiting(&name);
+        let Some(waiting) = self.ctx.last_apply.waiting_apply(&name, fingerprint) else {
             return Ok(None);
         };
         let rollout = match objects::rollout_status(installer_client, self.previous_objects()).await {
