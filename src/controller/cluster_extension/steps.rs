@@ -265,12 +265,10 @@ impl ReconcileState<'_> {
         Ok(self.ctx.identities.installer_of(self.ext)?)
     }
 
-    /// Step: list ClusterCatalogs. An error is not returned here: upstream's fallback rules
-    /// decide what it means once resolution has failed.
     /// Step: the ClusterCatalogs, sorted by name as a list returns them: from the controller's
     /// watch once it has listed them, else listed (right after a start, a test calling the steps
-    /// alone, or a watch that cannot list them, e.g. without the CRD, whose error the list then
-    /// reports for the fallback rules).
+    /// alone, or a watch that cannot list them, e.g. without the CRD). An error is not returned
+    /// here: upstream's fallback rules decide what it means once resolution has failed.
     async fn list_catalogs(&self) -> Result<Vec<ClusterCatalog>, kube::Error> {
         if let Some(store) = self.ctx.catalog_store.get()
             && matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
