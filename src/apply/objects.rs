@@ -353,7 +353,7 @@ impl Applied {
 }
 
 /// Whether [`rollout_status`] reads objects like `object`.
-fn is_readiness_kind(object: &ObjectRef) -> bool {
+pub fn is_readiness_kind(object: &ObjectRef) -> bool {
     matches!(
         (object.api_version.as_str(), object.kind.as_str()),
         (CRD_API_VERSION, "CustomResourceDefinition")
@@ -612,6 +612,9 @@ pub struct Rollout {
     pub waiting_state: Option<WatchedObject>,
     /// The watched objects checked ready, in order.
     pub watched: Vec<WatchedObject>,
+    /// The APIServices read, with the resourceVersion read: the API server writes their status
+    /// (Available) after an apply, and the drift check compares their resourceVersion.
+    pub api_services: Vec<AppliedObject>,
 }
 
 /// Whether the applied objects are ready: CRDs Established, Deployments Available with every
@@ -619,6 +622,7 @@ pub struct Rollout {
 /// first thing still rolling out.
 pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Rollout, ApplyError> {
     let mut watched = Vec::new();
+    let mut api_services = Vec::new();
     for object in objects {
         let read_error = |source| ApplyError::Read {
             object: describe(object),
@@ -650,6 +654,11 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                     .map_err(read_error)?;
                 let waiting =
                     api_service_unavailable(&api_service).map(|w| format!("{} {w}", describe(object)));
+                api_services.push(AppliedObject {
+                    object: object.clone(),
+                    uid: api_service.metadata.uid.clone().unwrap_or_default(),
+                    resource_version: api_service.metadata.resource_version.clone().unwrap_or_default(),
+                });
                 (api_service.metadata, waiting)
             }
             _ => continue,
@@ -660,6 +669,7 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                 waiting,
                 waiting_state: Some(state),
                 watched,
+                api_services,
             });
         }
         watched.push(state);
@@ -668,6 +678,7 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
         waiting: None,
         waiting_state: None,
         watched,
+        api_services,
     })
 }
 

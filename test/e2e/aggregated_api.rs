@@ -284,6 +284,31 @@ fn first_write(
         .min()
 }
 
+/// The writes `user` made since `offset`, one per line in the order received: what a failed
+/// ordering assertion shows.
+fn writes_of(audit: &components::AuditLog, offset: u64, user: &str) -> String {
+    let mut writes: Vec<_> = audit
+        .writes_since(offset)
+        .into_values()
+        .flatten()
+        .filter(|w| w.user == user)
+        .collect();
+    writes.sort_by_key(|w| w.received);
+    writes
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {} {} {}",
+                w.received,
+                w.verb,
+                w.resource,
+                w.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[tokio::test]
 async fn the_aggregated_api_server_is_served_through_the_api_server_from_install_to_uninstall() {
     let Some(_node) = node::real_node() else {
@@ -448,6 +473,7 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
     olmv1_ok(&["upgrade", &name, "--version", "0.2.0", "--yes"]);
     components::wait_installed_within(&client, &name, "0.2.0", RUN_TIMEOUT).await;
     let upgrade_took = t0.elapsed();
+    let installed_at = audit.end();
     let pod = ready_pod(&client, &namespace).await;
     let v1 = api_services.get(&api_service_name("v1")).await.unwrap();
     assert!(available(&v1));
@@ -459,6 +485,20 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
     assert_served_by(&served_gadgets("v1", &pod).await, &pod, "0.2.0");
     assert_served_by(&served_gadgets("v1alpha1", &pod).await, &pod, "0.2.0");
     let upgraded_checks = discovery.assert_healthy("the upgrade to 0.2.0").await;
+    // Installed is the end of it: the APIServices went Available after their apply (a status
+    // write, which moves their resourceVersion), and two drift checks begun since find nothing
+    // to apply again (one that did would patch the Deployment of the installed version).
+    let (checks, _) = components::drift_counts().await;
+    components::wait_drift_checks(checks, 2).await;
+    let reapplied: Vec<String> = writes_of(&audit, installed_at, &user)
+        .lines()
+        .filter(|w| w.contains(" deployments ") || w.contains(" apiservices "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        reapplied.is_empty(),
+        "0.2.0 applied again once Installed: {reapplied:?}"
+    );
 
     // Upgrade to 0.3.0, which drops v1alpha1: its APIService is deleted before the Deployment
     // changes (0.3.0's server no longer serves it).
@@ -488,7 +528,8 @@ async fn the_aggregated_api_server_is_served_through_the_api_server_from_install
         .expect("the Deployment applied as the installer");
     assert!(
         withdrawn < rolled,
-        "the APIService ({withdrawn}) goes before the Deployment changes ({rolled})"
+        "the APIService ({withdrawn}) goes before the Deployment changes ({rolled}); the installer's writes since the upgrade:\n{}",
+        writes_of(&audit, offset, &user)
     );
     let dropped_checks = discovery.assert_healthy("the upgrade to 0.3.0").await;
 

@@ -1216,6 +1216,35 @@ impl AuditLog {
     }
 }
 
+/// The drift check's count (`olmv1_clusterextension_drift_checks_total`) and the extensions it
+/// found changed (`olmv1_clusterextension_drifted_total`).
+pub async fn drift_counts() -> (u64, u64) {
+    let metrics = scrape_metrics("controller").await.unwrap();
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}")) as u64
+    };
+    (
+        value("olmv1_clusterextension_drift_checks_total"),
+        value("olmv1_clusterextension_drifted_total"),
+    )
+}
+
+/// Waits until the drift check has run `checks` more times than `since`.
+pub async fn wait_drift_checks(since: u64, checks: u64) {
+    support::wait_for(&format!("{checks} drift checks"), INSTALL_TIMEOUT, || async {
+        let (now, _) = drift_counts().await;
+        if now >= since + checks {
+            Ok(())
+        } else {
+            Err(format!("{} since", now - since))
+        }
+    })
+    .await;
+}
+
 /// Runs the `olmv1` command line against the test cluster, its logs off.
 pub fn olmv1(args: &[&str]) -> support::CmdOutput {
     support::run(

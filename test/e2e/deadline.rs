@@ -6,7 +6,10 @@
 use std::time::Duration;
 
 use k8s_openapi::{
-    api::{apps::v1::Deployment, core::v1::Node},
+    api::{
+        apps::v1::Deployment,
+        core::v1::{Node, Secret},
+    },
     jiff::Timestamp,
 };
 use kube::{
@@ -150,7 +153,7 @@ fn never_ready(package: &str) -> Package {
 }
 
 #[tokio::test]
-async fn a_rollout_in_progress_is_followed_by_reads_and_a_deployment_deleted_meanwhile_is_applied_again() {
+async fn a_rollout_in_progress_is_followed_by_reads_and_what_is_deleted_meanwhile_is_applied_again() {
     let s = Scenario::new("rollreads", never_ready).await;
     s.apply_extension(json!({})).await;
     let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace);
@@ -181,6 +184,27 @@ async fn a_rollout_in_progress_is_followed_by_reads_and_a_deployment_deleted_mea
     )
     .await;
     println!("API requests of the reconciles of a rollout in progress: {costs:?}");
+
+    // The revision record deleted meanwhile (no watch tells): the next poll finds it is not the
+    // one the trusted apply wrote, applies in full and writes it again.
+    let records = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE);
+    let record_name = format!("{}-revision", s.extension);
+    let recorded = records.get(&record_name).await.unwrap();
+    records
+        .delete(&record_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    support::wait_for(
+        "the deleted revision record written again",
+        components::INSTALL_TIMEOUT,
+        || async {
+            match records.get_opt(&record_name).await {
+                Ok(Some(again)) if again.uid() != recorded.uid() => Ok(()),
+                other => Err(format!("{:?}", other.map(|r| r.map(|r| r.uid())))),
+            }
+        },
+    )
+    .await;
 
     // A Deployment the rollout waits for, deleted: the watch tells, and it is applied again.
     deployments.delete(&name, &DeleteParams::default()).await.unwrap();

@@ -230,39 +230,6 @@ async fn drift_on_an_applied_object_is_repaired() {
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
 }
 
-/// The drift check's count (`olmv1_clusterextension_drift_checks_total`) and the extensions it
-/// found changed (`olmv1_clusterextension_drifted_total`).
-async fn drift_counts() -> (u64, u64) {
-    let metrics = components::scrape_metrics("controller").await.unwrap();
-    let value = |name: &str| {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}")) as u64
-    };
-    (
-        value("olmv1_clusterextension_drift_checks_total"),
-        value("olmv1_clusterextension_drifted_total"),
-    )
-}
-
-/// Waits until the drift check has run `checks` more times than `since`.
-async fn wait_drift_checks(since: u64, checks: u64) {
-    support::wait_for(
-        &format!("{checks} drift checks"),
-        components::INSTALL_TIMEOUT,
-        || async {
-            let (now, _) = drift_counts().await;
-            if now >= since + checks {
-                Ok(())
-            } else {
-                Err(format!("{} since", now - since))
-            }
-        },
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_is_applied() {
     let s = Scenario::new("driftcheck", two_versions).await;
@@ -312,8 +279,8 @@ async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_i
     let settle = std::time::Instant::now() + components::INSTALL_TIMEOUT;
     loop {
         let before = audit.end();
-        let (checks, _) = drift_counts().await;
-        wait_drift_checks(checks, 1).await;
+        let (checks, _) = components::drift_counts().await;
+        components::wait_drift_checks(checks, 1).await;
         let written = ours(before);
         if written.is_empty() {
             break;
@@ -324,8 +291,8 @@ async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_i
         );
     }
     let before = audit.end();
-    let (checks, _) = drift_counts().await;
-    wait_drift_checks(checks, 2).await;
+    let (checks, _) = components::drift_counts().await;
+    components::wait_drift_checks(checks, 2).await;
     let written = ours(before);
     assert!(
         written.is_empty(),
@@ -356,7 +323,7 @@ async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_i
         .delete(&config_map_name, &DeleteParams::default())
         .await
         .unwrap();
-    let (_, drifted) = drift_counts().await;
+    let (_, drifted) = components::drift_counts().await;
     support::wait_for(
         "the ClusterRole's rules restored and the ConfigMap applied again",
         components::INSTALL_TIMEOUT,
@@ -374,7 +341,7 @@ async fn drift_on_unwatched_kinds_is_found_by_the_drift_check_and_nothing_else_i
     )
     .await;
     assert!(
-        drift_counts().await.1 > drifted,
+        components::drift_counts().await.1 > drifted,
         "the drift check found the change"
     );
     components::wait_installed(&s.client, &s.extension, "1.1.0").await;
