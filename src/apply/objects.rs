@@ -612,9 +612,6 @@ pub struct Rollout {
     pub waiting_state: Option<WatchedObject>,
     /// The watched objects checked ready, in order.
     pub watched: Vec<WatchedObject>,
-    /// The APIServices read, with the resourceVersion read: the API server writes their status
-    /// (Available) after an apply, and the drift check compares their resourceVersion.
-    pub api_services: Vec<AppliedObject>,
 }
 
 /// Whether the applied objects are ready: CRDs Established, Deployments Available with every
@@ -622,7 +619,6 @@ pub struct Rollout {
 /// first thing still rolling out.
 pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result<Rollout, ApplyError> {
     let mut watched = Vec::new();
-    let mut api_services = Vec::new();
     for object in objects {
         let read_error = |source| ApplyError::Read {
             object: describe(object),
@@ -654,11 +650,6 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                     .map_err(read_error)?;
                 let waiting =
                     api_service_unavailable(&api_service).map(|w| format!("{} {w}", describe(object)));
-                api_services.push(AppliedObject {
-                    object: object.clone(),
-                    uid: api_service.metadata.uid.clone().unwrap_or_default(),
-                    resource_version: api_service.metadata.resource_version.clone().unwrap_or_default(),
-                });
                 (api_service.metadata, waiting)
             }
             _ => continue,
@@ -669,7 +660,6 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
                 waiting,
                 waiting_state: Some(state),
                 watched,
-                api_services,
             });
         }
         watched.push(state);
@@ -678,7 +668,6 @@ pub async fn rollout_status(sa_client: &Client, objects: &[ObjectRef]) -> Result
         waiting: None,
         waiting_state: None,
         watched,
-        api_services,
     })
 }
 

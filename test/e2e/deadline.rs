@@ -185,8 +185,37 @@ async fn a_rollout_in_progress_is_followed_by_reads_and_what_is_deleted_meanwhil
     .await;
     println!("API requests of the reconciles of a rollout in progress: {costs:?}");
 
-    // The revision record deleted meanwhile (no watch tells): the next poll finds it is not the
-    // one the trusted apply wrote, applies in full and writes it again.
+    // The revision record deleted meanwhile (no watch tells): the first reconcile begun after
+    // the deletion finds it is not the one the trusted apply wrote, applies in full and writes it
+    // again. Reconciles of one extension never overlap, so the second to finish after the
+    // deletion began after it (the first may have read the record before). Trusting the apply
+    // regardless would read the readiness of no object at all and report the rollout, which
+    // never ends, Succeeded: the extension's Progressing is watched throughout.
+    let (listening, listened) = tokio::sync::oneshot::channel();
+    let succeeded = tokio::spawn({
+        let extensions = Api::<olmv1_api::v1::ClusterExtension>::all(s.client.clone());
+        let fields = format!("metadata.name={}", s.extension);
+        async move {
+            use futures::StreamExt;
+            use kube::runtime::WatchStreamExt;
+            let config = kube::runtime::watcher::Config::default().fields(&fields);
+            let mut events = std::pin::pin!(kube::runtime::watcher(extensions, config).applied_objects());
+            let mut listening = Some(listening);
+            while let Some(event) = events.next().await {
+                let Ok(ext) = event else { continue };
+                if let Some(listening) = listening.take() {
+                    let _ = listening.send(());
+                }
+                if let Some(c) = components::condition(&ext, "Progressing")
+                    && c.reason == "Succeeded"
+                {
+                    return c.message.clone();
+                }
+            }
+            String::new()
+        }
+    });
+    listened.await.unwrap();
     let records = Api::<Secret>::namespaced(s.client.clone(), components::SYSTEM_NAMESPACE);
     let record_name = format!("{}-revision", s.extension);
     let recorded = records.get(&record_name).await.unwrap();
@@ -194,17 +223,34 @@ async fn a_rollout_in_progress_is_followed_by_reads_and_what_is_deleted_meanwhil
         .delete(&record_name, &DeleteParams::default())
         .await
         .unwrap();
+    let finished = components::reconcile_requests(&s.extension).len();
     support::wait_for(
-        "the deleted revision record written again",
+        "two reconciles finished after the record's deletion",
         components::INSTALL_TIMEOUT,
         || async {
-            match records.get_opt(&record_name).await {
-                Ok(Some(again)) if again.uid() != recorded.uid() => Ok(()),
-                other => Err(format!("{:?}", other.map(|r| r.map(|r| r.uid())))),
+            let now = components::reconcile_requests(&s.extension).len();
+            if now >= finished + 2 {
+                Ok(())
+            } else {
+                Err(format!("{} finished", now - finished))
             }
         },
     )
     .await;
+    match records.get_opt(&record_name).await {
+        Ok(Some(again)) if again.uid() != recorded.uid() => {}
+        other => panic!(
+            "the deleted revision record is not written again by the reconcile after its deletion: {:?}; API requests per reconcile: {:?}",
+            other.map(|r| r.map(|r| r.uid())),
+            components::reconcile_requests(&s.extension)
+        ),
+    }
+    assert!(
+        !succeeded.is_finished(),
+        "a rollout that never ends was reported Succeeded once its record was deleted: {:?}",
+        succeeded.await
+    );
+    succeeded.abort();
 
     // A Deployment the rollout waits for, deleted: the watch tells, and it is applied again.
     deployments.delete(&name, &DeleteParams::default()).await.unwrap();

@@ -21,6 +21,7 @@ use tracing::debug;
 use super::{
     Context, DependencyMode, Freshness, StepError,
     dependencies::{self, DependencyCheckError},
+    drift,
     error::BundleError,
     fallback::{self, AfterResolutionFailure, MatchingCatalogs},
     operator_conditions::{self, Found, HeldUpgrade},
@@ -31,7 +32,7 @@ use crate::{
         identity::Installer,
         objects::{self, Applied, Owner},
         preflight::{self, AccessPolicy},
-        revision::{InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
+        revision::{AppliedObject, InstalledRevision, ObjectRef, ReadyMark, RolloutStart},
     },
     bundle::{registry_v1::RegistryV1Bundle, render},
     catalog::{Deprecation, Property},
@@ -799,10 +800,11 @@ impl ReconcileState<'_> {
 
     /// Step: the full apply of this content that an earlier reconcile made still rolls out, the
     /// revision record is the one it wrote (this image, this generation, the same CRDs,
-    /// Deployments and APIServices), and what readiness reads now is as that apply left it
-    /// ([`read_as_applied`]): readiness is all this reconcile checks, nothing is applied.
-    /// `None`: apply in full (no such apply, something replaced or changed since, or readiness
-    /// could not be read); what was remembered is then forgotten.
+    /// Deployments and APIServices), and what readiness reads now is as that apply left it (same
+    /// uids, same spec generations): readiness is all this reconcile checks, nothing is applied
+    /// until the content is ready ([`Self::unwatched_as_applied`]). `None`: apply in full (no
+    /// such apply, something replaced or changed since, or readiness could not be read); what
+    /// was remembered is then forgotten.
     async fn rollout_of_last_apply(
         &mut self,
         target: &Target,
@@ -837,7 +839,13 @@ impl ReconcileState<'_> {
                 return Ok(None);
             }
         };
-        if !read_as_applied(&rollout, &waiting.applied) {
+        let mut read = rollout.watched.iter().chain(&rollout.waiting_state);
+        if !read.all(|state| waiting.applied.states.contains(state))
+            || (rollout.waiting.is_none()
+                && !self
+                    .unwatched_as_applied(installer_client, &waiting.applied)
+                    .await)
+        {
             self.ctx.last_apply.forget_waiting(&name);
             return Ok(None);
         }
@@ -845,6 +853,36 @@ impl ReconcileState<'_> {
         self.readiness(rollout, fingerprint.to_string(), Some(waiting.applied), false)
             .await
             .map(Some)
+    }
+
+    /// Whether each object of a kind no watch follows (all but CRDs and Deployments) is as
+    /// `applied` left it, read now as the installer: the ready mark keeps their resourceVersions
+    /// for the drift check. Others write some of them while a rollout goes on (an APIService's
+    /// status once its server runs, cert-manager's status of an Issuer, an injected CA bundle):
+    /// content ready after such a write is applied in full once more, so that the mark holds
+    /// what the cluster has, and the drift check does not take that write for drift later.
+    async fn unwatched_as_applied(&self, installer_client: &Client, applied: &Applied) -> bool {
+        let unwatched: Vec<AppliedObject> = applied
+            .objects
+            .iter()
+            .filter(|a| !objects::is_watched_kind(&a.object))
+            .cloned()
+            .collect();
+        let refs: Vec<ObjectRef> = unwatched.iter().map(|a| a.object.clone()).collect();
+        let found = match objects::read_applied(installer_client, &self.ctx.lookups, &refs).await {
+            Ok(found) => refs.into_iter().zip(found).collect::<BTreeMap<_, _>>(),
+            Err(e) => {
+                debug!(extension = %self.ext.name_any(), error = %e, "the applied objects not read; applying in full");
+                return false;
+            }
+        };
+        match drift::drifted(&unwatched, |o| found.get(o).cloned()) {
+            None => true,
+            Some((object, how)) => {
+                debug!(extension = %self.ext.name_any(), object = %objects::describe(object), how, "changed since the apply while it rolled out; applying in full");
+                false
+            }
+        }
     }
 
     /// What `rollout` says of the content of `fingerprint`: still rolling out (a full apply
@@ -942,18 +980,6 @@ fn catalog_labels(catalog: &ClusterCatalog) -> BTreeMap<String, String> {
     let mut labels = catalog.labels().clone();
     labels.insert(LABEL_CATALOG_NAME.into(), catalog.name_any());
     labels
-}
-
-/// Whether what `rollout` read is as `applied` left it: each CRD, Deployment and APIService
-/// with the uid and spec generation the apply left and, once nothing rolls out, each APIService
-/// at the resourceVersion it left. An APIService goes Available after its apply, a status write
-/// that moves its resourceVersion (it has no spec generation): content ready with such an
-/// APIService is applied in full once more, so that the ready mark holds the resourceVersion the
-/// cluster has, and the drift check does not apply it again for that status write.
-fn read_as_applied(rollout: &objects::Rollout, applied: &Applied) -> bool {
-    let mut read = rollout.watched.iter().chain(&rollout.waiting_state);
-    read.all(|state| applied.states.contains(state))
-        && (rollout.waiting.is_some() || rollout.api_services.iter().all(|a| applied.objects.contains(a)))
 }
 
 /// How far a rollout still waiting for `waiting` got: stuck once the content it waits for
@@ -1249,62 +1275,6 @@ mod tests {
             tracked_until_pruned(&[kept.clone(), added.clone()], std::slice::from_ref(&kept)),
             [kept, added]
         );
-    }
-
-    #[test]
-    fn a_rollout_is_followed_by_reads_while_as_applied_and_ready_api_services_at_their_applied_version() {
-        use crate::apply::revision::{AppliedObject, WatchedObject};
-        let api_service = ObjectRef {
-            api_version: "apiregistration.k8s.io/v1".into(),
-            kind: "APIService".into(),
-            namespace: None,
-            name: "v1.example.com".into(),
-        };
-        let deployment = object("Deployment", "server");
-        let state = |object: &ObjectRef, uid: &str, generation| WatchedObject {
-            object: object.clone(),
-            uid: uid.into(),
-            generation,
-        };
-        let version = |object: &ObjectRef, uid: &str, resource_version: &str| AppliedObject {
-            object: object.clone(),
-            uid: uid.into(),
-            resource_version: resource_version.into(),
-        };
-        let applied = Applied {
-            objects: vec![
-                version(&deployment, "d", "10"),
-                version(&api_service, "a", "11"),
-                version(&object("ServiceAccount", "sa"), "s", "12"),
-            ],
-            states: vec![state(&deployment, "d", 2), state(&api_service, "a", 0)],
-        };
-        let rolling = |api_service_version: &str| objects::Rollout {
-            waiting: Some("APIService 'v1.example.com' is not Available".into()),
-            waiting_state: Some(state(&api_service, "a", 0)),
-            watched: vec![state(&deployment, "d", 2)],
-            api_services: vec![version(&api_service, "a", api_service_version)],
-        };
-        let ready =
-            |deployment_generation, api_service_uid: &str, api_service_version: &str| objects::Rollout {
-                waiting: None,
-                waiting_state: None,
-                watched: vec![
-                    state(&deployment, "d", deployment_generation),
-                    state(&api_service, api_service_uid, 0),
-                ],
-                api_services: vec![version(&api_service, api_service_uid, api_service_version)],
-            };
-        // Still waiting: the APIService's status may move its resourceVersion meanwhile.
-        assert!(read_as_applied(&rolling("11"), &applied));
-        assert!(read_as_applied(&rolling("13"), &applied));
-        // Ready as the apply left it.
-        assert!(read_as_applied(&ready(2, "a", "11"), &applied));
-        // Ready once its status was written: applied once more, for the drift check's sake.
-        assert!(!read_as_applied(&ready(2, "a", "13"), &applied));
-        // Another spec generation, or the APIService re-created.
-        assert!(!read_as_applied(&ready(3, "a", "11"), &applied));
-        assert!(!read_as_applied(&ready(2, "b", "11"), &applied));
     }
 
     #[test]
