@@ -162,8 +162,8 @@ pub struct WaitingApply {
 /// only. A rollout still in progress after this long is applied in full again, which takes back
 /// any object of a kind no watch follows that was changed meanwhile (as every reconcile of a
 /// rollout did before, every [`ROLLOUT_POLL`]); one that ends ready within it is remembered as
-/// ready with the resourceVersions that apply left, so the drift check finds such a change, as
-/// it does for any extension once ready.
+/// ready once each such object is read as that apply left it, and applied in full once more if
+/// one is not.
 const WAITING_APPLY_TRUST: Duration = Duration::from_secs(60);
 
 /// What the watches reported of an extension's objects since [`LastApplies::begin`]: each
